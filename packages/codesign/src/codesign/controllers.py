@@ -1,0 +1,262 @@
+"""Controllers ``a = act(o, t; w)`` with VJPs: open-loop table, MLP, sinusoid/CPG, PD.
+
+Weights ``w`` are a dict described by ``parameter_space()`` and are optimized together with
+the simulator design. ``act_vjp`` *adds* ∂L/∂w into a caller-owned dict: a time-indexed
+table touches one row per step, and in-place accumulation keeps a T-step reverse sweep O(T)
+instead of O(T²). It returns ∂L/∂o as a new array.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .design import DesignSpace, Parameter
+
+__all__ = ["Controller", "OpenLoopController", "MLPController", "SinusoidController", "PDController"]
+
+
+@runtime_checkable
+class Controller(Protocol):
+    """Maps an observation (1-D, ``observation_size``) and control step to an action."""
+
+    observation_size: int
+    action_size: int
+
+    def parameter_space(self) -> DesignSpace:
+        """The controller's weights as named parameters."""
+        ...
+
+    def act(self, observation, control_step: int, weights: dict[str, Any]):
+        """Action, shape (action_size,)."""
+        ...
+
+    def act_vjp(self, observation, control_step: int, weights, g_action, g_weights) -> Any:
+        """Add ∂L/∂w into ``g_weights``; return ∂L/∂o, shape (observation_size,)."""
+        ...
+
+
+def _check_sizes(observation_size: int, action_size: int) -> None:
+    if action_size < 1:
+        raise ValueError(f"a controller needs action_size >= 1, got {action_size}")
+    if observation_size < 0:
+        raise ValueError(f"observation_size must be >= 0, got {observation_size}")
+
+
+class OpenLoopController:
+    """A table of actions, one row per control step; optionally squashed by ``tanh``.
+
+    Weights: ``table`` of shape (control_steps, action_size).
+    """
+
+    def __init__(
+        self,
+        *,
+        observation_size: int,
+        action_size: int,
+        control_steps: int,
+        initial: float = 0.0,
+        squash: bool = False,
+        lower: float = -np.inf,
+        upper: float = np.inf,
+    ):
+        _check_sizes(observation_size, action_size)
+        self.observation_size = observation_size
+        self.action_size = action_size
+        self.control_steps = int(control_steps)
+        self.initial, self.squash, self.lower, self.upper = initial, squash, lower, upper
+        self._zeros_obs = np.zeros(observation_size)
+
+    def parameter_space(self) -> DesignSpace:
+        return DesignSpace([
+            Parameter("table", (self.control_steps, self.action_size), self.initial,
+                      lower=self.lower, upper=self.upper, doc="action per control step"),
+        ])
+
+    def act(self, observation, control_step, weights):
+        row = weights["table"][control_step]
+        return np.tanh(row) if self.squash else row.copy()
+
+    def act_vjp(self, observation, control_step, weights, g_action, g_weights):
+        if self.squash:
+            g_action = g_action * (1.0 - np.tanh(weights["table"][control_step]) ** 2)
+        g_weights["table"][control_step] += g_action
+        return self._zeros_obs
+
+
+class MLPController:
+    """A multilayer perceptron with tanh hidden layers and tanh output times ``action_scale``.
+
+    Optional phase inputs ``sin/cos(2π k t / period)`` (k = 1..phase_inputs) give a feed-forward
+    rhythm, as in ChainQueen's and DiffTaichi's walkers. Weights ``w{i}`` (fan_in, fan_out) and
+    ``b{i}`` (fan_out,), Glorot-uniform initialized from ``seed``.
+    """
+
+    def __init__(
+        self,
+        *,
+        observation_size: int,
+        action_size: int,
+        control_steps: int = 0,
+        hidden: tuple[int, ...] | list[int] = (64, 64),
+        action_scale: float = 1.0,
+        phase_inputs: int = 0,
+        period: int = 100,
+        init_scale: float = 1.0,
+        seed: int = 0,
+    ):
+        _check_sizes(observation_size, action_size)
+        if any(int(h) < 1 for h in hidden):
+            raise ValueError(f"hidden layer sizes must be positive, got {list(hidden)}")
+        if phase_inputs < 0 or period < 1:
+            raise ValueError("phase_inputs must be >= 0 and period >= 1")
+        self.observation_size = observation_size
+        self.action_size = action_size
+        self.hidden = [int(h) for h in hidden]
+        self.action_scale, self.phase_inputs, self.period = action_scale, phase_inputs, period
+        self.init_scale, self.seed = init_scale, seed
+        self._sizes = [observation_size + 2 * phase_inputs, *self.hidden, action_size]
+
+    def parameter_space(self) -> DesignSpace:
+        rng = np.random.default_rng(self.seed)
+        parameters = []
+        for i, (fan_in, fan_out) in enumerate(zip(self._sizes[:-1], self._sizes[1:], strict=True)):
+            limit = self.init_scale * np.sqrt(6.0 / (fan_in + fan_out))
+            parameters.append(Parameter(f"w{i}", (fan_in, fan_out),
+                                        rng.uniform(-limit, limit, (fan_in, fan_out))))
+            parameters.append(Parameter(f"b{i}", (fan_out,), 0.0))
+        return DesignSpace(parameters)
+
+    def _input(self, observation, control_step):
+        if not self.phase_inputs:
+            return np.asarray(observation, dtype=np.float64)
+        k = np.arange(1, self.phase_inputs + 1)
+        angle = 2.0 * np.pi * k * control_step / self.period
+        return np.concatenate([observation, np.sin(angle), np.cos(angle)])
+
+    def _forward(self, observation, control_step, weights):
+        activations = [self._input(observation, control_step)]
+        for i in range(len(self._sizes) - 1):
+            activations.append(np.tanh(activations[-1] @ weights[f"w{i}"] + weights[f"b{i}"]))
+        return activations
+
+    def act(self, observation, control_step, weights):
+        return self.action_scale * self._forward(observation, control_step, weights)[-1]
+
+    def act_vjp(self, observation, control_step, weights, g_action, g_weights):
+        activations = self._forward(observation, control_step, weights)
+        g = np.asarray(g_action) * self.action_scale
+        for i in reversed(range(len(self._sizes) - 1)):
+            g_pre = g * (1.0 - activations[i + 1] ** 2)
+            g_weights[f"w{i}"] += np.outer(activations[i], g_pre)
+            g_weights[f"b{i}"] += g_pre
+            g = weights[f"w{i}"] @ g_pre
+        return g[: self.observation_size]
+
+
+class SinusoidController:
+    """Central-pattern generator: ``a_j(t) = offset_j + Σ_k amp_jk sin(2π k f t + phase_jk)``.
+
+    ``t = control_step * control_dt`` [s]; ``frequency`` f [Hz] is fixed, amplitudes, phases [rad]
+    and offsets are weights. With ``squash`` the sum passes through ``tanh``.
+    """
+
+    def __init__(
+        self,
+        *,
+        observation_size: int,
+        action_size: int,
+        control_steps: int = 0,
+        control_dt: float,
+        frequency: float = 1.0,
+        harmonics: int = 1,
+        amplitude: float = 0.5,
+        squash: bool = True,
+        seed: int = 0,
+    ):
+        _check_sizes(observation_size, action_size)
+        if harmonics < 1 or frequency <= 0 or control_dt <= 0:
+            raise ValueError("harmonics >= 1, frequency > 0 and control_dt > 0 are required")
+        self.observation_size, self.action_size = observation_size, action_size
+        self.control_dt, self.frequency, self.harmonics = control_dt, frequency, harmonics
+        self.amplitude, self.squash, self.seed = amplitude, squash, seed
+        self._zeros_obs = np.zeros(observation_size)
+
+    def parameter_space(self) -> DesignSpace:
+        rng = np.random.default_rng(self.seed)
+        shape = (self.action_size, self.harmonics)
+        return DesignSpace([
+            Parameter("amplitude", shape, self.amplitude),
+            Parameter("phase", shape, rng.uniform(0, 2 * np.pi, shape), unit="rad"),
+            Parameter("offset", (self.action_size,), 0.0),
+        ])
+
+    def _angles(self, control_step):
+        k = np.arange(1, self.harmonics + 1)
+        return 2.0 * np.pi * k * self.frequency * control_step * self.control_dt
+
+    def act(self, observation, control_step, weights):
+        angle = self._angles(control_step)[None, :] + weights["phase"]
+        raw = weights["offset"] + np.sum(weights["amplitude"] * np.sin(angle), axis=1)
+        return np.tanh(raw) if self.squash else raw
+
+    def act_vjp(self, observation, control_step, weights, g_action, g_weights):
+        angle = self._angles(control_step)[None, :] + weights["phase"]
+        g = np.asarray(g_action)
+        if self.squash:
+            raw = weights["offset"] + np.sum(weights["amplitude"] * np.sin(angle), axis=1)
+            g = g * (1.0 - np.tanh(raw) ** 2)
+        g_weights["offset"] += g
+        g_weights["amplitude"] += g[:, None] * np.sin(angle)
+        g_weights["phase"] += g[:, None] * weights["amplitude"] * np.cos(angle)
+        return self._zeros_obs
+
+
+class PDController:
+    """Proportional-derivative law ``a = kp (target - q) - kd q̇``.
+
+    The observation is ``[q, q̇]`` (length 2 * action_size). Weights ``kp``, ``kd`` and
+    ``target`` (each shape (action_size,)); gains are bounded below by zero.
+    """
+
+    def __init__(
+        self,
+        *,
+        observation_size: int,
+        action_size: int,
+        control_steps: int = 0,
+        kp: float = 1.0,
+        kd: float = 0.1,
+        target: float = 0.0,
+    ):
+        _check_sizes(observation_size, action_size)
+        if observation_size != 2 * action_size:
+            raise ValueError(
+                f"the PD controller needs observations [q, q̇] of length 2 * action_size = "
+                f"{2 * action_size}, got {observation_size}; choose an observer that reports "
+                "positions and velocities"
+            )
+        self.observation_size, self.action_size = observation_size, action_size
+        self.kp, self.kd, self.target = kp, kd, target
+
+    def parameter_space(self) -> DesignSpace:
+        n = self.action_size
+        return DesignSpace([
+            Parameter("kp", (n,), self.kp, lower=0.0),
+            Parameter("kd", (n,), self.kd, lower=0.0),
+            Parameter("target", (n,), self.target),
+        ])
+
+    def act(self, observation, control_step, weights):
+        n = self.action_size
+        q, qd = observation[:n], observation[n:]
+        return weights["kp"] * (weights["target"] - q) - weights["kd"] * qd
+
+    def act_vjp(self, observation, control_step, weights, g_action, g_weights):
+        n = self.action_size
+        q, qd = observation[:n], observation[n:]
+        g_weights["kp"] += g_action * (weights["target"] - q)
+        g_weights["kd"] -= g_action * qd
+        g_weights["target"] += g_action * weights["kp"]
+        return np.concatenate([-g_action * weights["kp"], -g_action * weights["kd"]])

@@ -1,0 +1,56 @@
+"""Plugin hook specifications (pluggy project name and entry-point group: ``codesign``).
+
+Each registration hook receives a ``register(name, factory, **info)`` callback. Factories
+take keyword-only options; their signatures (names, annotations, defaults) are what a YAML
+experiment may set, and the config validator checks YAML against them.
+
+- simulators: ``factory(**options) -> Simulator``
+- observers and terms: ``factory(*, simulator, **options)``
+- controllers: ``factory(*, observation_size, action_size, control_steps, control_dt, **options)``
+  (a factory may omit the size arguments it does not use only by accepting ``**_``)
+- optimizers: ``factory(**options) -> Optimizer``
+- examples: ``register(name, path_to_yaml, description=..., default=False)``; the default
+  example is what ``codesign demo`` runs.
+
+A plugin module declares the hook API versions it supports as ``CODESIGN_API = (low, high)``.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+__all__ = ["hookspec", "hookimpl", "PROJECT_NAME"]
+
+PROJECT_NAME = "codesign"
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def codesign_register_simulators(register) -> None:
+    """Register simulator factories: ``register("mpm", MPMSimulator)``."""
+
+
+@hookspec
+def codesign_register_terms(register) -> None:
+    """Register objective-term factories: ``register("mean_position", MeanPosition)``."""
+
+
+@hookspec
+def codesign_register_observers(register) -> None:
+    """Register observer factories: ``register("centroids", CentroidObserver)``."""
+
+
+@hookspec
+def codesign_register_controllers(register) -> None:
+    """Register controller factories: ``register("mlp", MLPController)``."""
+
+
+@hookspec
+def codesign_register_optimizers(register) -> None:
+    """Register optimizer factories: ``register("adam", Adam)``."""
+
+
+@hookspec
+def codesign_register_examples(register) -> None:
+    """Register example experiments: ``register("walker_2d", path, default=True)``."""

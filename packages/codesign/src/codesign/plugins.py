@@ -1,0 +1,186 @@
+"""Plugin discovery and the registry of components built from the registration hooks."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+from . import PLUGIN_API_VERSION, hookspecs
+
+__all__ = [
+    "COMPONENT_KINDS",
+    "PluginManager",
+    "PluginWarning",
+    "RegistryError",
+    "Registration",
+    "Registry",
+    "get_plugin_manager",
+    "get_registry",
+]
+
+COMPONENT_KINDS = ("simulators", "terms", "observers", "controllers", "optimizers", "examples")
+
+
+class PluginWarning(UserWarning):
+    """A plugin was skipped; the message says which and why."""
+
+
+class RegistryError(LookupError):
+    """An unknown component name, or one registered twice."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """One registered component: its name, factory (or example path), plugin and extra info."""
+
+    kind: str
+    name: str
+    factory: Any
+    plugin: str
+    distribution: str | None
+    version: str | None
+    info: dict[str, Any]
+
+
+class Registry:
+    """Components by kind and name, collected from every registered plugin's hooks."""
+
+    def __init__(self, plugin_manager: pluggy.PluginManager):
+        self._entries: dict[str, dict[str, Registration]] = {k: {} for k in COMPONENT_KINDS}
+        for kind in COMPONENT_KINDS:
+            hook = getattr(plugin_manager.hook, f"codesign_register_{kind}")
+            for impl in hook.get_hookimpls():
+                plugin_name = plugin_manager.get_name(impl.plugin) or repr(impl.plugin)
+                dist = _distribution_of(plugin_manager, impl.plugin)
+                impl.function(register=self._registrar(kind, plugin_name, dist))
+
+    def _registrar(self, kind: str, plugin: str, dist) -> Callable:
+        def register(name: str, factory, **info) -> None:
+            if name in self._entries[kind]:
+                other = self._entries[kind][name].plugin
+                raise RegistryError(
+                    f"{kind[:-1]} {name!r} is registered by both {other!r} and {plugin!r}")
+            self._entries[kind][name] = Registration(
+                kind=kind, name=name, factory=factory, plugin=plugin,
+                distribution=dist[0] if dist else None, version=dist[1] if dist else None,
+                info=dict(info))
+
+        return register
+
+    def names(self, kind: str) -> list[str]:
+        """Registered names of one kind, sorted."""
+        return sorted(self._entries[kind])
+
+    def get(self, kind: str, name: str) -> Registration:
+        """The registration of ``name``; unknown names raise RegistryError listing the known."""
+        if kind not in self._entries:
+            raise RegistryError(f"unknown component kind {kind!r}; kinds: {COMPONENT_KINDS}")
+        try:
+            return self._entries[kind][name]
+        except KeyError:
+            known = ", ".join(self.names(kind)) or "none installed"
+            raise RegistryError(f"unknown {kind[:-1]} {name!r}; available: {known}") from None
+
+    def all(self) -> list[Registration]:
+        """Every registration, grouped by kind."""
+        return [r for kind in COMPONENT_KINDS for r in self._entries[kind].values()]
+
+    def default_example(self) -> Registration | None:
+        """The example registered with ``default=True`` (the first one found), if any."""
+        for registration in self._entries["examples"].values():
+            if registration.info.get("default"):
+                return registration
+        return None
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager plus the distribution (name, version) each entry point came from."""
+
+    def __init__(self):
+        super().__init__(hookspecs.PROJECT_NAME)
+        self.distributions: dict[str, tuple[str, str]] = {}
+
+
+def _distribution_of(plugin_manager, plugin) -> tuple[str, str] | None:
+    name = plugin_manager.get_name(plugin)
+    if name in getattr(plugin_manager, "distributions", {}):
+        return plugin_manager.distributions[name]
+    module = getattr(plugin, "__name__", "")
+    if module.startswith("codesign"):
+        from . import __version__
+
+        return "codesign", __version__
+    return None
+
+
+def _supports_api(plugin) -> tuple[bool, str]:
+    declared = getattr(plugin, "CODESIGN_API", None)
+    if declared is None:
+        return False, "it does not declare CODESIGN_API = (low, high)"
+    try:
+        low, high = (int(v) for v in declared)
+    except (TypeError, ValueError):
+        return False, f"its CODESIGN_API {declared!r} is not a pair of integers"
+    if not low <= PLUGIN_API_VERSION <= high:
+        return False, (f"it supports plugin API {low}..{high} but this codesign provides "
+                       f"{PLUGIN_API_VERSION}; upgrade the plugin or codesign")
+    return True, ""
+
+
+def get_plugin_manager(*, load_entry_points: bool = True,
+                       only: list[str] | None = None) -> PluginManager:
+    """Build a fresh plugin manager with the core's own components and installed plugins.
+
+    Entry points in group ``codesign`` are loaded unless ``load_entry_points`` is false.
+    ``only`` (or the environment variable ``CODESIGN_PLUGINS=a,b``) restricts loading to
+    those entry-point names. A plugin that fails to import or declares an unsupported API
+    version is skipped with a :class:`PluginWarning` naming it and the reason.
+    """
+    from . import _core_plugin
+
+    manager = PluginManager()
+    manager.add_hookspecs(hookspecs)
+    manager.register(_core_plugin, name="core")
+    if not load_entry_points:
+        return manager
+    if only is None and os.environ.get("CODESIGN_PLUGINS"):
+        only = [n.strip() for n in os.environ["CODESIGN_PLUGINS"].split(",") if n.strip()]
+    for entry_point in importlib.metadata.entry_points(group=hookspecs.PROJECT_NAME):
+        if only is not None and entry_point.name not in only:
+            continue
+        if manager.has_plugin(entry_point.name):
+            continue
+        try:
+            plugin = entry_point.load()
+        except Exception as exc:  # any import failure of third-party code is reported
+            warnings.warn(f"skipping codesign plugin {entry_point.name!r} "
+                          f"({entry_point.value}): it failed to import: {exc!r}",
+                          PluginWarning, stacklevel=2)
+            continue
+        ok, why = _supports_api(plugin)
+        if not ok:
+            warnings.warn(f"skipping codesign plugin {entry_point.name!r}: {why}",
+                          PluginWarning, stacklevel=2)
+            continue
+        try:
+            manager.register(plugin, name=entry_point.name)
+        except Exception as exc:  # pluggy validates hook signatures on registration
+            warnings.warn(f"skipping codesign plugin {entry_point.name!r}: {exc}",
+                          PluginWarning, stacklevel=2)
+            continue
+        if entry_point.dist is not None:
+            dist = entry_point.dist
+            manager.distributions[entry_point.name] = (dist.metadata["name"], dist.version)
+    return manager
+
+
+def get_registry(plugin_manager: pluggy.PluginManager | None = None) -> Registry:
+    """The registry of every component the plugins (default: all installed) register."""
+    return Registry(plugin_manager or get_plugin_manager())
+

@@ -1,0 +1,307 @@
+"""Rollouts and their reverse sweep with √N checkpointing.
+
+The core owns time. A rollout of ``steps`` control steps, each of ``substeps`` simulator
+substeps of length ``dt``, evaluates at control step t:
+
+    o_t = observe(s_t, θ),   a_t = act(o_t, t; w),   s_{t+1} = step^substeps(s_t, a_t, θ, dt)
+
+and accumulates ``f = g(s_T, θ) + Σ_t h(s_t, a_t)`` for an objective and any constraints.
+The reverse sweep stores every k-th substep state (k ≈ √N for N substeps) and recomputes
+one segment at a time on the way back, so at most about 2√N states are held at once.
+Running it with ``checkpoint_every=1`` stores every state and gives identical gradients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .backend import to_host
+from .controllers import Controller
+from .observers import NullObserver, Observer
+from .simulator import SimulationError
+from .terms import Constraint, Objective
+from .tree import tree_add, tree_scale, tree_to_host
+
+__all__ = ["Rollout", "RolloutResult", "Gradient", "default_checkpoint_interval"]
+
+
+def default_checkpoint_interval(total_substeps: int) -> int:
+    """k = ⌈√N⌉: N/k stored checkpoints plus a k-state segment, about 2√N states."""
+    return max(1, math.ceil(math.sqrt(total_substeps)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Gradient:
+    """Gradient of one scalar rollout function.
+
+    Attributes:
+        design: ∂f/∂θ for every simulator design parameter, name -> array.
+        weights: ∂f/∂w for every controller weight, name -> array.
+        initial_state: ∂f/∂s0, a state tree (for fitting initial-state offsets).
+    """
+
+    design: dict[str, np.ndarray]
+    weights: dict[str, np.ndarray]
+    initial_state: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutResult:
+    """What one forward rollout produced.
+
+    Attributes:
+        values: the objective's value followed by each constraint's, shape (1 + m,).
+        final_state: s_T.
+        actions: a_t for every control step, shape (steps, action_size).
+        states: host copies of s_0 … s_T when ``record=True``, else ``None``.
+        peak_states_held: most simulator states held at once by the checkpoint store
+            (forward and reverse), the quantity √N checkpointing bounds.
+    """
+
+    values: np.ndarray
+    final_state: Any
+    actions: np.ndarray
+    states: list | None = None
+    peak_states_held: int = 0
+
+
+def _add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return tree_add(a, b)
+
+
+def _add_dict(acc: dict, g: dict | None) -> None:
+    if not g:
+        return
+    for name, value in g.items():
+        if value is not None:
+            acc[name] = value if name not in acc else acc[name] + value
+
+
+class Rollout:
+    """A differentiable rollout of a simulator under a controller.
+
+    Args:
+        simulator: an object satisfying :class:`codesign.Simulator`.
+        controller: maps observations to actions (see :mod:`codesign.controllers`).
+        observer: reads observations from states; default none (open loop).
+        steps: number of control steps T.
+        substeps: simulator substeps per control step.
+        dt: substep length [s].
+        checkpoint_every: store every k-th substep state in the reverse sweep; ``None``
+            chooses k = ⌈√N⌉, 1 stores every state.
+    """
+
+    def __init__(
+        self,
+        simulator,
+        *,
+        controller: Controller,
+        observer: Observer | None = None,
+        steps: int,
+        substeps: int = 1,
+        dt: float,
+        checkpoint_every: int | None = None,
+    ):
+        if int(steps) < 1 or int(substeps) < 1:
+            raise ValueError(f"steps and substeps must be >= 1, got {steps} and {substeps}")
+        if not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"dt must be a positive number of seconds, got {dt}")
+        self.simulator = simulator
+        self.controller = controller
+        self.observer = observer if observer is not None else NullObserver()
+        self.steps, self.substeps, self.dt = int(steps), int(substeps), float(dt)
+        if controller.action_size != simulator.action_size:
+            raise ValueError(
+                f"the controller produces {controller.action_size} action(s) but the simulator "
+                f"takes {simulator.action_size}"
+            )
+        if controller.observation_size != self.observer.size:
+            raise ValueError(
+                f"the controller expects {controller.observation_size} observation(s) but the "
+                f"observer provides {self.observer.size}"
+            )
+        total = self.steps * self.substeps
+        self.checkpoint_every = int(checkpoint_every or default_checkpoint_interval(total))
+        if self.checkpoint_every < 1:
+            raise ValueError("checkpoint_every must be >= 1")
+
+    @property
+    def total_substeps(self) -> int:
+        """N = steps × substeps."""
+        return self.steps * self.substeps
+
+    # -- forward --------------------------------------------------------------------------
+
+    def _initial_state(self, design, initial_offset):
+        check = getattr(self.simulator, "check_time_step", None)
+        if check is not None:
+            check(design, self.dt)
+        state = self.simulator.initial_state(design)
+        return _add(state, initial_offset)
+
+    @staticmethod
+    def _functions(objective: Objective, constraints: Sequence[Constraint]) -> list[Objective]:
+        return [objective, *(c.objective for c in constraints)]
+
+    @staticmethod
+    def _terms_by_kind(functions: list[Objective]):
+        kinds = {"running": [], "final": [], "trajectory": []}
+        for index, function in enumerate(functions):
+            for wt in function.terms:
+                kinds[wt.term.kind].append((index, wt.weight, wt.term))
+        return kinds
+
+    def _forward(self, design, weights, functions, initial_offset, *, store, record):
+        sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
+        k, substeps = self.checkpoint_every, self.substeps
+        kinds = self._terms_by_kind(functions)
+        at_step = kinds["running"] + kinds["trajectory"]
+        at_end = kinds["final"] + kinds["trajectory"]
+        check_state = getattr(sim, "check_state", None)
+        values = np.zeros(len(functions))
+        actions = np.zeros((self.steps, sim.action_size))
+        checkpoints: dict[int, Any] = {}
+        states = [] if record else None
+        state = self._initial_state(design, initial_offset)
+        for c in range(self.steps):
+            if record:
+                states.append(tree_to_host(state))
+            action = np.asarray(ctrl.act(obs.observe(state, design), c, weights), dtype=float)
+            actions[c] = action
+            for index, weight, term in at_step:
+                values[index] += weight * term.value(
+                    state, action if term.kind == "running" else None, design, c)
+            for j in range(substeps):
+                i = c * substeps + j
+                if store and i % k == 0:
+                    checkpoints[i] = state
+                state = sim.step(state, action, design, dt)
+            if check_state is not None:
+                check_state(state, (c + 1) * substeps)
+        if record:
+            states.append(tree_to_host(state))
+        for index, weight, term in at_end:
+            values[index] += weight * term.value(state, None, design, self.steps)
+        if not np.all(np.isfinite(values)):
+            raise SimulationError(
+                f"the rollout produced non-finite objective values {values.tolist()}; "
+                "the simulation diverged: reduce dt or check the design"
+            )
+        return values, state, actions, checkpoints, states
+
+    def forward(
+        self,
+        design: dict[str, Any],
+        weights: dict[str, Any],
+        objective: Objective,
+        constraints: Sequence[Constraint] = (),
+        *,
+        initial_offset=None,
+        record: bool = False,
+    ) -> RolloutResult:
+        """Run the rollout and return objective and constraint values (no gradients)."""
+        functions = self._functions(objective, constraints)
+        values, final, actions, _, states = self._forward(
+            design, weights, functions, initial_offset, store=False, record=record)
+        return RolloutResult(values=values, final_state=final, actions=actions, states=states)
+
+    # -- reverse --------------------------------------------------------------------------
+
+    def value_and_grad(
+        self,
+        design: dict[str, Any],
+        weights: dict[str, Any],
+        objective: Objective,
+        constraints: Sequence[Constraint] = (),
+        *,
+        initial_offset=None,
+    ) -> tuple[RolloutResult, list[Gradient]]:
+        """Forward rollout, then one reverse sweep for the objective and every constraint.
+
+        The segments recomputed from checkpoints are shared by all functions; each function
+        carries its own adjoint state through ``step_vjp``.
+        """
+        sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
+        k, substeps, n_total = self.checkpoint_every, self.substeps, self.total_substeps
+        functions = self._functions(objective, constraints)
+        values, final, actions, checkpoints, _ = self._forward(
+            design, weights, functions, initial_offset, store=True, record=False)
+        kinds = self._terms_by_kind(functions)
+        at_step = kinds["running"] + kinds["trajectory"]
+        m = len(functions)
+
+        g_state: list[Any] = [None] * m
+        g_design: list[dict] = [{} for _ in range(m)]
+        weight_space = ctrl.parameter_space()
+        g_weights = [{n: np.zeros(p.shape) for n, p in zip(
+            weight_space.names, weight_space, strict=True)} for _ in range(m)]
+        g_action: list[Any] = [None] * m
+        self._add_term_grads(kinds["final"] + kinds["trajectory"], final, None, design,
+                             self.steps, g_state, g_action, g_design)
+        peak = len(checkpoints) + 1
+
+        for seg_start in reversed(range(0, n_total, k)):
+            seg_end = min(seg_start + k, n_total)
+            segment = [checkpoints[seg_start]]
+            for i in range(seg_start, seg_end - 1):
+                segment.append(sim.step(segment[-1], actions[i // substeps], design, dt))
+            peak = max(peak, len(checkpoints) + len(segment))
+            for i in reversed(range(seg_start, seg_end)):
+                state, c = segment.pop(), i // substeps
+                action = actions[c]
+                for f in range(m):
+                    if g_state[f] is None:
+                        continue
+                    gs, ga, gd = sim.step_vjp(state, action, design, dt, g_state[f])
+                    g_state[f] = gs
+                    g_action[f] = _add(g_action[f], None if ga is None else to_host(ga))
+                    _add_dict(g_design[f], gd)
+                if i % substeps == 0:
+                    self._add_term_grads(at_step, state, action, design, c,
+                                         g_state, g_action, g_design)
+                    observation = obs.observe(state, design)
+                    for f in range(m):
+                        if g_action[f] is None:
+                            continue
+                        g_obs = ctrl.act_vjp(observation, c, weights, g_action[f], g_weights[f])
+                        g_action[f] = None
+                        if obs.size:
+                            gs_obs, gd_obs = obs.observe_vjp(state, design, g_obs)
+                            g_state[f] = _add(g_state[f], gs_obs)
+                            _add_dict(g_design[f], gd_obs)
+            del checkpoints[seg_start]
+
+        gradients = []
+        for f in range(m):
+            if g_state[f] is not None:
+                _add_dict(g_design[f], sim.initial_state_vjp(design, g_state[f]))
+            full_design = {n: to_host(g_design[f][n]) if n in g_design[f] else np.zeros_like(
+                np.asarray(v, dtype=float)) for n, v in design.items()}
+            gradients.append(Gradient(design=full_design, weights=g_weights[f],
+                                      initial_state=g_state[f]))
+        result = RolloutResult(values=values, final_state=final, actions=actions,
+                               peak_states_held=peak)
+        return result, gradients
+
+    @staticmethod
+    def _add_term_grads(entries, state, action, design, control_step, g_state, g_action,
+                        g_design):
+        for index, weight, term in entries:
+            gs, ga, gd = term.grad(state, action if term.kind == "running" else None, design,
+                                   control_step)
+            if gs is not None:
+                g_state[index] = _add(g_state[index], tree_scale(gs, weight))
+            if ga is not None:
+                g_action[index] = _add(g_action[index], weight * np.asarray(ga))
+            if gd:
+                _add_dict(g_design[index], {n: weight * v for n, v in gd.items()})
+
