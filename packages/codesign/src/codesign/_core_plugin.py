@@ -29,3 +29,15 @@ def codesign_register_terms(register):
     register("action_l2", ActionL2, description="running Σ a²")
     register("parameter_regularizer", ParameterRegularizer,
              description="final Σ ((θ - θ_ref) / scale)²")
+
+
+@hookimpl
+def codesign_register_optimizers(register):
+    from .optim import CMAES, LBFGSB, SLSQP, Adam, OnePlusOneES, TrustConstr
+
+    register("adam", Adam, description="projected Adam with bounds")
+    register("lbfgsb", LBFGSB, description="SciPy L-BFGS-B with bounds")
+    register("slsqp", SLSQP, description="SciPy SLSQP with rollout constraints")
+    register("trust_constr", TrustConstr, description="SciPy trust-constr with rollout constraints")
+    register("cmaes", CMAES, description="CMA-ES, gradient-free baseline")
+    register("one_plus_one_es", OnePlusOneES, description="(1+1)-ES with the 1/5 success rule")

@@ -161,13 +161,14 @@ def gradcheck(
         raise ValueError(f"split must be 'leaf' or 'group', got {split!r}")
     if stencil not in _STENCILS:
         raise ValueError(f"stencil must be one of {sorted(_STENCILS)}, got {stencil}")
+    for group in groups or []:
+        if group not in inputs:
+            raise KeyError(f"gradcheck: no input group {group!r}; have {', '.join(inputs)}")
     rng = np.random.default_rng(seed)
     f0 = abs(float(fn(dict(inputs))))
     errors: dict[str, float] = {}
     pairs: dict[str, list[tuple[float, float]]] = {}
     for group in groups or list(inputs):
-        if group not in inputs:
-            raise KeyError(f"gradcheck: no input group {group!r}; have {', '.join(inputs)}")
         base = inputs[group]
         h = eps * max(1.0, _rms(base)) if relative_step else eps
         noise = 4.0 * _STENCIL_NORM[stencil] * np.finfo(np.float64).eps * f0 / h

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Set up the workspace and run the demo or the tests: the README's two commands.
+
+    python3 dev.py demo [codesign demo options]   # e.g. --quick
+    python3 dev.py test [pytest options]
+
+Needs only Python 3.11+ and git. It installs uv into ``.bootstrap/`` when uv is not on PATH,
+syncs every workspace package and the dev tools into ``.venv/`` from ``uv.lock``, then runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+BOOTSTRAP = ROOT / ".bootstrap"
+VENV = ROOT / ".venv"
+BIN = "Scripts" if os.name == "nt" else "bin"
+
+
+def _uv() -> str:
+    found = shutil.which("uv")
+    if found:
+        return found
+    uv = BOOTSTRAP / BIN / ("uv.exe" if os.name == "nt" else "uv")
+    if not uv.exists():
+        print("dev.py: installing uv into .bootstrap/ (one time)", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True, clear=True).create(BOOTSTRAP)
+        pip = [str(BOOTSTRAP / BIN / "python"), "-m", "pip"]
+        subprocess.run([*pip, "install", "--quiet", "--disable-pip-version-check", "uv>=0.4"],
+                       check=True)
+    return str(uv)
+
+
+def _sync() -> None:
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable)
+    subprocess.run([_uv(), "sync", "--all-packages", "--locked", "--quiet"], cwd=ROOT, env=env,
+                   check=True)
+
+
+def main(argv: list[str]) -> int:
+    if sys.version_info < (3, 11):
+        print("dev.py: codesign needs Python 3.11 or newer", file=sys.stderr)
+        return 2
+    if not argv or argv[0] not in ("demo", "test"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    command, rest = argv[0], argv[1:]
+    _sync()
+    if command == "demo":
+        return subprocess.call([str(VENV / BIN / "codesign"), "demo", *rest], cwd=ROOT)
+    return subprocess.call([str(VENV / BIN / "python"), "-m", "pytest", *rest], cwd=ROOT)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

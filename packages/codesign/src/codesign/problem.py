@@ -1,0 +1,147 @@
+"""A rollout as an optimization problem over a flat vector of free parameters.
+
+The free parameters are some simulator design parameters (``design.<name>``) and, optionally,
+every controller weight (``controller.<name>``); the rest of the design stays fixed. Vectors
+are in scaled coordinates (value / scale) so parameters in different units take comparable
+steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy as np
+
+from .design import DesignError, DesignSpace
+from .optim.base import Evaluation
+from .rollout import Rollout
+from .terms import Constraint, Objective
+
+__all__ = ["RolloutProblem", "apply_overrides"]
+
+
+def apply_overrides(space: DesignSpace, overrides: Mapping[str, Mapping[str, Any]]) -> DesignSpace:
+    """Return ``space`` with per-parameter ``init``/``lower``/``upper``/``scale`` overrides.
+
+    ``overrides`` maps parameter names to dicts with any of those keys (YAML's design section).
+    """
+    allowed = {"init", "lower", "upper", "scale"}
+    for name, changes in overrides.items():
+        unknown = set(changes) - allowed
+        if unknown:
+            raise DesignError(f"design.{name}: unknown key(s) {sorted(unknown)}; "
+                              f"allowed: {sorted(allowed)}")
+        fields = {("default" if k == "init" else k): v for k, v in changes.items()}
+        space = space.with_parameter(name, **fields)
+        parameter = space[name]
+        parameter.check(parameter.default_array())
+        low, high = parameter.lower_array(), parameter.upper_array()
+        if np.any(low > high):
+            raise DesignError(f"design.{name}: lower bound exceeds upper bound")
+        if np.any(parameter.default_array() < low) or np.any(parameter.default_array() > high):
+            raise DesignError(f"design.{name}: init lies outside [lower, upper]")
+    return space
+
+
+def _evaluate_remote(problem: RolloutProblem, x: np.ndarray, grad: bool) -> Evaluation:
+    return problem.evaluate(x, grad=grad)
+
+
+class RolloutProblem:
+    """Loss and constraints of a rollout as a function of a flat parameter vector.
+
+    Args:
+        rollout: the :class:`Rollout` to evaluate.
+        objective: what to minimize.
+        constraints: rollout constraints ``lower <= f <= upper``.
+        free: simulator design parameters to optimize (names); default none.
+        overrides: ``name -> {init, lower, upper, scale}`` for simulator parameters.
+        optimize_controller: whether controller weights are free.
+        weights: initial controller weights (default: the controller's initial values).
+        executor: runs batches of evaluations (``concurrent.futures`` interface); default
+            in the calling thread.
+    """
+
+    def __init__(
+        self,
+        rollout: Rollout,
+        objective: Objective,
+        constraints: Sequence[Constraint] = (),
+        *,
+        free: Sequence[str] = (),
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        optimize_controller: bool = True,
+        weights: Mapping[str, Any] | None = None,
+        executor: Executor | None = None,
+    ):
+        self.rollout, self.objective = rollout, objective
+        self.constraints = tuple(constraints)
+        sim_space = apply_overrides(rollout.simulator.design_space(), overrides or {})
+        self.design_space = sim_space
+        self.base_design = sim_space.defaults()
+        self.free = list(free)
+        free_space = sim_space.subset(self.free).prefixed("design")
+        weight_space = rollout.controller.parameter_space()
+        if weights is not None:
+            weight_space = DesignSpace(p.replace(default=np.asarray(weights[p.name]))
+                                       for p in weight_space)
+        self.weight_space = weight_space
+        self.optimize_controller = optimize_controller
+        parts = [free_space]
+        if optimize_controller:
+            parts.append(weight_space.prefixed("controller"))
+        self.space = DesignSpace().concat(*parts)
+        self.size = self.space.size
+        self.lower, self.upper = self.space.bounds(scaled=True)
+        self.constraint_lower = np.array([c.lower for c in self.constraints], dtype=float)
+        self.constraint_upper = np.array([c.upper for c in self.constraints], dtype=float)
+        self.executor = executor
+
+    def x0(self) -> np.ndarray:
+        """The starting vector (scaled): overridden inits and initial controller weights."""
+        return self.space.flatten(self.space.defaults(), scaled=True)
+
+    def split(self, x: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Map a scaled vector to ``(design, controller weights)``."""
+        values = self.space.unflatten(x, scaled=True)
+        design = dict(self.base_design)
+        weights = self.weight_space.defaults()
+        for name, value in values.items():
+            group, _, rest = name.partition(".")
+            (design if group == "design" else weights)[rest] = value
+        return self.design_space.check(design), weights
+
+    def join_gradient(self, design_grad: Mapping[str, Any],
+                      weight_grad: Mapping[str, Any]) -> np.ndarray:
+        """Flatten gradients of design and weights into the scaled vector's gradient."""
+        grads = {f"design.{n}": design_grad[n] for n in self.free}
+        if self.optimize_controller:
+            grads.update({f"controller.{n}": g for n, g in weight_grad.items()})
+        return self.space.flatten_gradient(grads, scaled=True)
+
+    def evaluate(self, x: np.ndarray, *, grad: bool = True) -> Evaluation:
+        """Loss, gradient, constraint values and Jacobian at ``x`` (one forward + reverse)."""
+        design, weights = self.split(np.asarray(x, dtype=float))
+        if not grad:
+            result = self.rollout.forward(design, weights, self.objective, self.constraints)
+            return Evaluation(loss=float(result.values[0]), constraints=result.values[1:])
+        result, gradients = self.rollout.value_and_grad(design, weights, self.objective,
+                                                        self.constraints)
+        flat = [self.join_gradient(g.design, g.weights) for g in gradients]
+        jac = np.array(flat[1:]).reshape(len(self.constraints), self.size)
+        return Evaluation(loss=float(result.values[0]), grad=flat[0],
+                          constraints=result.values[1:], constraint_jac=jac)
+
+    def evaluate_many(self, xs: Sequence[np.ndarray], *, grad: bool = False) -> list[Evaluation]:
+        """Evaluate a batch; through the executor when one is set."""
+        if self.executor is None:
+            return [self.evaluate(x, grad=grad) for x in xs]
+        futures = [self.executor.submit(_evaluate_remote, self, np.asarray(x), grad) for x in xs]
+        return [f.result() for f in futures]
+
+    def describe(self, x: np.ndarray) -> dict[str, Any]:
+        """The free parameters at ``x`` as ``name -> list`` (for history and summaries)."""
+        return {name: np.asarray(v).tolist()
+                for name, v in self.space.unflatten(x, scaled=True).items()}

@@ -1,0 +1,73 @@
+import numpy as np
+import pytest
+
+from codesign import MLPController, OpenLoopController, PDController, SinusoidController
+from codesign.testing import gradcheck
+
+
+def check_controller(controller, observation, control_step=3):
+    weights = controller.parameter_space().defaults()
+    rng = np.random.default_rng(0)
+    weights = {k: v + 0.1 * rng.standard_normal(v.shape) for k, v in weights.items()}
+    w_out = rng.standard_normal(controller.action_size)
+
+    def loss(inputs):
+        return float(w_out @ controller.act(inputs["obs"], control_step, inputs["weights"]))
+
+    g_weights = {k: np.zeros_like(v) for k, v in weights.items()}
+    g_obs = controller.act_vjp(observation, control_step, weights, w_out, g_weights)
+    report = gradcheck(loss, {"obs": observation, "weights": weights},
+                       {"obs": g_obs, "weights": g_weights},
+                       groups=["obs", "weights"] if observation.size else ["weights"])
+    assert report.passed, str(report)
+
+
+def test_mlp_gradients_with_phase_inputs():
+    ctrl = MLPController(observation_size=5, action_size=3, hidden=[8, 6], phase_inputs=2,
+                         period=20, action_scale=2.0, seed=1)
+    check_controller(ctrl, np.linspace(-1, 1, 5))
+
+
+def test_mlp_output_is_bounded_by_action_scale():
+    ctrl = MLPController(observation_size=2, action_size=4, hidden=[4], action_scale=0.5)
+    w = {k: 100 * v for k, v in ctrl.parameter_space().defaults().items()}
+    assert np.all(np.abs(ctrl.act(np.ones(2) * 10, 0, w)) <= 0.5)
+
+
+@pytest.mark.parametrize("squash", [False, True])
+def test_open_loop_gradients(squash):
+    ctrl = OpenLoopController(observation_size=0, action_size=2, control_steps=5, squash=squash)
+    check_controller(ctrl, np.zeros(0))
+
+
+def test_open_loop_returns_the_row_of_its_table():
+    ctrl = OpenLoopController(observation_size=0, action_size=2, control_steps=3)
+    table = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(ctrl.act(np.zeros(0), 2, {"table": table}), [4, 5])
+
+
+def test_sinusoid_gradients_and_period():
+    ctrl = SinusoidController(observation_size=0, action_size=2, control_dt=0.01,
+                              frequency=2.0, harmonics=2, squash=True)
+    check_controller(ctrl, np.zeros(0))
+    w = ctrl.parameter_space().defaults()
+    np.testing.assert_allclose(ctrl.act(None, 0, w), ctrl.act(None, 50, w), atol=1e-12)
+
+
+def test_pd_law_and_gradients():
+    ctrl = PDController(observation_size=4, action_size=2, kp=3.0, kd=0.5, target=1.0)
+    w = ctrl.parameter_space().defaults()
+    np.testing.assert_allclose(ctrl.act(np.array([0.0, 2.0, 1.0, 0.0]), 0, w), [2.5, -3.0])
+    check_controller(ctrl, np.array([0.2, -0.4, 0.3, 0.9]))
+
+
+@pytest.mark.parametrize("factory, kwargs, message", [
+    (PDController, {"observation_size": 3, "action_size": 2}, "2 \\* action_size"),
+    (MLPController, {"observation_size": 3, "action_size": 0}, "action_size >= 1"),
+    (MLPController, {"observation_size": 3, "action_size": 1, "hidden": [0]}, "positive"),
+    (SinusoidController, {"observation_size": 0, "action_size": 1, "control_dt": 0.0},
+     "control_dt > 0"),
+])
+def test_bad_configuration_is_refused(factory, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        factory(**kwargs)

@@ -1,0 +1,114 @@
+import importlib.metadata
+import sys
+import types
+import warnings
+
+import pytest
+
+from codesign import PLUGIN_API_VERSION
+from codesign.hookspecs import hookimpl
+from codesign.plugins import PluginWarning, RegistryError, get_plugin_manager, get_registry
+
+
+def make_plugin(name="fake", api=(1, 1), simulators=("toy",)):
+    module = types.ModuleType(f"fake_codesign_plugin_{name}")
+    if api is not None:
+        module.CODESIGN_API = api
+
+    @hookimpl
+    def codesign_register_simulators(register):
+        for sim in simulators:
+            register(sim, dict, description="a toy")
+
+    @hookimpl
+    def codesign_register_examples(register):
+        register(f"{name}_example", "/nowhere.yaml", default=True)
+
+    module.codesign_register_simulators = codesign_register_simulators
+    module.codesign_register_examples = codesign_register_examples
+    return module
+
+
+def test_core_components_register_through_the_hooks():
+    registry = get_registry(get_plugin_manager(load_entry_points=False))
+    assert {"mlp", "open_loop", "sinusoid", "pd"} <= set(registry.names("controllers"))
+    assert {"action_l2", "parameter_regularizer"} <= set(registry.names("terms"))
+    entry = registry.get("controllers", "mlp")
+    assert entry.plugin == "core" and entry.distribution == "codesign"
+
+
+def test_a_registered_fake_plugin_appears_and_disappears():
+    manager = get_plugin_manager(load_entry_points=False)
+    plugin = make_plugin()
+    manager.register(plugin, name="fake")
+    registry = get_registry(manager)
+    assert registry.get("simulators", "toy").plugin == "fake"
+    assert registry.default_example().name == "fake_example"
+    manager.unregister(plugin)
+    with pytest.raises(RegistryError, match="unknown simulator 'toy'"):
+        get_registry(manager).get("simulators", "toy")
+
+
+def test_duplicate_names_are_refused():
+    manager = get_plugin_manager(load_entry_points=False)
+    manager.register(make_plugin("a"), name="a")
+    manager.register(make_plugin("b"), name="b")
+    with pytest.raises(RegistryError, match="registered by both"):
+        get_registry(manager)
+
+
+class FakeEntryPoint:
+    def __init__(self, name, loader):
+        self.name, self.value, self.dist, self._loader = name, f"{name}:plugin", None, loader
+
+    def load(self):
+        return self._loader()
+
+
+def _broken():
+    raise ImportError("numba is missing")
+
+
+@pytest.fixture
+def fake_entry_points(monkeypatch):
+    points = [
+        FakeEntryPoint("good", lambda: make_plugin("good", simulators=("g",))),
+        FakeEntryPoint("broken", _broken),
+        FakeEntryPoint("old", lambda: make_plugin("old", api=(0, 0), simulators=("o",))),
+        FakeEntryPoint("undeclared", lambda: make_plugin("u", api=None, simulators=("u",))),
+    ]
+    real = importlib.metadata.entry_points
+
+    def entry_points(**kwargs):
+        if kwargs.get("group") == "codesign":
+            return points
+        return real(**kwargs)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    return points
+
+
+def test_broken_or_incompatible_plugins_are_skipped_with_clear_warnings(fake_entry_points):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        registry = get_registry(get_plugin_manager())
+    messages = [str(w.message) for w in caught if issubclass(w.category, PluginWarning)]
+    assert registry.names("simulators") == ["g"]
+    assert any("'broken'" in m and "numba is missing" in m for m in messages)
+    assert any("'old'" in m and f"provides {PLUGIN_API_VERSION}" in m for m in messages)
+    assert any("'undeclared'" in m and "CODESIGN_API" in m for m in messages)
+
+
+def test_codesign_plugins_variable_restricts_loading(fake_entry_points, monkeypatch):
+    monkeypatch.setenv("CODESIGN_PLUGINS", "good")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the broken ones are not even imported
+        registry = get_registry(get_plugin_manager())
+    assert registry.names("simulators") == ["g"]
+    assert "mlp" in registry.names("controllers")  # the core always loads
+
+
+def test_no_import_time_globals():
+    assert get_plugin_manager(load_entry_points=False) is not get_plugin_manager(
+        load_entry_points=False)
+    assert "codesign" in sys.modules

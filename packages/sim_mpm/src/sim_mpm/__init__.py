@@ -1,0 +1,23 @@
+"""sim_mpm: differentiable MLS-MPM for soft robots (ChainQueen and its extensions).
+
+Forward substep and hand-derived adjoint, as a readable array-level reference
+(:mod:`sim_mpm.step`, NumPy or CuPy) and numba CPU kernels (:mod:`sim_mpm.kernels`).
+"""
+
+from .actuators import CableActuator
+from .boundaries import BoxWalls, HeightField, Plane
+from .model import MPMModel, ModelError, build_model
+from .simulator import MPMSimulator
+from .state import MPMState
+
+__all__ = [
+    "BoxWalls",
+    "CableActuator",
+    "HeightField",
+    "MPMModel",
+    "MPMSimulator",
+    "MPMState",
+    "ModelError",
+    "Plane",
+    "build_model",
+]

@@ -1,0 +1,332 @@
+"""Scenes from plain options: what a YAML ``simulator: {name: mpm, options: {...}}`` holds.
+
+:func:`build_scene_model` turns the options into an :class:`~sim_mpm.model.MPMModel`;
+:func:`make_simulator` (registered as ``"mpm"``) wraps it in a simulator whose
+``render(state, design, *, width, height)`` draws video frames with :mod:`sim_mpm.render`.
+
+Bodies are shape dicts sampled on one particle lattice (see :mod:`sim_mpm.geometry`)::
+
+    {shape: box, lower: [x, y], size: [w, h]}            # or upper: [x, y]
+    {shape: sphere, center: [x, y], radius: r}
+    {shape: image, path: robot.png, pixel_size: 0.004, lower: [x, y],
+     colors: {"#ff0000": 1, "#000000": 0}}               # color -> particle group
+    {shape: mesh, path: robot.stl, scale: 0.01, lower: [x, y, z]}
+
+with optional overrides ``group`` (particle group; default the body's index; images use
+their colors unless ``group`` is set), ``actuator`` (stress actuator index of the whole
+body), ``youngs_modulus``, ``poissons_ratio``, ``density``, ``velocity``,
+``geometry_group`` and ``anchor`` (the fixed point of that group's ``geometry.scale``).
+
+Stress actuators (``actuators``): ``{groups: [g, ...], axes: [1, 0], max_stress: s}``;
+actuator k acts on bodies with ``actuator: k`` and on particles of the listed groups.
+Cables (``cables``): ``{points: [[x, y], ...], stiffness: k, max_contraction: R}``; each
+point snaps to its nearest particle (or give ``particles: [i, ...]``).
+Boundaries (``boundaries``): ``{type: walls | plane | terrain, condition: sticky | slip |
+separate | friction, friction: μ}`` with ``margin`` (walls), ``point``/``normal``
+(plane), ``heights``/``spacing``/``origin`` (terrain).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from .boundaries import BoxWalls, HeightField, Plane
+from .geometry import Box, GeometryError, ImageShape, MeshShape, Sphere, sample_union
+from .materials import MATERIALS
+from .model import MPMModel, build_model
+
+__all__ = ["SceneError", "build_scene_model", "make_simulator", "EXAMPLES_DIR", "resolve_asset"]
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[4] / "examples" / "mpm"
+"""Where the example experiments and their assets live in a source checkout."""
+
+_BODY_KEYS = {
+    "box": {"lower", "size", "upper"},
+    "sphere": {"center", "radius"},
+    "image": {"path", "pixel_size", "lower", "colors", "default_group", "tolerance"},
+    "mesh": {"path", "scale", "lower"},
+}
+_OVERRIDE_KEYS = {"shape", "group", "actuator", "youngs_modulus", "poissons_ratio", "density",
+                  "velocity", "geometry_group", "anchor"}
+_BOUNDARY_KEYS = {
+    "walls": {"margin"},
+    "plane": {"point", "normal"},
+    "terrain": {"heights", "spacing", "origin"},
+}
+_CONDITIONS = ("sticky", "slip", "separate", "friction")
+
+
+class SceneError(ValueError):
+    """Invalid scene options; the message names the option and how to fix it."""
+
+
+def _require(entry: Mapping, key: str, where: str):
+    if key not in entry:
+        raise SceneError(f"{where} needs '{key}'")
+    return entry[key]
+
+
+def _check_keys(entry: Mapping, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise SceneError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def resolve_asset(path: str, asset_dir: str | None = None) -> str:
+    """An asset file's path: absolute as given, else under ``asset_dir``, the working
+    directory or :data:`EXAMPLES_DIR`, first that exists."""
+    if os.path.isabs(path):
+        return path
+    for base in (asset_dir, os.getcwd(), EXAMPLES_DIR):
+        if base is not None and os.path.isfile(os.path.join(base, path)):
+            return os.path.join(base, path)
+    searched = [str(b) for b in (asset_dir, os.getcwd(), EXAMPLES_DIR) if b is not None]
+    raise SceneError(f"asset file {path!r} not found in {searched}; give an absolute path or "
+                     "set the option asset_dir")
+
+
+def _shape(body: Mapping, index: int, dim: int, asset_dir: str | None):
+    where = f"bodies[{index}]"
+    if not isinstance(body, Mapping):
+        raise SceneError(f"{where} must be a mapping with a 'shape' key, got {body!r}")
+    kind = body.get("shape")
+    if kind not in _BODY_KEYS:
+        raise SceneError(f"{where}: unknown shape {kind!r}; choose one of {sorted(_BODY_KEYS)}")
+    _check_keys(body, _BODY_KEYS[kind] | _OVERRIDE_KEYS, where)
+    try:
+        if kind == "box":
+            lower = _require(body, "lower", where)
+            if "size" in body:
+                shape = Box.from_size(lower, body["size"])
+            else:
+                shape = Box(lower, _require(body, "upper", f"{where} (or 'size')"))
+        elif kind == "sphere":
+            shape = Sphere(_require(body, "center", where), float(_require(body, "radius", where)))
+        elif kind == "image":
+            shape = ImageShape.from_file(
+                resolve_asset(_require(body, "path", where), asset_dir),
+                origin=body.get("lower", (0.0, 0.0)),
+                pixel_size=float(_require(body, "pixel_size", where)),
+                colors=body.get("colors"), default_group=body.get("default_group", 0),
+                tolerance=int(body.get("tolerance", 40)))
+        else:
+            shape = MeshShape.from_file(resolve_asset(_require(body, "path", where), asset_dir),
+                                        scale=float(body.get("scale", 1.0)),
+                                        origin=body.get("lower", (0.0, 0.0, 0.0)))
+    except GeometryError as exc:
+        raise SceneError(f"{where}: {exc}") from None
+    if shape.dim != dim:
+        raise SceneError(f"{where} is a {shape.dim}D {kind} in a dim={dim} scene; give "
+                         f"{dim} coordinates")
+    return shape
+
+
+def _boundary(entry: Mapping, index: int, dim: int):
+    where = f"boundaries[{index}]"
+    if not isinstance(entry, Mapping):
+        raise SceneError(f"{where} must be a mapping with a 'type' key, got {entry!r}")
+    kind = entry.get("type")
+    if kind not in _BOUNDARY_KEYS:
+        raise SceneError(f"{where}: unknown boundary type {kind!r}; choose one of "
+                         f"{sorted(_BOUNDARY_KEYS)}")
+    _check_keys(entry, _BOUNDARY_KEYS[kind] | {"type", "condition", "friction"}, where)
+    condition = entry.get("condition", "sticky")
+    if condition not in _CONDITIONS:
+        raise SceneError(f"{where}: unknown condition {condition!r}; choose one of "
+                         f"{', '.join(_CONDITIONS)}")
+    friction = float(entry.get("friction", 0.0))
+    if condition == "friction" and "friction" not in entry:
+        raise SceneError(f"{where}: condition 'friction' needs a friction coefficient "
+                         "'friction: μ'")
+    common = {"kind": condition, "friction": friction}
+    if kind == "walls":
+        return BoxWalls(margin=int(entry.get("margin", 3)), **common)
+    if kind == "plane":
+        return Plane(_require(entry, "point", where), _require(entry, "normal", where), **common)
+    heights = np.asarray(_require(entry, "heights", where), dtype=np.float64)
+    if heights.ndim != dim - 1:
+        raise SceneError(f"{where}: a {dim}D scene needs {dim - 1}-D terrain heights, got "
+                         f"shape {heights.shape}")
+    return HeightField(heights, float(_require(entry, "spacing", where)),
+                       entry.get("origin", 0.0), **common)
+
+
+def _cable(entry: Mapping, index: int, particle_x: np.ndarray) -> dict:
+    where = f"cables[{index}]"
+    if not isinstance(entry, Mapping):
+        raise SceneError(f"{where} must be a mapping, got {entry!r}")
+    _check_keys(entry, {"points", "particles", "stiffness", "max_contraction", "rest_length"},
+                where)
+    if ("points" in entry) == ("particles" in entry):
+        raise SceneError(f"{where} needs exactly one of 'points' (positions snapped to the "
+                         "nearest particles) or 'particles' (indices)")
+    if "points" in entry:
+        points = np.asarray(entry["points"], dtype=np.float64)
+        if points.ndim != 2 or points.shape[1] != particle_x.shape[1] or len(points) < 2:
+            raise SceneError(f"{where}: points must be ≥ 2 positions of "
+                             f"{particle_x.shape[1]} coordinates")
+        d2 = ((points[:, None, :] - particle_x[None]) ** 2).sum(-1)
+        route = np.argmin(d2, axis=1)
+        route = route[np.r_[True, np.diff(route) != 0]]  # nearby points may snap together
+    else:
+        route = np.asarray(entry["particles"], dtype=np.int64)
+    cable = {"route": route, "stiffness": float(entry.get("stiffness", 1.0)),
+             "max_contraction": float(_require(entry, "max_contraction", where))}
+    if "rest_length" in entry:
+        cable["rest_length"] = float(entry["rest_length"])
+    return cable
+
+
+def build_scene_model(
+    *,
+    dim: int = 2,
+    grid_resolution: int = 64,
+    domain_size: float = 1.0,
+    gravity: list[float] | None = None,
+    material: str = "corotated",
+    incompressibility_exponent: int = 0,
+    youngs_modulus: float = 10.0,
+    poissons_ratio: float = 0.3,
+    density: float = 1.0,
+    particle_spacing: float | None = None,
+    jitter: float = 0.0,
+    seed: int = 0,
+    bodies: list[dict] | None = None,
+    actuators: list[dict] | None = None,
+    cables: list[dict] | None = None,
+    boundaries: list[dict] | None = None,
+    initial_velocity: list[float] | None = None,
+    dtype: str = "float64",
+    asset_dir: str | None = None,
+) -> MPMModel:
+    """Build an :class:`MPMModel` from scene options (see the module docstring for shapes).
+
+    Args:
+        dim: 2 or 3.
+        grid_resolution: cells per axis of the cubic domain [0, domain_size]^dim.
+        domain_size: edge of the domain [m]; the cell size is domain_size / grid_resolution.
+        gravity: [m/s²], dim entries; default −9.8 along y (axis 1).
+        material: "corotated" or "neo_hookean".
+        incompressibility_exponent: p ≥ 2 adds the incompressibility term, 0 none.
+        youngs_modulus, poissons_ratio, density: defaults [Pa, -, kg/m^dim] of every body.
+        particle_spacing: lattice spacing [m], default dx / 2 (2^dim particles per cell);
+            each particle's volume is spacing^dim.
+        jitter: random particle offsets as a fraction of the spacing (seeded by ``seed``).
+        bodies: shape dicts, at least one.
+        actuators: stress actuators ``{groups, axes, max_stress}``.
+        cables: cable actuators ``{points | particles, stiffness, max_contraction}``.
+        boundaries: default ``[{type: walls, condition: sticky}]``.
+        initial_velocity: velocity of every particle at t = 0 [m/s] (bodies may override).
+        dtype: "float64" or "float32".
+        asset_dir: where relative image and mesh paths are looked up first.
+    """
+    if dim not in (2, 3):
+        raise SceneError(f"dim must be 2 or 3, got {dim!r}")
+    if not (isinstance(grid_resolution, int | np.integer) and grid_resolution >= 8):
+        raise SceneError(f"grid_resolution must be an integer ≥ 8, got {grid_resolution!r}")
+    if not (np.isfinite(domain_size) and domain_size > 0):
+        raise SceneError(f"domain_size must be a positive length [m], got {domain_size!r}")
+    if material not in MATERIALS:
+        raise SceneError(f"unknown material {material!r}; choose one of {', '.join(MATERIALS)}")
+    if not bodies:
+        raise SceneError("the scene has no bodies; add at least one, e.g. "
+                         "{shape: box, lower: [0.1, 0.1], size: [0.2, 0.1]}")
+    dx = float(domain_size) / int(grid_resolution)
+    spacing = 0.5 * dx if particle_spacing is None else float(particle_spacing)
+    if not (np.isfinite(spacing) and 0 < spacing <= dx):
+        raise SceneError(f"particle_spacing must lie in (0, dx = {dx:g}] m, got {spacing!r}")
+
+    shapes = [_shape(body, i, dim, asset_dir) for i, body in enumerate(bodies)]
+    try:
+        particle_x, body_index, particle_group = sample_union(shapes, spacing=spacing,
+                                                              jitter=jitter, seed=seed)
+    except GeometryError as exc:
+        raise SceneError(str(exc)) from None
+    for i, body in enumerate(bodies):
+        group = body.get("group", None if body["shape"] == "image" else i)
+        if group is not None:
+            particle_group[body_index == i] = int(group)
+    n = len(particle_x)
+
+    def per_body(key, default):
+        values = np.empty(n)
+        for i, body in enumerate(bodies):
+            values[body_index == i] = float(body.get(key, default))
+        return values
+
+    velocity = np.zeros((n, dim))
+    velocity[:] = np.zeros(dim) if initial_velocity is None else _vector(
+        initial_velocity, dim, "initial_velocity")
+    for i, body in enumerate(bodies):
+        if "velocity" in body:
+            velocity[body_index == i] = _vector(body["velocity"], dim, f"bodies[{i}].velocity")
+
+    actuator_index = np.full(n, -1, dtype=np.int64)
+    actuators = list(actuators or [])
+    for k, actuator in enumerate(actuators):
+        if not isinstance(actuator, Mapping):
+            raise SceneError(f"actuators[{k}] must be a mapping, got {actuator!r}")
+        _check_keys(actuator, {"groups", "axes", "max_stress"}, f"actuators[{k}]")
+        for group in actuator.get("groups", []):
+            actuator_index[particle_group == int(group)] = k
+    for i, body in enumerate(bodies):
+        if body.get("actuator") is not None:
+            k = int(body["actuator"])
+            if not 0 <= k < len(actuators):
+                raise SceneError(f"bodies[{i}].actuator is {k} but only {len(actuators)} "
+                                 "actuator(s) are defined in 'actuators'")
+            actuator_index[body_index == i] = k
+    for k in range(len(actuators)):
+        if not np.any(actuator_index == k):
+            raise SceneError(f"actuators[{k}] acts on no particle: give it 'groups' or set "
+                             f"'actuator: {k}' on a body")
+    axes = [_vector(a.get("axes", [1.0] * dim), dim, f"actuators[{k}].axes")
+            for k, a in enumerate(actuators)]
+    max_stress = [float(a.get("max_stress", 1.0)) for a in actuators]
+
+    geometry_group = np.zeros(n, dtype=np.int64)
+    anchors: dict[int, np.ndarray] = {}
+    for i, body in enumerate(bodies):
+        g = int(body.get("geometry_group", 0))
+        if g < 0:
+            raise SceneError(f"bodies[{i}].geometry_group must be ≥ 0, got {g}")
+        geometry_group[body_index == i] = g
+        if "anchor" in body:
+            anchors[g] = _vector(body["anchor"], dim, f"bodies[{i}].anchor")
+    geometry_anchor = None
+    if anchors:
+        n_groups = int(geometry_group.max()) + 1
+        geometry_anchor = np.stack([
+            anchors.get(g, particle_x[geometry_group == g].mean(0) if np.any(geometry_group == g)
+                        else np.zeros(dim)) for g in range(n_groups)])
+
+    scene_boundaries = [_boundary(b, i, dim) for i, b in enumerate(
+        boundaries if boundaries is not None else [{"type": "walls"}])]
+    try:
+        return build_model(
+            particle_x=particle_x, dim=dim, grid_resolution=int(grid_resolution), dx=dx,
+            particle_v=velocity, particle_group=particle_group, gravity=gravity,
+            youngs_modulus=per_body("youngs_modulus", youngs_modulus),
+            poissons_ratio=per_body("poissons_ratio", poissons_ratio),
+            density=per_body("density", density), volume=spacing**dim, material=material,
+            incompressibility_exponent=incompressibility_exponent,
+            actuator_index=actuator_index, actuator_axes=np.asarray(axes).reshape(-1, dim),
+            actuator_max_stress=np.asarray(max_stress),
+            cables=[_cable(c, i, particle_x) for i, c in enumerate(cables or [])],
+            boundaries=scene_boundaries, dtype=dtype, geometry_group=geometry_group,
+            geometry_anchor=geometry_anchor)
+    except ValueError as exc:
+        if isinstance(exc, SceneError):
+            raise
+        raise SceneError(f"invalid scene: {exc}") from exc
+
+
+def _vector(value, dim: int, name: str) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64).reshape(-1)
+    if array.size != dim or not np.all(np.isfinite(array)):
+        raise SceneError(f"{name} must be {dim} finite numbers, got {value!r}")
+    return array

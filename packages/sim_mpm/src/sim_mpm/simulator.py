@@ -1,0 +1,164 @@
+"""``MPMSimulator``: the MLS-MPM scene behind the codesign Simulator protocol."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codesign import DesignSpace, Parameter
+from codesign.backend import get_array_module, to_host
+
+from . import safety
+from . import step as reference
+from .model import MPMModel
+from .state import MPMState
+
+__all__ = ["MPMSimulator", "PARTICLE_PARAMETERS"]
+
+PARTICLE_PARAMETERS = {
+    "particle.youngs_modulus": "youngs_modulus",
+    "particle.poissons_ratio": "poissons_ratio",
+    "particle.density": "density",
+    "particle.volume": "volume",
+}
+
+
+class MPMSimulator:
+    """Differentiable MLS-MPM (ChainQueen) for one scene.
+
+    Design parameters: ``particle.youngs_modulus`` [Pa], ``particle.poissons_ratio``,
+    ``particle.density`` [kg/m^d], ``particle.volume`` [m^d] (each shape (n,); mass =
+    density · volume), ``geometry.scale`` (n_groups, d) scaling rest positions per group and
+    axis about the group's anchor, ``initial.velocity`` [m/s] (d,) added to every particle's
+    initial velocity. Action: stress signals then cable signals (see :mod:`.actuators`).
+
+    Args:
+        model: the scene (:func:`sim_mpm.model.build_model`).
+        backend: "numpy" or "cupy" (the array-level reference runs on either).
+        kernels: "numba" (compiled CPU kernels, NumPy backend only) or "reference".
+        elastic_courant, velocity_courant: constants of :meth:`check_time_step`.
+    """
+
+    def __init__(self, model: MPMModel, *, backend: str = "numpy", kernels: str = "numba",
+                 elastic_courant: float = safety.ELASTIC_COURANT,
+                 velocity_courant: float = safety.VELOCITY_COURANT):
+        if kernels not in ("numba", "reference"):
+            raise ValueError(f"kernels must be 'numba' or 'reference', got {kernels!r}")
+        self.model = model
+        self.xp = get_array_module(backend)
+        if kernels == "numba" and self.xp is not np:
+            raise ValueError("numba kernels run on the CPU; use kernels='reference' with "
+                             "backend='cupy'")
+        if kernels == "numba":
+            from . import kernels as numba_kernels
+
+            self._impl = numba_kernels
+        else:
+            self._impl = reference
+        self.kernels = kernels
+        self._constants = reference.step_constants(model, self.xp)
+        self.elastic_courant = elastic_courant
+        self.velocity_courant = velocity_courant
+
+    @property
+    def action_size(self) -> int:
+        """Stress actuators plus cables."""
+        return self.model.action_size
+
+    def design_space(self) -> DesignSpace:
+        """Per-particle material fields, per-group geometry scale, initial velocity."""
+        m = self.model
+        n, d = m.particle_count, m.dim
+        return DesignSpace([
+            Parameter("particle.youngs_modulus", (n,), m.youngs_modulus, lower=1e-6,
+                      unit="Pa", scale=float(np.mean(m.youngs_modulus)), entity="particle",
+                      doc="Young's modulus E per particle"),
+            Parameter("particle.poissons_ratio", (n,), m.poissons_ratio, lower=1e-3,
+                      upper=0.49, scale=0.1, entity="particle",
+                      doc="Poisson's ratio ν per particle"),
+            Parameter("particle.density", (n,), m.density, lower=1e-6, unit=f"kg/m^{d}",
+                      scale=float(np.mean(m.density)), entity="particle",
+                      doc="density ρ per particle (mass = ρ · volume)"),
+            Parameter("particle.volume", (n,), m.volume, lower=1e-12, unit=f"m^{d}",
+                      scale=float(np.mean(m.volume)), entity="particle",
+                      doc="volume V per particle"),
+            Parameter("geometry.scale", (m.geometry_group_count, d), 1.0, lower=1e-2,
+                      upper=1e2, scale=1.0, entity="geometry_group",
+                      doc="per-group, per-axis scale of rest positions about the group anchor"),
+            Parameter("initial.velocity", (d,), 0.0, unit="m/s", scale=1.0,
+                      doc="uniform velocity added to every particle's initial velocity"),
+        ])
+
+    def _put(self, array):
+        return self.xp.asarray(np.asarray(to_host(array), dtype=self.model.dtype))
+
+    def particle_parameters(self, design: dict) -> dict:
+        """Per-particle E, ν, ρ, V from ``design`` (model defaults where absent), on backend."""
+        m = self.model
+        return {field: self._put(design.get(name, getattr(m, field)))
+                for name, field in PARTICLE_PARAMETERS.items()}
+
+    def initial_state(self, design: dict) -> MPMState:
+        """Scaled rest positions, rest velocities plus ``initial.velocity``, F = I, C = 0."""
+        m = self.model
+        scale = np.asarray(design.get("geometry.scale", 1.0), dtype=np.float64)
+        scale = np.broadcast_to(scale, (m.geometry_group_count, m.dim))
+        group = m.particle_geometry_group
+        anchor = m.geometry_anchor[group]
+        x = anchor + scale[group] * (m.particle_rest_x - anchor)
+        v = m.particle_rest_v + np.asarray(design.get("initial.velocity", 0.0))
+        n, d = m.particle_count, m.dim
+        F = np.broadcast_to(np.eye(d), (n, d, d))
+        return MPMState(self._put(x), self._put(v), self._put(F), self._put(np.zeros((n, d, d))))
+
+    def initial_state_vjp(self, design: dict, g_state: MPMState) -> dict:
+        """∂L/∂geometry.scale and ∂L/∂initial.velocity through :meth:`initial_state`."""
+        m = self.model
+        out = {}
+        if g_state.particle_x is not None:
+            g_x = to_host(g_state.particle_x).astype(np.float64)
+            group = m.particle_geometry_group
+            lever = m.particle_rest_x - m.geometry_anchor[group]
+            g_scale = np.zeros((m.geometry_group_count, m.dim))
+            np.add.at(g_scale, group, g_x * lever)
+            out["geometry.scale"] = g_scale
+        if g_state.particle_v is not None:
+            out["initial.velocity"] = to_host(g_state.particle_v).astype(np.float64).sum(axis=0)
+        return out
+
+    def _check_action(self, action):
+        action = np.asarray(to_host(action), dtype=np.float64)
+        if action.shape != (self.action_size,):
+            raise ValueError(f"action must have shape ({self.action_size},) (stress signals then "
+                             f"cable signals), got {action.shape}")
+        return action
+
+    def step(self, state: MPMState, action, design: dict, dt: float) -> MPMState:
+        """One MLS-MPM substep of ``dt`` [s]; pure."""
+        return self._impl.substep(self._constants, state, self._check_action(action),
+                                  self.particle_parameters(design), float(dt))
+
+    def step_vjp(self, state: MPMState, action, design: dict, dt: float, g_next: MPMState):
+        """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂(next state)."""
+        xp = self.xp
+        g_next = MPMState(*(xp.zeros_like(getattr(state, f)) if g is None else
+                            xp.asarray(g, dtype=self.model.dtype)
+                            for f, g in zip(("particle_x", "particle_v", "particle_F",
+                                             "particle_C"), (g_next.particle_x,
+                                                             g_next.particle_v,
+                                                             g_next.particle_F,
+                                                             g_next.particle_C), strict=True)))
+        g_state, g_action, g_params = self._impl.substep_vjp(
+            self._constants, state, self._check_action(action), self.particle_parameters(design),
+            float(dt), g_next)
+        g_design = {name: to_host(g_params[field]).astype(np.float64)
+                    for name, field in PARTICLE_PARAMETERS.items()}
+        return g_state, to_host(g_action).astype(np.float64), g_design
+
+    def check_time_step(self, design: dict, dt: float) -> None:
+        """Raise codesign.UnstableTimeStepError, naming the largest safe Δt, if dt is unsafe."""
+        safety.check_time_step(self.model, design, dt, elastic_courant=self.elastic_courant,
+                               velocity_courant=self.velocity_courant)
+
+    def check_state(self, state: MPMState, step_index: int) -> None:
+        """Raise codesign.SimulationError on NaN/inf or particles leaving the grid."""
+        safety.check_state(self.model, state, step_index)
