@@ -44,9 +44,6 @@ def _sync() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if sys.version_info < (3, 11):
-        print("dev.py: codesign needs Python 3.11 or newer", file=sys.stderr)
-        return 2
     if not argv or argv[0] not in ("demo", "test"):
         print(__doc__, file=sys.stderr)
         return 2
@@ -58,4 +55,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if sys.version_info < (3, 11):  # noqa: UP036 - the check is for people on older Pythons
+        sys.exit("dev.py: codesign needs Python 3.11 or newer")
     sys.exit(main(sys.argv[1:]))

@@ -136,7 +136,8 @@ def main():
     core_bwd = (t_both - t_fwd - t_sim_b - t_sim_f) / n * 1e6
     print(f"steps: {n}, checkpoint every {rollout.checkpoint_every}, "
           f"peak states held {result.peak_states_held} (2√N = {2 * int(np.sqrt(n))})")
-    print(f"simulator alone:   step {t_sim_f / n * 1e6:6.2f} µs, step_vjp {t_sim_b / n * 1e6:6.2f} µs")
+    print(f"simulator alone:   step {t_sim_f / n * 1e6:6.2f} µs, "
+          f"step_vjp {t_sim_b / n * 1e6:6.2f} µs")
     print(f"core forward:  {core_fwd:6.2f} µs/step  (target ≤ 20)  "
           f"{'ok' if core_fwd <= 20 else 'OVER'}")
     print(f"core backward: {core_bwd:6.2f} µs/step  (target ≤ 40)  "

@@ -44,6 +44,34 @@ def small_model(dim: int = 2, *, material: str = "corotated", exponent: int = 0,
         geometry_group=(x[:, 1] > 0.48).astype(np.int64))
 
 
+def contact_model(dim: int = 2, *, boundaries=(BoxWalls(kind="friction", friction=0.3),),
+                  material: str = "corotated", resolution: int = 12, dtype="float64",
+                  spacing: float = 0.5, cables: bool = True):
+    """A block resting on the floor of a small grid (floor nodes: y < 3 Δx), two stress
+    actuators and optionally a cable, so that every boundary projection is exercised."""
+    dx = 1.0 / resolution
+    lower = [0.4] * dim
+    upper = [0.6] * dim
+    lower[1], upper[1] = 2.9 * dx, 2.9 * dx + 0.15
+    x = block_points(dim, lower, upper, spacing * dx)
+    rng = np.random.default_rng(3)
+    x = x + rng.uniform(-0.05, 0.05, x.shape) * dx
+    n = x.shape[0]
+    cable_list = []
+    if cables:
+        order = np.argsort(x[:, 1])
+        left = order[np.isin(order, np.flatnonzero(x[:, 0] < 0.4 + spacing * dx))][::2][:4]
+        cable_list = [dict(route=left, stiffness=40.0, max_contraction=0.02)]
+    return build_model(
+        particle_x=x, dim=dim, grid_resolution=resolution, dx=dx,
+        youngs_modulus=rng.uniform(15, 25, n), poissons_ratio=rng.uniform(0.2, 0.35, n),
+        density=rng.uniform(0.8, 1.2, n), material=material,
+        actuator_index=np.where(x[:, 0] < 0.5, 0, 1),
+        actuator_axes=np.array([[1.0] * dim, [0.0] + [1.0] * (dim - 1)]),
+        actuator_max_stress=[3.0, 2.0], cables=cable_list, boundaries=boundaries,
+        dtype=dtype, particle_v=np.tile([0.3] + [-0.2] * (dim - 1), (n, 1)))
+
+
 def perturbed_state(sim: MPMSimulator, *, seed: int = 1, scale: float = 1.0) -> MPMState:
     """The initial state with random velocities, F near identity and small affine C."""
     rng = np.random.default_rng(seed)

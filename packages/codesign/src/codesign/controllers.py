@@ -14,7 +14,13 @@ import numpy as np
 
 from .design import DesignSpace, Parameter
 
-__all__ = ["Controller", "OpenLoopController", "MLPController", "SinusoidController", "PDController"]
+__all__ = [
+    "Controller",
+    "OpenLoopController",
+    "MLPController",
+    "SinusoidController",
+    "PDController",
+]
 
 
 @runtime_checkable

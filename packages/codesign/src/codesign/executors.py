@@ -9,8 +9,8 @@ Everything here has the standard :class:`concurrent.futures.Executor` shape (``s
   the ``"spawn"`` method: a fresh interpreter per worker, so no thread, lock or numba/CUDA
   state of the parent is forked half-way, and it behaves alike on Linux, macOS and Windows.
   Workers import the problem's modules themselves, so simulators must be importable and
-  picklable. The pool pickles as an :class:`InlineExecutor`, so a problem that holds it can
-  be shipped to its own workers, which then run any nested batch inline.
+  picklable. Problems leave their executor behind when pickled, so a problem that holds a
+  pool can be shipped to that pool's workers.
 """
 
 from __future__ import annotations
@@ -55,12 +55,9 @@ class InlineExecutor(Executor):
         with self._lock:
             self._shutdown = True
 
-    def __reduce__(self):
-        return InlineExecutor, ()
-
 
 class SpawnProcessPoolExecutor(ProcessPoolExecutor):
-    """A process pool whose workers are started with ``"spawn"``; pickles as inline.
+    """A process pool whose workers are started with ``"spawn"``.
 
     Args:
         max_workers: number of worker processes (default: the CPU count).
@@ -68,9 +65,6 @@ class SpawnProcessPoolExecutor(ProcessPoolExecutor):
 
     def __init__(self, max_workers: int | None = None):
         super().__init__(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"))
-
-    def __reduce__(self):
-        return InlineExecutor, ()
 
 
 def get_executor(kind: str = "inline", *, max_workers: int | None = None) -> Executor:

@@ -99,6 +99,11 @@ class RolloutProblem:
         self.constraint_upper = np.array([c.upper for c in self.constraints], dtype=float)
         self.executor = executor
 
+    def __getstate__(self):
+        # Workers receive the problem without the executor that sent it there: pools and
+        # distributed clients hold locks and connections that do not pickle.
+        return dict(self.__dict__, executor=None)
+
     def x0(self) -> np.ndarray:
         """The starting vector (scaled): overridden inits and initial controller weights."""
         return self.space.flatten(self.space.defaults(), scaled=True)

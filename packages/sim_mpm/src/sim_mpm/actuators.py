@@ -61,6 +61,8 @@ def stress_actuation(xp, signals, actuator_index, actuator_axes, actuator_max_st
         actuator_axes: axis mask per actuator, shape (n_stress, d).
         actuator_max_stress: σ_max per actuator [Pa], shape (n_stress,).
     """
+    if actuator_axes.shape[0] == 0:
+        return xp.zeros((actuator_index.shape[0], actuator_axes.shape[1]), dtype=signals.dtype)
     per_actuator = (signals * actuator_max_stress)[:, None] * actuator_axes
     active = actuator_index >= 0
     safe = xp.where(active, actuator_index, 0)
@@ -70,6 +72,8 @@ def stress_actuation(xp, signals, actuator_index, actuator_axes, actuator_max_st
 def stress_actuation_vjp(xp, g_sigma, actuator_index, actuator_axes, actuator_max_stress):
     """∂L/∂u, shape (n_stress,), given ∂L/∂σ_a of shape (n, d)."""
     n_stress = actuator_axes.shape[0]
+    if n_stress == 0:
+        return xp.zeros(0, dtype=g_sigma.dtype)
     active = actuator_index >= 0
     safe = xp.where(active, actuator_index, 0)
     per_particle = xp.sum(g_sigma * actuator_axes[safe], axis=1) * active

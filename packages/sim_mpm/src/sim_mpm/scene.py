@@ -38,8 +38,17 @@ from .boundaries import BoxWalls, HeightField, Plane
 from .geometry import Box, GeometryError, ImageShape, MeshShape, Sphere, sample_union
 from .materials import MATERIALS
 from .model import MPMModel, build_model
+from .render import COLOR_MODES, render_frame
+from .simulator import MPMSimulator
 
-__all__ = ["SceneError", "build_scene_model", "make_simulator", "EXAMPLES_DIR", "resolve_asset"]
+__all__ = [
+    "EXAMPLES_DIR",
+    "SceneError",
+    "SceneSimulator",
+    "build_scene_model",
+    "make_simulator",
+    "resolve_asset",
+]
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[4] / "examples" / "mpm"
 """Where the example experiments and their assets live in a source checkout."""
@@ -103,7 +112,9 @@ def _shape(body: Mapping, index: int, dim: int, asset_dir: str | None):
             if "size" in body:
                 shape = Box.from_size(lower, body["size"])
             else:
-                shape = Box(lower, _require(body, "upper", f"{where} (or 'size')"))
+                if "upper" not in body:
+                    raise SceneError(f"{where} needs 'upper' (or 'size')")
+                shape = Box(lower, body["upper"])
         elif kind == "sphere":
             shape = Sphere(_require(body, "center", where), float(_require(body, "radius", where)))
         elif kind == "image":
@@ -330,3 +341,74 @@ def _vector(value, dim: int, name: str) -> np.ndarray:
     if array.size != dim or not np.all(np.isfinite(array)):
         raise SceneError(f"{name} must be {dim} finite numbers, got {value!r}")
     return array
+
+
+class SceneSimulator(MPMSimulator):
+    """An :class:`MPMSimulator` that also renders video frames (``render``).
+
+    Args:
+        model: the scene.
+        color_by: how :meth:`render` colors particles: "group", "actuation" or "material".
+        backend, kernels: as for :class:`MPMSimulator`.
+    """
+
+    def __init__(self, model: MPMModel, *, color_by: str = "group", backend: str = "numpy",
+                 kernels: str = "numba"):
+        if color_by not in COLOR_MODES:
+            raise SceneError(f"unknown render color {color_by!r}; choose one of "
+                             f"{', '.join(COLOR_MODES)}")
+        super().__init__(model, backend=backend, kernels=kernels)
+        self.color_by = color_by
+
+    def render(self, state, design, *, width: int, height: int) -> np.ndarray:
+        """One video frame, uint8 (height, width, 3)."""
+        return render_frame(self.model, state, width=width, height=height,
+                            color_by=self.color_by, design=design)
+
+
+def make_simulator(
+    *,
+    dim: int = 2,
+    grid_resolution: int = 64,
+    domain_size: float = 1.0,
+    gravity: list[float] | None = None,
+    material: str = "corotated",
+    incompressibility_exponent: int = 0,
+    youngs_modulus: float = 10.0,
+    poissons_ratio: float = 0.3,
+    density: float = 1.0,
+    particle_spacing: float | None = None,
+    jitter: float = 0.0,
+    seed: int = 0,
+    bodies: list[dict] | None = None,
+    actuators: list[dict] | None = None,
+    cables: list[dict] | None = None,
+    boundaries: list[dict] | None = None,
+    initial_velocity: list[float] | None = None,
+    dtype: str = "float64",
+    asset_dir: str | None = None,
+    backend: str = "numpy",
+    kernels: str = "numba",
+    color_by: str = "group",
+) -> SceneSimulator:
+    """The ``mpm`` simulator of a scene (registered under that name).
+
+    Scene options are those of :func:`build_scene_model`; further:
+
+    Args:
+        backend: "numpy" (CPU) or "cupy" (GPU arrays, with ``kernels="reference"``).
+        kernels: "numba" (compiled CPU kernels) or "reference" (array-level code).
+        color_by: particle colors in rendered videos: "group", "actuation" or "material".
+    """
+    if backend not in ("numpy", "cupy"):
+        raise SceneError(f"unknown backend {backend!r}; choose 'numpy' or 'cupy'")
+    if kernels not in ("numba", "reference"):
+        raise SceneError(f"unknown kernels {kernels!r}; choose 'numba' or 'reference'")
+    model = build_scene_model(
+        dim=dim, grid_resolution=grid_resolution, domain_size=domain_size, gravity=gravity,
+        material=material, incompressibility_exponent=incompressibility_exponent,
+        youngs_modulus=youngs_modulus, poissons_ratio=poissons_ratio, density=density,
+        particle_spacing=particle_spacing, jitter=jitter, seed=seed, bodies=bodies,
+        actuators=actuators, cables=cables, boundaries=boundaries,
+        initial_velocity=initial_velocity, dtype=dtype, asset_dir=asset_dir)
+    return SceneSimulator(model, color_by=color_by, backend=backend, kernels=kernels)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from codesign import DesignSpace, Parameter
@@ -35,11 +37,13 @@ class MPMSimulator:
         model: the scene (:func:`sim_mpm.model.build_model`).
         backend: "numpy" or "cupy" (the array-level reference runs on either).
         kernels: "numba" (compiled CPU kernels, NumPy backend only) or "reference".
+        parallel: with numba kernels, use the multithreaded builds (worth it on machines
+            with several idle cores; see :mod:`sim_mpm.kernels`).
         elastic_courant, velocity_courant: constants of :meth:`check_time_step`.
     """
 
     def __init__(self, model: MPMModel, *, backend: str = "numpy", kernels: str = "numba",
-                 elastic_courant: float = safety.ELASTIC_COURANT,
+                 parallel: bool = False, elastic_courant: float = safety.ELASTIC_COURANT,
                  velocity_courant: float = safety.VELOCITY_COURANT):
         if kernels not in ("numba", "reference"):
             raise ValueError(f"kernels must be 'numba' or 'reference', got {kernels!r}")
@@ -51,9 +55,10 @@ class MPMSimulator:
         if kernels == "numba":
             from . import kernels as numba_kernels
 
-            self._impl = numba_kernels
+            self._substep = functools.partial(numba_kernels.substep, parallel=parallel)
+            self._substep_vjp = functools.partial(numba_kernels.substep_vjp, parallel=parallel)
         else:
-            self._impl = reference
+            self._substep, self._substep_vjp = reference.substep, reference.substep_vjp
         self.kernels = kernels
         self._constants = reference.step_constants(model, self.xp)
         self.elastic_courant = elastic_courant
@@ -134,7 +139,7 @@ class MPMSimulator:
 
     def step(self, state: MPMState, action, design: dict, dt: float) -> MPMState:
         """One MLS-MPM substep of ``dt`` [s]; pure."""
-        return self._impl.substep(self._constants, state, self._check_action(action),
+        return self._substep(self._constants, state, self._check_action(action),
                                   self.particle_parameters(design), float(dt))
 
     def step_vjp(self, state: MPMState, action, design: dict, dt: float, g_next: MPMState):
@@ -147,7 +152,7 @@ class MPMSimulator:
                                                              g_next.particle_v,
                                                              g_next.particle_F,
                                                              g_next.particle_C), strict=True)))
-        g_state, g_action, g_params = self._impl.substep_vjp(
+        g_state, g_action, g_params = self._substep_vjp(
             self._constants, state, self._check_action(action), self.particle_parameters(design),
             float(dt), g_next)
         g_design = {name: to_host(g_params[field]).astype(np.float64)

@@ -30,7 +30,15 @@ from .boundaries import BoundaryLayer, project, project_vjp
 from .materials import first_piola, first_piola_vjp
 from .state import MPMState
 
-__all__ = ["StepConstants", "step_constants", "substep", "substep_vjp", "stencil_offsets"]
+__all__ = [
+    "StepConstants",
+    "step_constants",
+    "stencil_offsets",
+    "particle_impulses",
+    "particle_impulses_vjp",
+    "substep",
+    "substep_vjp",
+]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -134,15 +142,64 @@ def _particle_stress(c, F, params, stress_signals):
     return tau, P, sigma
 
 
+def particle_impulses(c: StepConstants, state: MPMState, action, params: dict, dt: float):
+    """Per-particle P2G inputs: (mass (n,), affine (n, d, d), momentum (n, d), saved dict).
+
+    affine = −Δt V K τ + m C (τ the Kirchhoff stress with actuation), momentum = m v + Δt f.
+    """
+    xp, K = c.xp, 4.0 / c.dx**2
+    stress_signals, cable_signals = _split_action(c, action)
+    mass = params["density"] * params["volume"]
+    tau, _, _ = _particle_stress(c, state.particle_F, params, stress_signals)
+    affine = ((-dt * K) * params["volume"][:, None, None] * tau
+              + mass[:, None, None] * state.particle_C)
+    momentum = (mass[:, None] * state.particle_v
+                + dt * cable_forces(xp, state.particle_x, cable_signals, c.cables))
+    saved = dict(tau=tau, stress_signals=stress_signals, cable_signals=cable_signals)
+    return mass, affine, momentum, saved
+
+
+def particle_impulses_vjp(c: StepConstants, state: MPMState, params: dict, dt: float, saved,
+                          g_mass, g_affine, g_momentum):
+    """VJP of :func:`particle_impulses`: (g_x, g_v, g_F, g_C, g_action, g_params)."""
+    xp, K = c.xp, 4.0 / c.dx**2
+    x, v, F, C = state.particle_x, state.particle_v, state.particle_F, state.particle_C
+    mass = params["density"] * params["volume"]
+    g_v = mass[:, None] * g_momentum
+    g_mass = g_mass + xp.sum(v * g_momentum, axis=1) + xp.sum(C * g_affine, axis=(1, 2))
+    g_C = mass[:, None, None] * g_affine
+    g_x, g_cable = cable_forces_vjp(xp, x, saved["cable_signals"], c.cables, dt * g_momentum)
+    volume = params["volume"]
+    g_tau = (-dt * K) * volume[:, None, None] * g_affine
+    g_volume = (-dt * K) * xp.sum(saved["tau"] * g_affine, axis=(1, 2))
+    # τ = P Fᵀ + F σ Fᵀ
+    P = first_piola(xp, F, params["youngs_modulus"], params["poissons_ratio"],
+                    material=c.material, exponent=c.exponent)
+    sigma = stress_actuation(xp, saved["stress_signals"], c.actuator_index, c.actuator_axes,
+                             c.actuator_max_stress)
+    g_P = g_tau @ F
+    g_F = xp.swapaxes(g_tau, 1, 2) @ P
+    g_F = g_F + ((g_tau + xp.swapaxes(g_tau, 1, 2)) @ F) * sigma[:, None, :]
+    g_sigma = xp.einsum("nai,nab,nbi->ni", F, g_tau, F)
+    g_stress = stress_actuation_vjp(xp, g_sigma, c.actuator_index, c.actuator_axes,
+                                    c.actuator_max_stress)
+    g_Fp, g_E, g_nu = first_piola_vjp(xp, F, params["youngs_modulus"],
+                                      params["poissons_ratio"], g_P, material=c.material,
+                                      exponent=c.exponent)
+    g_params = {
+        "youngs_modulus": g_E,
+        "poissons_ratio": g_nu,
+        "density": g_mass * volume,
+        "volume": g_volume + g_mass * params["density"],
+    }
+    return g_x, g_v, g_F + g_Fp, g_C, xp.concatenate([g_stress, g_cable]), g_params
+
+
 def _forward(c: StepConstants, state: MPMState, action, params, dt):
     """The substep, returning the next state and the intermediates the adjoint needs."""
     xp, K = c.xp, 4.0 / c.dx**2
-    x, v, F, C = state.particle_x, state.particle_v, state.particle_F, state.particle_C
-    stress_signals, cable_signals = _split_action(c, action)
-    mass = params["density"] * params["volume"]
-    tau, _, _ = _particle_stress(c, F, params, stress_signals)
-    affine = (-dt * K) * params["volume"][:, None, None] * tau + mass[:, None, None] * C
-    momentum = mass[:, None] * v + dt * cable_forces(xp, x, cable_signals, c.cables)
+    x, F = state.particle_x, state.particle_F
+    mass, affine, momentum, saved = particle_impulses(c, state, action, params, dt)
     st = _stencil(c, x)
     contrib = st.weight[..., None] * (momentum[:, None, :]
                                       + xp.einsum("nab,nsb->nsa", affine, st.offset_x))
@@ -160,10 +217,9 @@ def _forward(c: StepConstants, state: MPMState, action, params, dt):
     new_C = K * xp.einsum("ns,nsa,nsb->nab", st.weight, gathered, st.offset_x)
     new_F = F + dt * (new_C @ F)
     new_x = x + dt * new_v
-    saved = dict(mass=mass, tau=tau, affine=affine, momentum=momentum, stencil=st,
-                 grid_m=grid_m, inv_m=inv_m, grid_v_free=grid_v_free, layer_inputs=layer_inputs,
-                 grid_v=grid_v, gathered=gathered, new_C=new_C, stress_signals=stress_signals,
-                 cable_signals=cable_signals)
+    saved.update(mass=mass, affine=affine, momentum=momentum, stencil=st, inv_m=inv_m,
+                 grid_v_free=grid_v_free, layer_inputs=layer_inputs, gathered=gathered,
+                 new_C=new_C)
     return MPMState(new_x, new_v, new_F, new_C), saved
 
 
@@ -185,7 +241,7 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
                 g_next: MPMState):
     """(∂L/∂state, ∂L/∂action, ∂L/∂params) given ∂L/∂(next state); params as in substep."""
     xp, K, d = c.xp, 4.0 / c.dx**2, c.dim
-    x, v, F, C = state.particle_x, state.particle_v, state.particle_F, state.particle_C
+    F = state.particle_F
     _, s = _forward(c, state, action, params, dt)
     st = s["stencil"]
     gx_next, gv_next = g_next.particle_x, g_next.particle_v
@@ -223,36 +279,6 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
     g_x = g_x + xp.sum(st.grad_weight * dot_p[..., None], axis=1)
     g_x = g_x - xp.einsum("ns,nsa,nab->nb", st.weight, G, affine)
 
-    # particle momentum and affine
-    g_v = mass[:, None] * g_momentum
-    g_mass = g_mass + xp.sum(v * g_momentum, axis=1) + xp.sum(C * g_affine, axis=(1, 2))
-    g_C = mass[:, None, None] * g_affine
-    g_cx, g_cable = cable_forces_vjp(xp, x, s["cable_signals"], c.cables, dt * g_momentum)
-    g_x = g_x + g_cx
-    volume = params["volume"]
-    g_tau = (-dt * K) * volume[:, None, None] * g_affine
-    g_volume = (-dt * K) * xp.sum(s["tau"] * g_affine, axis=(1, 2))
-
-    # stress τ = P Fᵀ + F σ Fᵀ
-    P = first_piola(xp, F, params["youngs_modulus"], params["poissons_ratio"],
-                    material=c.material, exponent=c.exponent)
-    sigma = stress_actuation(xp, s["stress_signals"], c.actuator_index, c.actuator_axes,
-                             c.actuator_max_stress)
-    g_P = g_tau @ F
-    g_F = g_F + xp.swapaxes(g_tau, 1, 2) @ P
-    g_F = g_F + ((g_tau + xp.swapaxes(g_tau, 1, 2)) @ F) * sigma[:, None, :]
-    g_sigma = xp.einsum("nai,nab,nbi->ni", F, g_tau, F)
-    g_stress = stress_actuation_vjp(xp, g_sigma, c.actuator_index, c.actuator_axes,
-                                    c.actuator_max_stress)
-    g_Fp, g_E, g_nu = first_piola_vjp(xp, F, params["youngs_modulus"],
-                                      params["poissons_ratio"], g_P, material=c.material,
-                                      exponent=c.exponent)
-    g_F = g_F + g_Fp
-    g_params = {
-        "youngs_modulus": g_E,
-        "poissons_ratio": g_nu,
-        "density": g_mass * volume,
-        "volume": g_volume + g_mass * params["density"],
-    }
-    g_action = xp.concatenate([g_stress, g_cable])
-    return MPMState(g_x, g_v, g_F, g_C), g_action, g_params
+    g_xp, g_v, g_Fp, g_C, g_action, g_params = particle_impulses_vjp(
+        c, state, params, dt, s, g_mass, g_affine, g_momentum)
+    return MPMState(g_x + g_xp, g_v, g_F + g_Fp, g_C), g_action, g_params

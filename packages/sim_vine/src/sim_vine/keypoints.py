@@ -110,7 +110,7 @@ class Calibration:
             raise KeypointError("reference points hold NaN or infinite coordinates")
         # plain least squares (method 0): exact for four points, averaging for more
         h, _ = cv2.findHomography(px, world, 0)
-        if h is None:
+        if h is None or not np.all(np.isfinite(h)) or abs(np.linalg.det(h)) < 1e-12 * np.abs(h).max() ** 3:
             raise KeypointError("the reference points are degenerate (three on one line?); pick "
                                 "four points spread over the motion plane")
         return cls(h)

@@ -12,8 +12,8 @@ from .base import (
     Evaluation,
     IterationInfo,
     ObjectiveFunction,
-    OptimizeResult,
     Optimizer,
+    OptimizeResult,
 )
 from .evolution import CMAES, OnePlusOneES
 from .scipy_optimizers import LBFGSB, SLSQP, EvaluationCache, TrustConstr

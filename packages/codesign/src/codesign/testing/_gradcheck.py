@@ -18,7 +18,7 @@ _STENCILS = {
     2: {1: 0.5, -1: -0.5},
     4: {2: -1.0 / 12.0, 1: 8.0 / 12.0, -1: -8.0 / 12.0, -2: 1.0 / 12.0},
 }
-_STENCIL_NORM = {order: sum(abs(c) for c in weights.values()) for order, weights in _STENCILS.items()}
+_STENCIL_NORM = {order: sum(abs(c) for c in w.values()) for order, w in _STENCILS.items()}
 
 
 @dataclasses.dataclass
@@ -172,7 +172,9 @@ def gradcheck(
         base = inputs[group]
         h = eps * max(1.0, _rms(base)) if relative_step else eps
         noise = 4.0 * _STENCIL_NORM[stencil] * np.finfo(np.float64).eps * f0 / h
-        leaf_paths = list(_leaves_by_path(_random_direction(base, rng))) if split == "leaf" else [None]
+        leaf_paths = [None]
+        if split == "leaf":
+            leaf_paths = list(_leaves_by_path(_random_direction(base, rng)))
         for only in leaf_paths:
             label = group if only is None else f"{group}{only}"
             pairs[label] = []

@@ -1,0 +1,226 @@
+"""MLS-MPM substep speed: sim_mpm against Warp and Taichi, side by side in one run.
+
+Scenes (benchmarks/peers/scene.py): a 2D block of 6,400 particles on a 128² grid and 3D
+cubes of 8,000 and 64,000 particles on a 64³ grid; fixed corotated, Δt = 1e-3 s, sticky
+walls, gravity. For each scene it
+
+1. checks that every implementation produces the same trajectory: positions after
+   ``--check-substeps`` substeps against sim_mpm in float64, within float32 tolerance,
+   and the same one-substep gradient ∂(Σ s')/∂s from there;
+2. prints milliseconds per forward substep and per reverse substep (sim_mpm's ``step_vjp``,
+   Warp's ``Tape.backward``, Taichi's ``.grad()`` kernels), and the peers' times divided by
+   sim_mpm's (a ratio above 1 means sim_mpm is faster);
+
+and finally, in a fresh process, the peak memory of the reverse sweep of 1,000 substeps of
+the 3D 64k cube through ``codesign.Rollout`` (√N checkpointing), from tracemalloc (NumPy
+allocations) and the process's maximum resident set size.
+
+All timings use float32 on the CPU. Peers run only when importable:
+``pip install 'sim_mpm[benchmark]'`` (warp-lang, taichi).
+
+Usage: ``python benchmarks/mpm_step.py [--scenes 2d_6400,3d_8000] [--memory-substeps 0]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from peers.scene import SCENES, BenchmarkScene  # noqa: E402
+
+# (forward substeps timed, reverse substeps timed) per scene
+_REPEATS = {"2d_6400": (200, 50), "3d_8000": (50, 20), "3d_64000": (10, 5)}
+_TOLERANCE = 1e-5  # [m] largest position difference accepted after the check substeps
+_GRADIENT_TOLERANCE = 1e-3  # largest relative one-substep gradient difference in float32
+
+
+def build_ours(scene: BenchmarkScene, dtype: str):
+    """The scene as an MPMSimulator (numba kernels) with its default design."""
+    from sim_mpm import BoxWalls, MPMSimulator, build_model
+
+    model = build_model(
+        particle_x=scene.particle_x, particle_v=scene.particle_v, dim=scene.dim,
+        grid_resolution=scene.grid_resolution, dx=scene.dx, gravity=scene.gravity,
+        youngs_modulus=scene.youngs_modulus, poissons_ratio=scene.poissons_ratio,
+        density=scene.density, volume=scene.volume, material="corotated",
+        boundaries=(BoxWalls(kind="sticky", margin=scene.wall_margin),), dtype=dtype)
+    simulator = MPMSimulator(model, kernels="numba")
+    return simulator, simulator.design_space().defaults()
+
+
+class Ours:
+    """sim_mpm behind the peers' interface (run, positions, time_forward, time_backward)."""
+
+    def __init__(self, scene: BenchmarkScene, dtype: str = "float32"):
+        self.scene = scene
+        self.simulator, self.design = build_ours(scene, dtype)
+        self.state = self.simulator.initial_state(self.design)
+        self.action = np.zeros(0)
+
+    def run(self, substeps: int) -> None:
+        for _ in range(substeps):
+            self.state = self.simulator.step(self.state, self.action, self.design,
+                                             self.scene.dt)
+
+    def positions(self) -> np.ndarray:
+        return np.asarray(self.state.particle_x, dtype=np.float64)
+
+    def time_forward(self, substeps: int) -> float:
+        self.run(1)
+        start = time.perf_counter()
+        self.run(substeps)
+        return 1e3 * (time.perf_counter() - start) / substeps
+
+    def _seed(self):
+        from sim_mpm import MPMState
+
+        return MPMState(*(np.ones_like(getattr(self.state, f)) for f in
+                          ("particle_x", "particle_v", "particle_F", "particle_C")))
+
+    def gradient(self) -> dict[str, np.ndarray]:
+        g_state, _, _ = self.simulator.step_vjp(self.state, self.action, self.design,
+                                                self.scene.dt, self._seed())
+        return {name: np.asarray(value, dtype=np.float64) for name, value in vars(g_state).items()}
+
+    def time_backward(self, repeats: int) -> float:
+        seed = self._seed()
+        vjp = self.simulator.step_vjp
+        vjp(self.state, self.action, self.design, self.scene.dt, seed)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            vjp(self.state, self.action, self.design, self.scene.dt, seed)
+        return 1e3 * (time.perf_counter() - start) / repeats
+
+
+def available_peers() -> dict[str, object]:
+    """Peer name -> class, or -> the reason it is unavailable."""
+    peers: dict[str, object] = {}
+    for name, module, package, cls in (("Warp", "warp", "warp-lang", "WarpMPM"),
+                                       ("Taichi", "taichi", "taichi", "TaichiMPM")):
+        if importlib.util.find_spec(module) is None:
+            peers[name] = f"unavailable: `pip install {package}`"
+            continue
+        try:
+            peer_module = __import__(f"peers.{module}_mpm", fromlist=[cls])
+            peers[name] = getattr(peer_module, cls)
+        except Exception as exc:  # a broken peer install must not stop the benchmark
+            peers[name] = f"unavailable: {type(exc).__name__}: {exc}"
+    return peers
+
+
+def run_scene(key: str, peers: dict, check_substeps: int) -> None:
+    scene = SCENES[key]()
+    forward_n, backward_n = _REPEATS[key]
+    print(f"\n== {scene.name} (dx {scene.dx:.4g} m, dt {scene.dt:g} s) ==")
+    truth = Ours(scene, "float64")
+    truth.run(check_substeps)
+    reference = truth.positions()
+    implementations = {"sim_mpm": Ours(scene, "float32")}
+    for name, peer in peers.items():
+        if isinstance(peer, str):
+            print(f"  {name}: {peer}")
+        else:
+            implementations[name] = peer(scene)
+    print(f"  trajectory check after {check_substeps} substeps, max |x - x_sim_mpm(float64)|:")
+    for name, impl in implementations.items():
+        impl.run(check_substeps)
+        error = float(np.max(np.abs(impl.positions() - reference)))
+        verdict = "same" if error <= _TOLERANCE else "DIFFERENT"
+        print(f"    {name:<8s} {error:.2e} m  ({verdict} within {_TOLERANCE:.0e} m)")
+    print("  one-substep gradient check, max |g - g_sim_mpm(float64)| / max |g_sim_mpm(float64)|"
+          " of ∂(Σ s')/∂s over x, v, C, F:")
+    truth_gradient = truth.gradient()
+    for name, impl in implementations.items():
+        impl.run(0)
+        gradient = impl.gradient()
+        worst = max(float(np.max(np.abs(gradient[f] - truth_gradient[f]))
+                          / (np.max(np.abs(truth_gradient[f])) + 1e-30)) for f in truth_gradient)
+        verdict = "same" if worst <= _GRADIENT_TOLERANCE else "DIFFERENT"
+        print(f"    {name:<8s} {worst:.2e}  ({verdict} within {_GRADIENT_TOLERANCE:.0e})")
+    times = {}
+    for name, impl in implementations.items():
+        times[name] = (impl.time_forward(forward_n), impl.time_backward(backward_n))
+    ours_f, ours_b = times["sim_mpm"]
+    print(f"  {'':<8s} {'forward ms':>11s} {'backward ms':>12s} {'F ratio':>8s} {'B ratio':>8s}")
+    for name, (f, b) in times.items():
+        print(f"  {name:<8s} {f:11.3f} {b:12.3f} {f / ours_f:8.2f} {b / ours_b:8.2f}")
+
+
+def memory_sweep(substeps: int) -> None:
+    """Peak memory of one checkpointed reverse sweep over ``substeps`` of the 64k cube."""
+    from codesign import DesignSpace, Objective, Rollout
+    from sim_mpm.terms import MeanPosition
+
+    class NoActuation:
+        observation_size = 0
+        action_size = 0
+
+        def parameter_space(self):
+            return DesignSpace([])
+
+        def act(self, observation, control_step, weights):
+            return np.zeros(0)
+
+        def act_vjp(self, observation, control_step, weights, g_action, g_weights):
+            return np.zeros(0)
+
+    scene = SCENES["3d_64000"]()
+    simulator, design = build_ours(scene, "float32")
+    rollout = Rollout(simulator, controller=NoActuation(), steps=substeps, substeps=1,
+                      dt=scene.dt)
+    objective = Objective.of(MeanPosition(simulator=simulator, axis=0))
+    state_mb = sum(np.asarray(a).nbytes for a in vars(simulator.initial_state(design)).values())
+    tracemalloc.start()
+    start = time.perf_counter()
+    result, (gradient,) = rollout.value_and_grad(design, {}, objective)
+    seconds = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    print(f"\n== memory: reverse sweep of {substeps} substeps, {scene.name}, float32 ==")
+    print(f"  checkpoint interval {rollout.checkpoint_every}, at most {result.peak_states_held} "
+          f"states held ({state_mb / 2**20:.1f} MiB each)")
+    print(f"  peak traced NumPy memory {peak / 2**20:.0f} MiB, max RSS {rss:.0f} MiB "
+          f"(limit 2048 MiB), {seconds:.0f} s")
+    print(f"  d(mean x_T)/d(E) sum {float(np.sum(gradient.design['particle.youngs_modulus'])):.3e}")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scenes", default=",".join(SCENES),
+                        help=f"comma-separated subset of {', '.join(SCENES)}")
+    parser.add_argument("--check-substeps", type=int, default=20)
+    parser.add_argument("--memory-substeps", type=int, default=1000,
+                        help="substeps of the memory sweep (0 skips it)")
+    parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_only:
+        memory_sweep(args.memory_substeps)
+        return
+    import numba
+
+    print(f"CPU threads: numba {numba.get_num_threads()}, Warp 1 (its CPU backend is serial), "
+          f"Taichi {os.cpu_count()}; float32")
+    peers = available_peers()
+    for key in args.scenes.split(","):
+        if key not in SCENES:
+            raise SystemExit(f"unknown scene {key!r}; choose from {', '.join(SCENES)}")
+        run_scene(key, peers, args.check_substeps)
+    if args.memory_substeps > 0:
+        sys.stdout.flush()
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-only",
+                        "--memory-substeps", str(args.memory_substeps)], check=True)
+
+
+if __name__ == "__main__":
+    main()

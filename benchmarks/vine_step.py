@@ -1,0 +1,133 @@
+"""Vine step speed and accuracy: ms per step against a rebuild-every-step peer.
+
+The paper's runtime scene (Jitosho et al. 2023, Sec. IV-A): a vine fixed at the origin grows
+at 0.1 m/s for 4 s (Δt 10 ms, 400 steps) toward one circular obstacle, discretized into
+10 … 200 bodies. For each size this prints
+
+- ``ours``: ms per step of ``VineSimulator.step`` (OSQP set up once, updated and
+  warm-started every step, polished), best of ``--repeats`` runs;
+- ``rebuild``: ms per step of a peer that, like the authors' Julia code, builds the sparse
+  matrices and a fresh OSQP solver from scratch every step (OSQP's default settings);
+- ``speedup`` = rebuild / ours, measured in the same run;
+- ``tip err``: the largest tip deviation over the run from a reference solved with OSQP
+  eps 1e-9, for ours (default settings) and for the peer;
+
+then the least-squares slope of ms per step against bodies (the scaling).
+
+Run: ``python benchmarks/vine_step.py [--bodies 10 30 50 70 100 200] [--repeats 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import osqp
+import scipy.sparse as sp
+
+from sim_vine import make_simulator
+from sim_vine.kinematics import tip_position
+from sim_vine.state import VineState
+from sim_vine.step import assemble
+
+RATE, DT, STEPS = 0.1, 0.01, 400
+
+
+def run_ours(sim, design):
+    """Tip trajectory (STEPS + 1, 2) and seconds per step of the simulator's own step."""
+    state = sim.initial_state(design)
+    action = np.array([RATE])
+    tips = [tip_position(sim.model, state.body_q)]
+    start = time.perf_counter()
+    for _ in range(STEPS):
+        state = sim.step(state, action, design, DT)
+        tips.append(tip_position(sim.model, state.body_q))
+    return np.array(tips), (time.perf_counter() - start) / STEPS
+
+
+def run_rebuild(sim, design):
+    """The peer: assemble the QP, build sparse P and A and a new OSQP solver every step."""
+    params, _ = sim._parameters(design)
+    model, layout = sim.model, sim.layout
+    state = sim.initial_state(design)
+    q, v = state.body_q, state.body_qd
+    n = 3 * model.body_count
+    bodies = layout.row_bodies
+    tips = [tip_position(model, q)]
+    start = time.perf_counter()
+    for _ in range(STEPS):
+        problem = assemble(model, layout, q, v, RATE, params, DT).problem
+        rows, cols, vals = [], [], []
+        for side in range(2):
+            on = np.flatnonzero(bodies[:, side] >= 0)
+            for k in range(3):
+                rows.append(on)
+                cols.append(3 * bodies[on, side] + k)
+                vals.append(problem.row_values[on, 3 * side + k])
+        A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(layout.size, n))
+        P = sp.triu(sim.qp.p_matrix(problem.mass_diagonal, problem.spring_weights), format="csc")
+        solver = osqp.OSQP()
+        solver.setup(P, -problem.rhs.reshape(-1), A, problem.lower,
+                     np.minimum(problem.upper, 1e30), verbose=False)
+        result = solver.solve(raise_error=False)
+        if result.info.status_val not in (1, 2):
+            raise RuntimeError(f"rebuild peer: OSQP status {result.info.status}")
+        v = np.array(result.x).reshape(-1, 3)
+        q = q + DT * v
+        tips.append(tip_position(model, q))
+    return np.array(tips), (time.perf_counter() - start) / STEPS
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bodies", type=int, nargs="+", default=[10, 30, 50, 70, 100, 200])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    print(f"runtime scene: growth {RATE} m/s for {STEPS * DT:g} s, dt {DT * 1e3:g} ms, "
+          f"best of {args.repeats}")
+    print(f"{'bodies':>6} {'ours ms':>9} {'rebuild ms':>11} {'speedup':>8} "
+          f"{'ours tip err mm':>16} {'rebuild tip err mm':>19} {'polished':>9}")
+    sizes, times = [], []
+    for bodies in args.bodies:
+        sim = make_simulator(scene="runtime", bodies=bodies)
+        design = sim.design_space().defaults()
+        reference = make_simulator(scene="runtime", bodies=bodies, eps_abs=1e-9, eps_rel=1e-9)
+        ref_tips, _ = run_ours(reference, design)
+        ours = min((run_ours(sim, design) for _ in range(args.repeats)), key=lambda r: r[1])
+        peer = min((run_rebuild(sim, design) for _ in range(args.repeats)),
+                   key=lambda r: r[1])
+        err_ours = np.max(np.linalg.norm(ours[0] - ref_tips, axis=1)) * 1e3
+        err_peer = np.max(np.linalg.norm(peer[0] - ref_tips, axis=1)) * 1e3
+        polished = _polished_fraction(sim, design)
+        print(f"{bodies:>6} {ours[1] * 1e3:>9.3f} {peer[1] * 1e3:>11.3f} "
+              f"{peer[1] / ours[1]:>7.1f}x {err_ours:>16.2e} {err_peer:>19.2e} "
+              f"{polished:>8.0%}")
+        sizes.append(bodies)
+        times.append(ours[1] * 1e3)
+    if len(sizes) > 1:
+        slope, intercept = np.polyfit(sizes, times, 1)
+        fit = np.polyval([slope, intercept], sizes)
+        r2 = 1 - np.sum((np.array(times) - fit) ** 2) / np.sum((times - np.mean(times)) ** 2)
+        print(f"scaling: {slope * 1e3:.2f} µs per body + {intercept:.3f} ms (linear fit R² "
+              f"{r2:.3f}); {times[-1] / times[0]:.1f}x time for {sizes[-1] / sizes[0]:.0f}x "
+              "bodies")
+
+
+def _polished_fraction(sim, design):
+    """Share of steps whose solution came from OSQP's polish (the rest: own refinement)."""
+    from sim_vine.step import step_forward
+    params, _ = sim._parameters(design)
+    state = sim.initial_state(design)
+    polished = 0
+    for _ in range(STEPS):
+        q, v, solution, _ = step_forward(sim.model, sim.layout, sim.qp, state.body_q,
+                                         state.body_qd, RATE, params, DT)
+        polished += solution.status == "polished"
+        state = VineState(body_q=q, body_qd=v)
+    return polished / STEPS
+
+
+if __name__ == "__main__":
+    main()

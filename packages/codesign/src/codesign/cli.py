@@ -1,0 +1,205 @@
+"""The ``codesign`` command line: run, validate, plugins, demo.
+
+- ``codesign run exp.yaml --out DIR [--quick] [--resume]``: optimize and write DIR.
+- ``codesign validate exp.yaml [--quick]``: check the experiment (both phases), print OK or
+  every problem.
+- ``codesign plugins``: every registered component with its plugin and distribution.
+- ``codesign demo [--quick] [--out DIR]``: run the default example a plugin registers.
+
+Errors are printed as one message on stderr with exit code 2 (``--debug`` shows the
+traceback); an interrupted run exits with 130 and says how to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+from .config import ConfigError, load_config, validate_config
+from .design import DesignError
+from .experiment import build_experiment
+from .plugins import COMPONENT_KINDS, RegistryError, get_plugin_manager, get_registry
+from .runs import RunError, RunInterrupted, run_experiment
+from .simulator import SimulationError
+
+__all__ = ["main", "build_parser", "DEMO_HELP"]
+
+DEMO_HELP = """\
+codesign demo runs the default example that a simulator plugin registers (the soft-robot
+walker of sim_mpm), but no simulator plugin is installed{detail}.
+
+Install the MPM simulator and try again:
+
+    pip install ./packages/sim_mpm        # from a checkout of the codesign repository
+    uv sync --all-packages                # or: every workspace package at once, with uv
+
+Then `codesign demo` trains the walker and writes its run directory (loss curve, video).
+`codesign plugins` lists what is installed."""
+
+_EXPECTED_ERRORS = (ConfigError, DesignError, SimulationError, RunError, RegistryError,
+                    FloatingPointError, OSError)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``codesign`` command."""
+    parser = argparse.ArgumentParser(
+        prog="codesign", description="Differentiable robot simulation and co-design.")
+    parser.add_argument("--version", action="version", version=f"codesign {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="optimize an experiment and write its run directory")
+    run.add_argument("experiment", type=Path, help="experiment YAML file")
+    run.add_argument("--out", type=Path, required=True, help="run directory to create")
+    run.add_argument("--quick", action="store_true",
+                     help="apply the experiment's quick section (a short setting)")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the interrupted run journaled in OUT.partial")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    validate = commands.add_parser("validate", help="check an experiment without running it")
+    validate.add_argument("experiment", type=Path, help="experiment YAML file")
+    validate.add_argument("--quick", action="store_true", help="check the quick setting")
+
+    commands.add_parser("plugins", help="list plugins and the components they register")
+
+    demo = commands.add_parser("demo", help="run the default example of an installed plugin")
+    demo.add_argument("--quick", action="store_true", help="a short run (seconds to minutes)")
+    demo.add_argument("--out", type=Path, default=None,
+                      help="run directory (default: runs/<example>-<date>-<time>)")
+    demo.add_argument("--resume", action="store_true",
+                      help="continue an interrupted demo run in --out")
+    demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    for sub in (run, validate, demo):
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                         help="show the full traceback of an error")
+    return parser
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """Treat SIGTERM like Ctrl-C while running, so the journal is kept for --resume."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
+    registry = get_registry(plugin_manager)
+    config = validate_config(load_config(experiment_path, quick=args.quick), registry)
+    with _sigterm_as_interrupt():
+        summary = run_experiment(config, registry, out=out, resume=args.resume,
+                                 progress=not args.no_progress, plugin_manager=plugin_manager)
+    print(f"wrote {out}: final loss {summary['final_loss']:.6g} after {summary['iterations']} "
+          f"iteration(s), {summary['evaluations']} evaluation(s), {summary['wall_time_s']:.1f} s")
+    for note in summary["notes"]:
+        print(f"  {note}")
+    return 0
+
+
+def _validate(args, plugin_manager) -> int:
+    registry = get_registry(plugin_manager)
+    config = validate_config(load_config(args.experiment, quick=args.quick), registry)
+    with build_experiment(config, registry) as experiment:
+        problem = experiment.problem
+        free = [p.name.removeprefix("design.") for p in problem.space
+                if p.name.startswith("design.")]
+        print(f"OK: {args.experiment}: simulator {config.data['simulator']['name']!r}, "
+              f"{len(free)} free design parameter(s) ({', '.join(free) or 'none'}), "
+              f"{problem.size} optimized value(s), optimizer "
+              f"{config.data['optimizer']['name']!r} for {experiment.iterations} iteration(s)")
+    return 0
+
+
+def _plugins(plugin_manager) -> int:
+    registry = get_registry(plugin_manager)
+    rows = [("KIND", "NAME", "PLUGIN", "VERSION", "DISTRIBUTION", "DESCRIPTION")]
+    for registration in registry.all():
+        rows.append((registration.kind[:-1], registration.name, registration.plugin,
+                     registration.version or "-", registration.distribution or "-",
+                     str(registration.info.get("description", ""))))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+              + "  " + row[5])
+    counts = ", ".join(f"{len(registry.names(kind))} {kind}" for kind in COMPONENT_KINDS)
+    print(f"\n{counts}")
+    return 0
+
+
+def _demo(args, plugin_manager) -> int:
+    registry = get_registry(plugin_manager)
+    example = registry.default_example()
+    simulators = registry.names("simulators")
+    if example is None:
+        detail = "" if not simulators else (
+            f" that registers a default example (installed simulators: "
+            f"{', '.join(simulators)})")
+        print(DEMO_HELP.format(detail=detail))
+        return 0
+    out = args.out or Path("runs") / f"{example.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    print(f"codesign demo: {example.name} ({example.info.get('description', '')}) from "
+          f"plugin {example.plugin!r}; writing {out}")
+    return _run(args, plugin_manager, Path(example.factory), out)
+
+
+def _installed_plugins():
+    """The installed plugins; a skipped plugin's warning becomes one line on stderr."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        manager = get_plugin_manager()
+    for warning in caught:
+        print(f"codesign: warning: {warning.message}", file=sys.stderr)
+    return manager
+
+
+def main(argv: Sequence[str] | None = None, *, plugin_manager=None) -> int:
+    """Entry point of the ``codesign`` command; returns the exit status.
+
+    ``plugin_manager`` replaces the installed plugins (tests inject a fake plugin).
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        manager = plugin_manager if plugin_manager is not None else _installed_plugins()
+        if args.command == "run":
+            return _run(args, manager, args.experiment, args.out)
+        if args.command == "validate":
+            return _validate(args, manager)
+        if args.command == "plugins":
+            return _plugins(manager)
+        return _demo(args, manager)
+    except RunInterrupted as exc:
+        if args.debug:
+            raise
+        print(f"codesign: {exc}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("codesign: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every failure becomes one message; --debug shows the traceback
+        if args.debug:
+            raise
+        text = str(exc) if isinstance(exc, _EXPECTED_ERRORS) else (
+            f"{type(exc).__name__}: {exc} (rerun with --debug for the traceback)")
+        print(f"codesign: error: {text}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""Build an experiment's parts from a validated config and the plugin registry.
+
+This is phase two of validation: it constructs the simulator, checks the design section
+against the simulator's design space, constructs the observer, objective terms, constraints,
+controller and optimizer, and checks the initial design, all before any run directory
+exists. Every problem is reported with its YAML path and line in one :class:`ConfigError`
+(a :class:`DesignConfigError` when design values are at fault).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy as np
+
+from .config import (
+    CONTROLLER_SIZING,
+    ConfigError,
+    ConfigIssue,
+    DesignConfigError,
+    ExperimentConfig,
+)
+from .design import DesignError
+from .executors import get_executor
+from .problem import RolloutProblem, apply_overrides
+from .rollout import Rollout
+from .simulator import UnstableTimeStepError
+from .terms import Constraint, Objective, WeightedTerm
+
+__all__ = ["Experiment", "build_experiment", "check_initial_design"]
+
+
+@dataclasses.dataclass
+class Experiment:
+    """Everything a run needs, built from one config.
+
+    Attributes:
+        config: the validated experiment.
+        simulator, observer, controller: the constructed components.
+        objective: what the optimizer minimizes.
+        constraints: rollout constraints (possibly empty).
+        rollout: the :class:`Rollout` (steps, substeps, dt, checkpointing).
+        problem: the :class:`RolloutProblem` over the free design parameters (the keys of the
+            design section) and, unless ``controller.optimize`` is false, the controller weights.
+        optimizer: the constructed optimizer.
+        iterations: the optimizer's iteration budget.
+        executor: the executor of batched evaluations, or ``None`` for inline.
+    """
+
+    config: ExperimentConfig
+    simulator: Any
+    observer: Any
+    controller: Any
+    objective: Objective
+    constraints: tuple[Constraint, ...]
+    rollout: Rollout
+    problem: RolloutProblem
+    optimizer: Any
+    iterations: int
+    executor: Executor | None = None
+
+    def close(self) -> None:
+        """Shut down the executor's workers, if any."""
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+            self.executor = None
+
+    def __enter__(self) -> Experiment:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _accepts(factory: Any, name: str) -> bool:
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return True
+    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+
+
+def _describe_exception(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, ValueError | TypeError | LookupError):
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
+class _Builder:
+    """Constructs components, turning their exceptions into located issues."""
+
+    def __init__(self, config: ExperimentConfig, registry):
+        self.config, self.registry = config, registry
+        self.issues: list[ConfigIssue] = []
+        self.design_fault = False
+        self.first_exception: BaseException | None = None
+
+    def fail(self, path: tuple, exc: BaseException | str) -> None:
+        message = exc if isinstance(exc, str) else _describe_exception(exc)
+        if isinstance(exc, BaseException) and self.first_exception is None:
+            self.first_exception = exc
+        self.issues.append(self.config.issue(path, message))
+
+    def construct(self, kind: str, name: str, options: dict, path: tuple, **injected):
+        factory = self.registry.get(kind, name).factory
+        arguments = {k: v for k, v in injected.items() if _accepts(factory, k)}
+        try:
+            return factory(**arguments, **options)
+        except Exception as exc:  # a plugin's own validation error, reported at its YAML path
+            if isinstance(exc, DesignError):
+                self.design_fault = True
+            self.fail((*path, "options") if options else path, exc)
+            return None
+
+    def raise_if_any(self) -> None:
+        if not self.issues:
+            return
+        error_type = DesignConfigError if self.design_fault else ConfigError
+        raise error_type(self.issues, source=self.config.source) from self.first_exception
+
+
+def _design_overrides(builder: _Builder, simulator, design: dict) -> dict:
+    """The design section's overrides that fit the simulator; misfits become issues."""
+    try:
+        space = simulator.design_space()
+    except Exception as exc:  # the simulator's own parameters are invalid
+        builder.design_fault = isinstance(exc, DesignError)
+        builder.fail(("simulator", "options"), exc)
+        return {}
+    overrides = {}
+    for name, changes in design.items():
+        if name not in space:
+            listing = ", ".join(f"{p.name} {list(p.shape)}" for p in space) or "none"
+            builder.fail(("design", name), f"unknown design parameter {name!r} of simulator "
+                                           f"{builder.config.data['simulator']['name']!r}; "
+                                           f"its parameters: {listing}")
+            continue
+        shape = space[name].shape
+        misfits = [key for key in ("init", "lower", "upper") if key in changes
+                   and not _broadcasts(changes[key], shape)]
+        for key in misfits:
+            builder.design_fault = True
+            builder.fail(("design", name, key), f"a value of shape "
+                                                f"{np.shape(changes[key])} does not fit "
+                                                f"parameter {name!r} of shape {shape}; give a "
+                                                "scalar or a nested list of that shape")
+        if misfits:
+            continue
+        try:
+            apply_overrides(space, {name: changes})
+        except DesignError as exc:
+            builder.design_fault = True
+            builder.fail(("design", name), exc)
+            continue
+        overrides[name] = changes
+    return overrides
+
+
+def _broadcasts(value, shape: tuple[int, ...]) -> bool:
+    try:
+        np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+    except ValueError:
+        return False
+    return True
+
+
+def check_initial_design(problem: RolloutProblem) -> None:
+    """Raise :class:`DesignError` if the starting point has a wrong shape or NaN/inf entries."""
+    x0 = problem.x0()
+    if x0.shape != (problem.size,):
+        raise DesignError(f"the initial parameter vector has shape {x0.shape}, expected "
+                          f"({problem.size},)")
+    _, weights = problem.split(x0)
+    for name, value in weights.items():
+        if not np.all(np.isfinite(value)):
+            raise DesignError(f"controller weight {name!r} has non-finite initial values; "
+                              "check the controller options")
+    if np.any(x0 < problem.lower) or np.any(x0 > problem.upper):
+        names = [p.name for p in problem.space]
+        raise DesignError(f"the initial design lies outside its bounds (parameters: "
+                          f"{', '.join(names)}); move init inside [lower, upper]")
+
+
+def build_experiment(config: ExperimentConfig, registry) -> Experiment:
+    """Construct every component of ``config``; raise ConfigError/DesignError before running.
+
+    The controller factory receives only the sizing arguments its signature accepts
+    (``observation_size``, ``action_size``, ``control_steps``, ``control_dt``); observers and
+    terms receive ``simulator``.
+    """
+    data = config.data
+    builder = _Builder(config, registry)
+    simulator = builder.construct("simulators", data["simulator"]["name"],
+                                  data["simulator"]["options"], ("simulator",))
+    builder.raise_if_any()
+    overrides = _design_overrides(builder, simulator, data["design"])
+
+    run = data["run"]
+    check = getattr(simulator, "check_time_step", None)
+    if check is not None and not builder.issues:
+        space = apply_overrides(simulator.design_space(), overrides)
+        try:
+            check(space.defaults(), run["dt"])
+        except UnstableTimeStepError as exc:
+            builder.fail(("run", "dt"), exc)
+
+    observer = builder.construct("observers", data["observer"]["name"],
+                                 data["observer"]["options"], ("observer",), simulator=simulator)
+
+    def weighted_terms(entries: list, path: tuple) -> list[WeightedTerm]:
+        terms = []
+        for index, entry in enumerate(entries):
+            term = builder.construct("terms", entry["term"], entry["options"], (*path, index),
+                                     simulator=simulator)
+            if term is not None:
+                terms.append(WeightedTerm(term, entry["weight"], entry["name"]))
+        return terms
+
+    objective_path = ("objective", "terms") if isinstance(config.tree.get("objective"), dict) \
+        else ("objective",)
+    objective_terms = weighted_terms(data["objective"]["terms"], objective_path)
+    constraints = []
+    for index, entry in enumerate(data["objective"]["constraints"]):
+        path = ("objective", "constraints", index)
+        terms = weighted_terms(entry["terms"], (*path, "terms"))
+        lower = entry.get("at_least", entry.get("equals", -np.inf))
+        upper = entry.get("at_most", entry.get("equals", np.inf))
+        try:
+            constraints.append(Constraint(Objective(tuple(terms)), lower, upper, entry["name"]))
+        except ValueError as exc:
+            builder.fail(path, exc)
+
+    sizing = {}
+    if observer is not None and simulator is not None:
+        sizing = dict(zip(CONTROLLER_SIZING, (
+            int(observer.size), int(simulator.action_size), run["steps"],
+            run["dt"] * run["substeps"]), strict=True))
+    controller = builder.construct("controllers", data["controller"]["name"],
+                                   data["controller"]["options"], ("controller",), **sizing) \
+        if sizing else None
+    if controller is not None:
+        try:
+            controller.parameter_space()
+        except DesignError as exc:  # e.g. a NaN initial value among the options
+            builder.design_fault = True
+            builder.fail(("controller", "options"), exc)
+    optimizer = builder.construct("optimizers", data["optimizer"]["name"],
+                                  data["optimizer"]["options"], ("optimizer",))
+    builder.raise_if_any()
+
+    try:
+        objective = Objective(tuple(objective_terms))
+    except ValueError as exc:  # a term with an invalid kind or weight
+        builder.fail(("objective",), exc)
+    try:
+        rollout = Rollout(simulator, controller=controller, observer=observer,
+                          steps=run["steps"], substeps=run["substeps"], dt=run["dt"],
+                          checkpoint_every=run["checkpoint_every"])
+    except ValueError as exc:  # controller, observer and simulator sizes disagree
+        builder.fail(("controller",), exc)
+    builder.raise_if_any()
+    try:
+        problem = RolloutProblem(rollout, objective, constraints, free=list(overrides),
+                                 overrides=overrides,
+                                 optimize_controller=data["controller"]["optimize"])
+        check_initial_design(problem)
+    except DesignError as exc:
+        builder.design_fault = True
+        builder.fail(("design",) if overrides else ("controller", "options"), exc)
+        builder.raise_if_any()
+    if problem.size == 0:
+        builder.fail(("design",), "nothing to optimize: list design parameters under design "
+                                  "or set controller.optimize: true")
+        builder.raise_if_any()
+
+    executor = None
+    if run["executor"] != "inline":
+        executor = get_executor(run["executor"], max_workers=run["workers"])
+        problem.executor = executor
+    return Experiment(config=config, simulator=simulator, observer=observer,
+                      controller=controller, objective=objective,
+                      constraints=tuple(constraints), rollout=rollout, problem=problem,
+                      optimizer=optimizer, iterations=data["optimizer"]["iterations"],
+                      executor=executor)

@@ -1,0 +1,376 @@
+"""System identification: fit design parameters (and initial states) to recorded trajectories.
+
+Single shooting through the simulator: each recording's actions are replayed open loop
+(an :class:`~codesign.OpenLoopController` whose table is the recording and is never
+optimized), and a measurement map (an :class:`~codesign.Observer`) compares the simulated
+states with the recorded measurements through :class:`~codesign.TrajectoryTracking`. The loss
+is the mean over recordings, so it can be minimized full-batch by any optimizer or
+stochastically over minibatches of recordings with Adam.
+
+With ``fit_initial_state`` every recording gets its own offset added to the simulator's
+initial state, flattened from the state tree's float leaves; its gradient is the rollout's
+``Gradient.initial_state``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy as np
+
+from .backend import array_module_of, to_backend, to_host
+from .controllers import OpenLoopController
+from .design import DesignSpace, Parameter
+from .optim.adam import Adam
+from .optim.base import Callback, Evaluation, IterationInfo, Optimizer, OptimizeResult
+from .problem import apply_overrides
+from .rollout import Rollout
+from .terms import Objective, TrajectoryTracking
+from .tree import tree_leaves, tree_map, tree_to_host
+
+__all__ = ["Recording", "IdentificationProblem", "IdentificationResult", "identify"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Recording:
+    """One recorded trajectory.
+
+    Attributes:
+        actions: the actions applied at control steps 0 … T-1, shape (T, action_size).
+        measurements: what the measurement map read at states 0 … T, shape
+            (T + 1, measurement size); NaN marks missing frames (whole rows) or points.
+        name: a label used in error messages.
+    """
+
+    actions: np.ndarray
+    measurements: np.ndarray
+    name: str = ""
+
+    def __post_init__(self):
+        label = f"recording {self.name!r}" if self.name else "recording"
+        actions = np.asarray(self.actions, dtype=np.float64)
+        measurements = np.asarray(self.measurements, dtype=np.float64)
+        if actions.ndim != 2 or actions.shape[0] < 1:
+            raise ValueError(f"{label}: actions must have shape (steps, action_size) with "
+                             f"steps >= 1, got {actions.shape}")
+        if measurements.ndim != 2 or measurements.shape[0] != actions.shape[0] + 1:
+            raise ValueError(
+                f"{label}: measurements must have shape (steps + 1, measurement size) = "
+                f"({actions.shape[0] + 1}, m): one row per state, the initial one included; "
+                f"got {measurements.shape}")
+        if not np.all(np.isfinite(actions)):
+            raise ValueError(f"{label}: actions contain NaN or inf; fill or drop those steps")
+        if np.any(np.isinf(measurements)):
+            raise ValueError(f"{label}: measurements contain inf; mark missing values with NaN")
+        if np.all(np.isnan(measurements)):
+            raise ValueError(f"{label}: every measurement is NaN, nothing to fit")
+        object.__setattr__(self, "actions", actions)
+        object.__setattr__(self, "measurements", measurements)
+
+    @property
+    def steps(self) -> int:
+        """Number of control steps T."""
+        return int(self.actions.shape[0])
+
+
+def _is_float(leaf) -> bool:
+    return np.issubdtype(np.dtype(str(leaf.dtype)), np.floating)
+
+
+def _flatten_like(template, tree) -> np.ndarray:
+    """The float leaves of ``tree`` (shaped like ``template``) as one host vector.
+
+    Leaves missing from ``tree`` (``None`` or an absent tree) count as zero.
+    """
+    parts: list[np.ndarray] = []
+
+    def collect(leaf, other=None):
+        if _is_float(leaf):
+            value = np.zeros(np.shape(leaf)) if other is None else to_host(other)
+            parts.append(np.asarray(value, dtype=np.float64).reshape(-1))
+        return leaf
+
+    if tree is None:
+        tree_map(collect, template)
+    else:
+        tree_map(collect, template, tree)
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _unflatten_like(template, vector: np.ndarray):
+    """A tree shaped like ``template``: float leaves from ``vector``, other leaves zero."""
+    offset = 0
+
+    def fill(leaf):
+        nonlocal offset
+        xp = array_module_of(leaf)
+        if not _is_float(leaf):
+            return xp.zeros_like(leaf)
+        size = int(np.prod(np.shape(leaf), dtype=np.int64))
+        chunk = vector[offset : offset + size].reshape(np.shape(leaf)).astype(leaf.dtype)
+        offset += size
+        return to_backend(chunk, xp)
+
+    return tree_map(fill, template)
+
+
+def _evaluate_recording(problem: IdentificationProblem, x: np.ndarray, index: int,
+                        grad: bool) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+    """Tracking loss of one recording and its gradients (design part, offset part)."""
+    design, offset = problem.design(x), problem.initial_offset(x, index)
+    rollout, objective = problem.rollouts[index], problem.objectives[index]
+    weights = {"table": problem.recordings[index].actions}
+    if not grad:
+        result = rollout.forward(design, weights, objective, initial_offset=offset)
+        return float(result.values[0]), None, None
+    result, (gradient,) = rollout.value_and_grad(design, weights, objective,
+                                                 initial_offset=offset)
+    design_grad = problem.free_space.flatten_gradient(
+        {f"design.{n}": gradient.design[n] for n in problem.free}, scaled=True)
+    state_grad = _flatten_like(problem.state_template, gradient.initial_state)
+    return float(result.values[0]), design_grad, state_grad
+
+
+class IdentificationProblem:
+    """Mean tracking loss over recordings as an :class:`~codesign.optim.ObjectiveFunction`.
+
+    The vector holds the free design parameters (scaled, as in
+    :class:`~codesign.problem.RolloutProblem`), then, with ``fit_initial_state``, one
+    initial-state offset per recording (the state's float leaves, flattened, unscaled).
+
+    Args:
+        simulator: the simulator to shoot through.
+        recordings: one or more :class:`Recording`; their lengths may differ.
+        measurement: observer mapping simulated states to measurements.
+        free: design parameters to fit (names); the others stay at their defaults.
+        overrides: ``name -> {init, lower, upper, scale}`` for design parameters.
+        fit_initial_state: also fit an initial-state offset per recording.
+        substeps: simulator substeps per recorded control step.
+        dt: substep length [s]; a control step lasts ``substeps * dt``.
+        checkpoint_every: checkpoint interval of the reverse sweep (default ⌈√N⌉).
+        executor: runs the recordings' rollouts (``concurrent.futures`` interface); default
+            in the calling thread.
+    """
+
+    def __init__(
+        self,
+        simulator,
+        recordings: Sequence[Recording],
+        *,
+        measurement,
+        free: Sequence[str] = (),
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        fit_initial_state: bool = False,
+        substeps: int = 1,
+        dt: float,
+        checkpoint_every: int | None = None,
+        executor: Executor | None = None,
+    ):
+        self.recordings = list(recordings)
+        if not self.recordings:
+            raise ValueError("identification needs at least one recording")
+        for i, recording in enumerate(self.recordings):
+            if not isinstance(recording, Recording):
+                raise TypeError(f"recording {i}: expected a codesign.identification.Recording, "
+                                f"got {type(recording).__name__}")
+            label = f"recording {i} ({recording.name!r})" if recording.name else f"recording {i}"
+            if recording.actions.shape[1] != simulator.action_size:
+                raise ValueError(f"{label}: actions have {recording.actions.shape[1]} column(s) "
+                                 f"but the simulator takes {simulator.action_size}")
+            if recording.measurements.shape[1] != measurement.size:
+                raise ValueError(f"{label}: measurements have {recording.measurements.shape[1]} "
+                                 f"column(s) but the measurement map gives {measurement.size}")
+        if not free and not fit_initial_state:
+            raise ValueError("nothing to identify: name design parameters in `free` or set "
+                             "fit_initial_state=True")
+        self.simulator, self.measurement = simulator, measurement
+        self.free = list(free)
+        self.fit_initial_state = bool(fit_initial_state)
+        self.design_space = apply_overrides(simulator.design_space(), overrides or {})
+        self.base_design = self.design_space.defaults()
+        self.free_space = self.design_space.subset(self.free).prefixed("design")
+        self.state_template = tree_to_host(simulator.initial_state(self.base_design))
+        self.state_size = int(sum(np.size(leaf) for leaf in tree_leaves(self.state_template)
+                                  if _is_float(leaf)))
+        offsets = DesignSpace(
+            Parameter(f"initial_state.{i}", (self.state_size,), 0.0,
+                      doc=f"initial-state offset of recording {i}")
+            for i in range(len(self.recordings)) if self.fit_initial_state)
+        self.space = self.free_space.concat(offsets)
+        self.size = self.space.size
+        self.lower, self.upper = self.space.bounds(scaled=True)
+        self.constraint_lower = np.zeros(0)
+        self.constraint_upper = np.zeros(0)
+        self.rollouts = [
+            Rollout(simulator,
+                    controller=OpenLoopController(observation_size=0,
+                                                 action_size=simulator.action_size,
+                                                 control_steps=r.steps),
+                    steps=r.steps, substeps=substeps, dt=dt, checkpoint_every=checkpoint_every)
+            for r in self.recordings]
+        self.objectives = [Objective.of(TrajectoryTracking(observer=measurement,
+                                                           targets=r.measurements))
+                           for r in self.recordings]
+        self.executor = executor
+
+    def __getstate__(self):
+        # As RolloutProblem: the executor stays with the process that owns it.
+        return dict(self.__dict__, executor=None)
+
+    def x0(self) -> np.ndarray:
+        """The starting vector: design defaults (with overrides) and zero offsets."""
+        return self.space.flatten(self.space.defaults(), scaled=True)
+
+    def design(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """The full simulator design at ``x`` (fixed parameters at their defaults)."""
+        values = self.space.unflatten(np.asarray(x, dtype=float), scaled=True)
+        design = dict(self.base_design)
+        design.update({n: values[f"design.{n}"] for n in self.free})
+        return self.design_space.check(design)
+
+    def initial_offset(self, x: np.ndarray, index: int):
+        """Recording ``index``'s initial-state offset at ``x`` as a state tree, or ``None``."""
+        if not self.fit_initial_state:
+            return None
+        values = self.space.unflatten(np.asarray(x, dtype=float), scaled=True)
+        return _unflatten_like(self.state_template, values[f"initial_state.{index}"])
+
+    def describe(self, x: np.ndarray) -> dict[str, Any]:
+        """The fitted quantities at ``x`` as ``name -> list`` (for history and summaries)."""
+        return {name: np.asarray(v).tolist()
+                for name, v in self.space.unflatten(x, scaled=True).items()}
+
+    def _combine(self, parts, indices: Sequence[int], grad: bool) -> Evaluation:
+        count = len(indices)
+        loss = sum(p[0] for p in parts) / count
+        if not grad:
+            return Evaluation(loss=loss)
+        design_grad = sum(p[1] for p in parts) / count
+        blocks = np.zeros((len(self.recordings), self.state_size))
+        for index, part in zip(indices, parts, strict=True):
+            blocks[index] = part[2] / count
+        vector = np.concatenate([design_grad, blocks.reshape(-1)]) if self.fit_initial_state \
+            else np.asarray(design_grad, dtype=float)
+        return Evaluation(loss=loss, grad=vector, constraint_jac=np.zeros((0, self.size)))
+
+    def _run(self, xs: Sequence[np.ndarray], indices: Sequence[int], grad: bool) -> list:
+        jobs = [(np.asarray(x, dtype=float), int(i)) for x in xs for i in indices]
+        if self.executor is None:
+            results = [_evaluate_recording(self, x, i, grad) for x, i in jobs]
+        else:
+            futures = [self.executor.submit(_evaluate_recording, self, x, i, grad)
+                       for x, i in jobs]
+            results = [f.result() for f in futures]
+        n = len(indices)
+        return [results[k * n : (k + 1) * n] for k in range(len(xs))]
+
+    def evaluate_subset(self, x: np.ndarray, indices: Sequence[int], *,
+                        grad: bool = True) -> Evaluation:
+        """Mean loss (and gradient) over the recordings ``indices`` only (a minibatch)."""
+        indices = [int(i) for i in indices]
+        if not indices or min(indices) < 0 or max(indices) >= len(self.recordings):
+            raise IndexError(f"recording indices must lie in [0, {len(self.recordings)}), "
+                             f"got {indices}")
+        return self._combine(self._run([x], indices, grad)[0], indices, grad)
+
+    def evaluate(self, x: np.ndarray, *, grad: bool = True) -> Evaluation:
+        """Mean tracking loss over all recordings, with its gradient when ``grad``."""
+        return self.evaluate_subset(x, range(len(self.recordings)), grad=grad)
+
+    def evaluate_many(self, xs: Sequence[np.ndarray], *, grad: bool = False) -> list[Evaluation]:
+        """Evaluate several points; every (point, recording) rollout is one executor job."""
+        indices = list(range(len(self.recordings)))
+        return [self._combine(parts, indices, grad) for parts in self._run(xs, indices, grad)]
+
+
+@dataclasses.dataclass(frozen=True)
+class IdentificationResult:
+    """What :func:`identify` found.
+
+    Attributes:
+        design: the full simulator design with the fitted parameters.
+        initial_offsets: per recording, the fitted initial-state offset (a state tree), or
+            ``None`` without ``fit_initial_state``.
+        loss: mean tracking loss over all recordings at the result.
+        x: the result as the problem's vector.
+        optimization: the optimizer's account (history, iterations, evaluations).
+    """
+
+    design: dict[str, np.ndarray]
+    initial_offsets: list | None
+    loss: float
+    x: np.ndarray
+    optimization: OptimizeResult
+
+
+def _stochastic_adam(problem: IdentificationProblem, adam: Adam, x0: np.ndarray, *,
+                     max_iterations: int, batch_size: int, seed: int,
+                     callback: Callback | None) -> OptimizeResult:
+    rng = np.random.default_rng(seed)
+    x = np.clip(np.asarray(x0, dtype=float), problem.lower, problem.upper)
+    state = adam.init_state(x.size)
+    history: list[float] = []
+    message = "reached max_iterations"
+    for iteration in range(1, max_iterations + 1):
+        batch = np.sort(rng.choice(len(problem.recordings), size=batch_size, replace=False))
+        evaluation = problem.evaluate_subset(x, batch, grad=True)
+        history.append(evaluation.loss)
+        info = IterationInfo(iteration=iteration, x=x, loss=evaluation.loss,
+                             evaluations=iteration,
+                             grad_norm=float(np.linalg.norm(evaluation.grad)))
+        x, state = adam.step(x, evaluation.grad, state, problem.lower, problem.upper)
+        if callback is not None and callback(info):
+            message = "stopped by callback"
+            break
+    loss = problem.evaluate(x, grad=False).loss
+    return OptimizeResult(x=x, loss=loss, iterations=len(history), evaluations=len(history) + 1,
+                          converged=False, message=message, history=history)
+
+
+def identify(
+    problem: IdentificationProblem,
+    *,
+    optimizer: Optimizer,
+    max_iterations: int,
+    batch_size: int | None = None,
+    seed: int = 0,
+    callback: Callback | None = None,
+    x0: np.ndarray | None = None,
+) -> IdentificationResult:
+    """Fit the problem's free parameters (and offsets) to its recordings.
+
+    Args:
+        problem: the identification problem.
+        optimizer: any optimizer for full-batch fitting; an :class:`~codesign.optim.Adam`
+            for stochastic fitting.
+        max_iterations: optimizer iterations (minibatch steps when stochastic).
+        batch_size: ``None`` (or at least the number of recordings) fits full-batch;
+            otherwise each Adam step uses ``batch_size`` recordings drawn without
+            replacement from ``numpy.random.default_rng(seed)``. Stochastic fitting returns
+            the last iterate (minibatch losses are not comparable across batches) with its
+            full-batch loss.
+        seed: seed of the minibatch sampler.
+        callback: called after every iteration; returning True stops.
+        x0: starting vector (default ``problem.x0()``).
+    """
+    x0 = problem.x0() if x0 is None else np.asarray(x0, dtype=float)
+    count = len(problem.recordings)
+    if batch_size is None or batch_size >= count:
+        result = optimizer.minimize(problem, x0, max_iterations=max_iterations,
+                                    callback=callback)
+    else:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not isinstance(optimizer, Adam):
+            raise ValueError(f"stochastic identification (batch_size={batch_size} < {count} "
+                             f"recordings) steps with Adam; got {type(optimizer).__name__}. "
+                             "Pass codesign.optim.Adam(...) or leave batch_size unset")
+        result = _stochastic_adam(problem, optimizer, x0, max_iterations=max_iterations,
+                                  batch_size=batch_size, seed=seed, callback=callback)
+    offsets = ([problem.initial_offset(result.x, i) for i in range(count)]
+               if problem.fit_initial_state else None)
+    return IdentificationResult(design=problem.design(result.x), initial_offsets=offsets,
+                                loss=float(result.loss), x=result.x, optimization=result)

@@ -1,0 +1,85 @@
+"""Executors: inline and process pool give the same batch results; problems pickle."""
+
+from __future__ import annotations
+
+import pickle
+from concurrent.futures import Executor, ProcessPoolExecutor
+
+import numpy as np
+import pytest
+from systems import SpringMass
+
+from codesign import Objective, OpenLoopController, Rollout, StateFieldObserver, TrajectoryTracking
+from codesign.executors import InlineExecutor, get_executor
+from codesign.problem import RolloutProblem
+
+
+def spring_problem(executor=None, steps=10):
+    """A tiny spring-mass tracking problem over stiffness, damping and the action table."""
+    sim = SpringMass()
+    controller = OpenLoopController(observation_size=0, action_size=1, control_steps=steps)
+    rollout = Rollout(sim, controller=controller, steps=steps, dt=0.05)
+    observer = StateFieldObserver(simulator=sim, fields=["q", "v"])
+    targets = np.linspace(0.0, 1.0, 2 * (steps + 1)).reshape(steps + 1, 2)
+    objective = Objective.of(TrajectoryTracking(observer=observer, targets=targets))
+    return RolloutProblem(rollout, objective, free=["stiffness", "damping"], executor=executor)
+
+
+def points(problem, count=4):
+    rng = np.random.default_rng(0)
+    return [problem.x0() + 0.1 * rng.standard_normal(problem.size) for _ in range(count)]
+
+
+def test_inline_executor_runs_at_once_and_captures_exceptions():
+    executor = InlineExecutor()
+    assert isinstance(executor, Executor)
+    calls = []
+    future = executor.submit(lambda a, *, b: calls.append((a, b)) or a + b, 1, b=2)
+    assert calls == [(1, 2)] and future.done() and future.result() == 3
+    failed = executor.submit(lambda: 1 / 0)
+    assert failed.done() and isinstance(failed.exception(), ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        failed.result()
+    assert list(executor.map(lambda v: v * v, [1, 2, 3])) == [1, 4, 9]
+    with executor:
+        pass
+    with pytest.raises(RuntimeError, match="shut down"):
+        executor.submit(print)
+
+
+def test_get_executor_kinds_and_errors():
+    assert isinstance(get_executor(), InlineExecutor)
+    assert isinstance(get_executor("inline", max_workers=1), InlineExecutor)
+    with pytest.raises(ValueError, match="allowed: inline, process"):
+        get_executor("threads")
+    with pytest.raises(ValueError, match="max_workers"):
+        get_executor("process", max_workers=0)
+    with pytest.raises(ValueError, match="kind='process'"):
+        get_executor("inline", max_workers=4)
+
+
+def test_process_pool_matches_inline_and_serial():
+    serial = spring_problem()
+    xs = points(serial)
+    expected = serial.evaluate_many(xs, grad=True)
+    inline = spring_problem(get_executor("inline")).evaluate_many(xs, grad=True)
+    with get_executor("process", max_workers=2) as pool:
+        assert isinstance(pool, ProcessPoolExecutor)
+        remote = spring_problem(pool).evaluate_many(xs, grad=True)
+    for results in (inline, remote):
+        for got, want in zip(results, expected, strict=True):
+            assert got.loss == want.loss
+            np.testing.assert_array_equal(got.grad, want.grad)
+    assert len({e.loss for e in expected}) == len(xs)
+
+
+def test_rollout_problem_pickles_with_either_executor():
+    for executor in (None, InlineExecutor(), get_executor("process", max_workers=1)):
+        problem = spring_problem(executor)
+        clone = pickle.loads(pickle.dumps(problem))
+        x = points(problem, 1)[0]
+        assert clone.evaluate(x).loss == problem.evaluate(x).loss
+        # The executor stays behind: a worker evaluates its share in its own process.
+        assert clone.executor is None
+        if executor is not None:
+            executor.shutdown()

@@ -1,0 +1,64 @@
+"""codesign plugin: the ``mpm`` simulator, its observers, terms and example experiments."""
+
+from __future__ import annotations
+
+from codesign.hookspecs import hookimpl
+
+from .scene import EXAMPLES_DIR, make_simulator
+from .terms import (
+    Actuation,
+    CentroidObserver,
+    KMeansObserver,
+    MeanPosition,
+    TargetDistance,
+    VelocityPenalty,
+)
+
+__all__ = ["CODESIGN_API", "EXAMPLES"]
+
+CODESIGN_API = (1, 1)
+
+EXAMPLES = {
+    "walker_2d": "2D biped of eight blocks and four pneumatic actuators; MLP controller and "
+                 "per-particle E, ν, ρ co-designed (the default demo)",
+    "cable_walker_2d": "2D biped driven open-loop by two contracting cables",
+    "terrain_walker_2d": "2D biped walking up graded terrain",
+    "png_animal_2d": "a four-legged animal loaded from a PNG, four actuators marked by color",
+    "quadruped_3d": "3D quadruped with pressure chambers in its legs",
+    "arm_length_2d": "an arm whose length (geometry.scale) is the only design parameter, "
+                     "reaching a target beyond its reach",
+}
+"""Example name -> description; each is ``EXAMPLES_DIR / f"{name}.yaml"``."""
+
+
+@hookimpl
+def codesign_register_simulators(register):
+    register("mpm", make_simulator,
+             description="differentiable MLS-MPM soft bodies (ChainQueen), 2D and 3D")
+
+
+@hookimpl
+def codesign_register_observers(register):
+    register("centroids", CentroidObserver,
+             description="particle-group centroids (positions and velocities) of an MPM body")
+    register("kmeans", KMeansObserver,
+             description="centroids of k-means clusters of an MPM body's rest particles")
+
+
+@hookimpl
+def codesign_register_terms(register):
+    register("mean_position", MeanPosition, description="final mean particle coordinate")
+    register("target_distance", TargetDistance,
+             description="final distance of a particle group's centroid to a target")
+    register("velocity_penalty", VelocityPenalty,
+             description="mean squared particle speed (final or running)")
+    register("actuation", Actuation, description="running Σ u² of the actuation signals")
+
+
+@hookimpl
+def codesign_register_examples(register):
+    # The examples live in the source checkout's examples/mpm; an installed wheel has none.
+    for name, description in EXAMPLES.items():
+        path = EXAMPLES_DIR / f"{name}.yaml"
+        if path.is_file():
+            register(name, str(path), description=description, default=name == "walker_2d")

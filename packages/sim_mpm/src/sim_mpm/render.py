@@ -1,0 +1,202 @@
+"""Video frames of MPM scenes with NumPy and Pillow only.
+
+Particles are drawn as small disks: in 2D straight onto the image (y up), in 3D after an
+orthographic projection (azimuth about the vertical y axis, then elevation), nearest
+particle winning each pixel and farther particles shaded darker. Box walls, planes and
+terrain are drawn as gray lines underneath; cables as lines through their routes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from codesign.backend import to_host
+
+from .boundaries import BoxWalls, HeightField, Plane
+
+__all__ = ["COLOR_MODES", "render_frame", "project_points"]
+
+COLOR_MODES = ("group", "actuation", "material")
+
+# A qualitative palette (group colors) and the two ends of the material color ramp.
+_PALETTE = np.array([
+    [31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40], [148, 103, 189],
+    [140, 86, 75], [227, 119, 194], [127, 127, 127], [188, 189, 34], [23, 190, 207],
+], dtype=np.float64)
+_SOFT, _STIFF = np.array([80.0, 170.0, 240.0]), np.array([200.0, 40.0, 40.0])
+_NEUTRAL, _CONTRACT, _EXPAND = (np.array([150.0, 150.0, 150.0]), np.array([220.0, 40.0, 40.0]),
+                                np.array([40.0, 90.0, 220.0]))
+_BACKGROUND, _LINE = (250, 250, 250), (110, 110, 110)
+
+
+def project_points(points: np.ndarray, *, dim: int, domain_size: float, width: int, height: int,
+                   azimuth: float = 30.0, elevation: float = 20.0) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel coordinates (n, 2) (column, row; float) and depth (n,) (larger is nearer).
+
+    2D: the domain square [0, L]² fills the image's shorter side, centered, y up.
+    3D: orthographic view of the domain cube from ``azimuth`` / ``elevation`` [deg].
+    """
+    points = np.asarray(points, dtype=np.float64).reshape(-1, dim)
+    center = np.full(dim, 0.5 * domain_size)
+    local = points - center
+    if dim == 2:
+        screen, depth, extent = local, np.zeros(len(points)), domain_size
+    else:
+        a, e = np.radians(azimuth), np.radians(elevation)
+        rot_y = np.array([[np.cos(a), 0, -np.sin(a)], [0, 1, 0], [np.sin(a), 0, np.cos(a)]])
+        rot_x = np.array([[1, 0, 0], [0, np.cos(e), -np.sin(e)], [0, np.sin(e), np.cos(e)]])
+        view = local @ rot_y.T @ rot_x.T
+        screen, depth, extent = view[:, :2], view[:, 2], 1.75 * domain_size
+    scale = min(width, height) / extent
+    pixels = np.stack([0.5 * width + scale * screen[:, 0],
+                       0.5 * height - scale * screen[:, 1]], axis=1)
+    return pixels, depth
+
+
+def _particle_colors(model, color_by, action, design) -> np.ndarray:
+    n = model.particle_count
+    if color_by == "group":
+        return _PALETTE[np.asarray(model.particle_group) % len(_PALETTE)]
+    if color_by == "material":
+        E = np.asarray((design or {}).get("particle.youngs_modulus", model.youngs_modulus),
+                       dtype=np.float64).reshape(-1)
+        E = np.broadcast_to(E, (n,))
+        span = float(E.max() - E.min())
+        t = (E - E.min()) / span if span > 0 else np.full(n, 0.5)
+        return _SOFT + t[:, None] * (_STIFF - _SOFT)
+    colors = np.tile(_NEUTRAL, (n, 1))
+    index = np.asarray(model.actuator_index)
+    if action is None or model.stress_actuator_count == 0:
+        actuated = index >= 0
+        colors[actuated] = 0.5 * (_NEUTRAL + _CONTRACT)
+        return colors
+    signals = np.clip(np.asarray(action, dtype=np.float64)[: model.stress_actuator_count], -1, 1)
+    active = index >= 0
+    u = signals[index[active]][:, None]
+    target = np.where(u >= 0, _CONTRACT, _EXPAND)
+    colors[active] = _NEUTRAL + np.abs(u) * (target - _NEUTRAL)
+    return colors
+
+
+def _disk(radius: int) -> np.ndarray:
+    r = np.arange(-radius, radius + 1)
+    du, dv = np.meshgrid(r, r, indexing="ij")
+    keep = du**2 + dv**2 <= radius**2 + radius
+    return np.stack([du[keep], dv[keep]], axis=1)
+
+
+def _draw_boundaries(draw, model, project) -> None:
+    L, dim = model.domain_size, model.dim
+    for boundary in model.boundaries:
+        if isinstance(boundary, BoxWalls):
+            m = boundary.margin * model.dx
+            if dim == 2:
+                corners = np.array([[m, m], [L - m, m], [L - m, L - m], [m, L - m], [m, m]])
+                draw.line([tuple(p) for p in project(corners)], fill=_LINE, width=1)
+            else:
+                lo, hi = m, L - m
+                cube = np.array([[x, y, z] for x in (lo, hi) for y in (lo, hi) for z in (lo, hi)])
+                for i in range(8):
+                    for j in range(i + 1, 8):
+                        if np.sum(cube[i] != cube[j]) == 1:
+                            draw.line([tuple(p) for p in project(cube[[i, j]])], fill=_LINE)
+        elif isinstance(boundary, Plane):
+            normal, point = boundary.normal, boundary.point
+            tangents = np.linalg.svd(normal[None, :])[2][1:]  # orthonormal basis of the plane
+            steps = np.linspace(-2 * L, 2 * L, 81)
+            lines = [point + t * tangents[0] for t in steps] if dim == 2 else []
+            if dim == 2:
+                _polyline_in_domain(draw, np.array(lines), L, project)
+            else:
+                for a in range(len(tangents)):
+                    for offset in np.linspace(-L, L, 9):
+                        pts = np.array([point + offset * tangents[1 - a] + t * tangents[a]
+                                        for t in steps])
+                        _polyline_in_domain(draw, pts, L, project)
+        elif isinstance(boundary, HeightField):
+            h = boundary.heights
+            if h.ndim == 1:
+                x = boundary.origin[0] + boundary.spacing * np.arange(h.size)
+                _polyline_in_domain(draw, np.stack([x, h], axis=1), L, project)
+            else:
+                xs = boundary.origin[0] + boundary.spacing * np.arange(h.shape[0])
+                zs = boundary.origin[1] + boundary.spacing * np.arange(h.shape[1])
+                for j, z in enumerate(zs):
+                    _polyline_in_domain(draw, np.stack([xs, h[:, j], np.full_like(xs, z)], 1),
+                                        L, project)
+                for i, x in enumerate(xs):
+                    _polyline_in_domain(draw, np.stack([np.full_like(zs, x), h[i], zs], 1),
+                                        L, project)
+
+
+def _polyline_in_domain(draw, points, L, project) -> None:
+    """Draw the segments of a polyline whose both ends lie in the domain."""
+    inside = np.all((points >= 0) & (points <= L), axis=1)
+    pixels = project(points)
+    for i in range(len(points) - 1):
+        if inside[i] and inside[i + 1]:
+            draw.line([tuple(pixels[i]), tuple(pixels[i + 1])], fill=_LINE, width=2)
+
+
+def render_frame(model, state, *, width: int = 480, height: int = 360, color_by: str = "group",
+                 action=None, design: dict | None = None, azimuth: float = 30.0,
+                 elevation: float = 20.0) -> np.ndarray:
+    """One RGB video frame of the particles, shape (height, width, 3), dtype uint8.
+
+    Args:
+        model: the :class:`~sim_mpm.model.MPMModel` (grid, groups, actuators, boundaries).
+        state: an :class:`~sim_mpm.state.MPMState` (NumPy or CuPy arrays).
+        color_by: "group" (particle group), "actuation" (red contracting, blue expanding by
+            the stress signal in ``action``), or "material" (Young's modulus, blue soft to
+            red stiff, from ``design["particle.youngs_modulus"]`` or the model default).
+        action: the action applied in this frame, shape (action_size,), for "actuation".
+        design: the design, for "material".
+        azimuth, elevation: 3D view angles [deg].
+    """
+    if color_by not in COLOR_MODES:
+        raise ValueError(f"unknown color_by {color_by!r}; choose one of {', '.join(COLOR_MODES)}")
+    if int(width) < 8 or int(height) < 8:
+        raise ValueError(f"frame size must be at least 8x8 pixels, got {width}x{height}")
+    width, height, dim = int(width), int(height), model.dim
+
+    def project(points):
+        return project_points(points, dim=dim, domain_size=model.domain_size, width=width,
+                              height=height, azimuth=azimuth, elevation=elevation)[0]
+
+    canvas = Image.new("RGB", (width, height), _BACKGROUND)
+    _draw_boundaries(ImageDraw.Draw(canvas), model, project)
+    image = np.asarray(canvas).copy()
+
+    x = to_host(state.particle_x).astype(np.float64)
+    pixels, depth = project_points(x, dim=dim, domain_size=model.domain_size, width=width,
+                                   height=height, azimuth=azimuth, elevation=elevation)
+    colors = _particle_colors(model, color_by, action, design)
+    if dim == 3 and np.ptp(depth) > 0:
+        shade = 0.65 + 0.35 * (depth - depth.min()) / np.ptp(depth)
+        colors = colors * shade[:, None]
+    spacing = float(np.mean(model.volume)) ** (1.0 / dim)
+    scale = min(width, height) / (model.domain_size * (1.0 if dim == 2 else 1.75))
+    stamp = _disk(max(1, int(round(0.6 * spacing * scale))))
+    centers = np.floor(pixels).astype(np.int64)
+    cols = (centers[:, None, 0] + stamp[None, :, 0]).reshape(-1)
+    rows = (centers[:, None, 1] + stamp[None, :, 1]).reshape(-1)
+    owner = np.repeat(np.arange(len(x)), len(stamp))
+    visible = (cols >= 0) & (cols < width) & (rows >= 0) & (rows < height)
+    flat, owner = (rows * width + cols)[visible], owner[visible]
+    order = np.lexsort((-depth[owner], flat))  # per pixel, nearest particle first
+    flat, owner = flat[order], owner[order]
+    first = np.r_[True, flat[1:] != flat[:-1]]
+    image.reshape(-1, 3)[flat[first]] = np.clip(colors[owner[first]], 0, 255).astype(np.uint8)
+
+    if model.cables:
+        canvas = Image.fromarray(image)
+        draw = ImageDraw.Draw(canvas)
+        signals = None if action is None else np.asarray(action, np.float64)[
+            model.stress_actuator_count:]
+        for c, cable in enumerate(model.cables):
+            u = 0.0 if signals is None else float(np.clip(signals[c], 0.0, 1.0))
+            fill = tuple(int(v) for v in (40 + 180 * u, 40, 40))
+            draw.line([tuple(p) for p in pixels[np.asarray(cable.route)]], fill=fill, width=2)
+        image = np.asarray(canvas).copy()
+    return image

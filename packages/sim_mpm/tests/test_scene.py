@@ -1,0 +1,157 @@
+"""Scenes from keyword options: bodies, actuators, cables, boundaries, and their errors."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sim_mpm import BoxWalls, HeightField, Plane
+from sim_mpm.scene import SceneError, SceneSimulator, build_scene_model, make_simulator
+
+BOX = {"shape": "box", "lower": [0.2, 0.2], "size": [0.1, 0.05]}
+
+
+def test_box_scene_defaults():
+    model = build_scene_model(grid_resolution=32, bodies=[BOX])
+    dx = 1.0 / 32
+    assert model.dx == pytest.approx(dx)
+    # lattice points (i + 1/2) dx/2 inside [0.2, 0.3) x [0.2, 0.25): 6 columns, 3 rows
+    assert model.particle_count == 6 * 3
+    np.testing.assert_allclose(model.volume, (dx / 2) ** 2)
+    np.testing.assert_allclose(model.gravity, [0.0, -9.8])
+    assert model.action_size == 0
+    assert isinstance(model.boundaries[0], BoxWalls) and model.boundaries[0].kind == "sticky"
+
+
+def test_bodies_groups_overrides_and_actuators():
+    bodies = [
+        {"shape": "box", "lower": [0.2, 0.2], "size": [0.1, 0.05], "youngs_modulus": 20.0},
+        {"shape": "box", "lower": [0.3, 0.2], "size": [0.1, 0.05], "group": 7, "actuator": 1,
+         "density": 2.0, "velocity": [1.0, 0.0]},
+        {"shape": "sphere", "center": [0.6, 0.4], "radius": 0.05, "poissons_ratio": 0.2},
+    ]
+    actuators = [{"groups": [0], "axes": [0, 1], "max_stress": 4.0}, {"max_stress": 2.0}]
+    model = build_scene_model(grid_resolution=32, bodies=bodies, actuators=actuators,
+                              youngs_modulus=10.0, initial_velocity=[0.0, -0.5])
+    group = model.particle_group
+    assert set(np.unique(group)) == {0, 7, 2}
+    np.testing.assert_array_equal(model.actuator_index[group == 0], 0)
+    np.testing.assert_array_equal(model.actuator_index[group == 7], 1)
+    np.testing.assert_array_equal(model.actuator_index[group == 2], -1)
+    np.testing.assert_allclose(model.actuator_axes, [[0, 1], [1, 1]])
+    np.testing.assert_allclose(model.actuator_max_stress, [4.0, 2.0])
+    np.testing.assert_allclose(model.youngs_modulus[group == 0], 20.0)
+    np.testing.assert_allclose(model.youngs_modulus[group == 7], 10.0)
+    np.testing.assert_allclose(model.density[group == 7], 2.0)
+    np.testing.assert_allclose(model.poissons_ratio[group == 2], 0.2)
+    np.testing.assert_allclose(model.particle_rest_v[group == 7], [[1.0, 0.0]] * (group == 7).sum())
+    np.testing.assert_allclose(model.particle_rest_v[group == 0], [[0.0, -0.5]] * (group == 0).sum())
+
+
+def test_image_body_groups_come_from_colors(tmp_path):
+    rgba = np.full((4, 4, 4), 255, np.uint8)
+    rgba[2:] = [0, 0, 0, 255]
+    rgba[:2, :2] = [255, 0, 0, 255]
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "robot.png")
+    body = {"shape": "image", "path": "robot.png", "pixel_size": 1 / 32, "lower": [0.2, 0.2],
+            "colors": {"#ff0000": 3, "#000000": 1}}
+    model = build_scene_model(grid_resolution=32, bodies=[body], asset_dir=str(tmp_path),
+                              actuators=[{"groups": [3], "axes": [1, 0], "max_stress": 1.0}])
+    assert (model.particle_group == 3).sum() == 4 * 4
+    assert (model.particle_group == 1).sum() == 8 * 4
+    np.testing.assert_array_equal(model.actuator_index == 0, model.particle_group == 3)
+
+
+def test_cables_snap_to_particles():
+    cables = [{"points": [[0.205, 0.205], [0.295, 0.205]], "stiffness": 50.0,
+               "max_contraction": 0.01}]
+    model = build_scene_model(grid_resolution=32, bodies=[BOX], cables=cables)
+    assert model.action_size == 1
+    route = np.asarray(model.cables[0].route)
+    np.testing.assert_allclose(model.particle_rest_x[route[0]], [13.5 / 64, 13.5 / 64])
+    assert model.cables[0].rest_length == pytest.approx(
+        np.linalg.norm(np.diff(model.particle_rest_x[route], axis=0), axis=1).sum())
+    by_index = build_scene_model(grid_resolution=32, bodies=[BOX],
+                                 cables=[{"particles": [0, 5], "max_contraction": 0.01}])
+    np.testing.assert_array_equal(by_index.cables[0].route, [0, 5])
+
+
+def test_boundaries():
+    boundaries = [
+        {"type": "walls", "condition": "slip", "margin": 2},
+        {"type": "plane", "point": [0, 0.1], "normal": [0.1, 1], "condition": "friction",
+         "friction": 0.5},
+        {"type": "terrain", "heights": [0.05, 0.08, 0.12], "spacing": 0.5,
+         "condition": "separate"},
+    ]
+    model = build_scene_model(grid_resolution=32, bodies=[BOX], boundaries=boundaries)
+    walls, plane, terrain = model.boundaries
+    assert isinstance(walls, BoxWalls) and walls.kind == "slip" and walls.margin == 2
+    assert isinstance(plane, Plane) and plane.friction == 0.5 and plane.kind == "friction"
+    assert isinstance(terrain, HeightField) and terrain.kind == "separate"
+
+
+def test_geometry_groups_and_anchor():
+    bodies = [dict(BOX, geometry_group=0),
+              {"shape": "box", "lower": [0.3, 0.2], "size": [0.1, 0.05], "geometry_group": 1,
+               "anchor": [0.3, 0.2]}]
+    model = build_scene_model(grid_resolution=32, bodies=bodies)
+    assert model.geometry_group_count == 2
+    np.testing.assert_allclose(model.geometry_anchor[1], [0.3, 0.2])
+    np.testing.assert_allclose(model.geometry_anchor[0],
+                               model.particle_rest_x[model.particle_geometry_group == 0].mean(0))
+
+
+def test_make_simulator_renders_and_steps():
+    sim = make_simulator(grid_resolution=32, bodies=[BOX], kernels="reference",
+                         actuators=[{"groups": [0], "max_stress": 1.0}], color_by="actuation")
+    assert isinstance(sim, SceneSimulator)
+    design = sim.design_space().defaults()
+    state = sim.step(sim.initial_state(design), np.array([0.5]), design, 1e-3)
+    frame = sim.render(state, design, width=64, height=48)
+    assert frame.shape == (48, 64, 3) and frame.dtype == np.uint8
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"bodies": []}, "no bodies"),
+    ({"bodies": [BOX], "material": "rubber"}, "unknown material 'rubber'"),
+    ({"bodies": [{"shape": "blob"}]}, "unknown shape 'blob'"),
+    ({"bodies": [{"shape": "box", "lower": [0.2, 0.2]}]}, "needs 'upper' \\(or 'size'\\)"),
+    ({"bodies": [{"shape": "box", "lower": [0.2, 0.2], "size": [0.1, 0.1], "colour": 1}]},
+     "unknown key"),
+    ({"bodies": [{"shape": "box", "lower": [0.2, 0.2], "size": [-0.1, 0.1]}]}, "positive size"),
+    ({"bodies": [{"shape": "box", "lower": [0.2, 0.2, 0.2], "size": [0.1, 0.1, 0.1]}]},
+     "3D box in a dim=2 scene"),
+    ({"bodies": [{"shape": "image", "path": "missing.png", "pixel_size": 0.01}]}, "not found"),
+    ({"bodies": [BOX], "dim": 4}, "dim must be 2 or 3"),
+    ({"bodies": [BOX], "particle_spacing": 1.0}, "particle_spacing"),
+    ({"bodies": [dict(BOX, actuator=0)]}, "only 0 actuator"),
+    ({"bodies": [BOX], "actuators": [{"groups": [5]}]}, "acts on no particle"),
+    ({"bodies": [BOX], "actuators": [{"groups": [0], "axis": [1, 0]}]}, "unknown key"),
+    ({"bodies": [BOX], "boundaries": [{"type": "wall"}]}, "unknown boundary type"),
+    ({"bodies": [BOX], "boundaries": [{"type": "walls", "condition": "glue"}]},
+     "unknown condition"),
+    ({"bodies": [BOX], "boundaries": [{"type": "walls", "condition": "friction"}]},
+     "friction coefficient"),
+    ({"bodies": [BOX], "boundaries": [{"type": "terrain", "heights": [[0.1, 0.1]],
+                                        "spacing": 0.1}]}, "1-D terrain"),
+    ({"bodies": [BOX], "cables": [{"max_contraction": 0.1}]}, "exactly one of"),
+    ({"bodies": [BOX], "initial_velocity": [1.0]}, "initial_velocity must be 2"),
+    ({"bodies": [{"shape": "box", "lower": [0.0, 0.0], "size": [0.1, 0.1]}]}, "invalid scene"),
+])
+def test_bad_options_raise_clear_errors(options, message):
+    with pytest.raises(SceneError, match=message):
+        build_scene_model(grid_resolution=32, **options)
+
+
+def test_bad_grid_resolution():
+    with pytest.raises(SceneError, match="grid_resolution"):
+        build_scene_model(grid_resolution=4, bodies=[BOX])
+
+
+def test_bad_simulator_options():
+    with pytest.raises(SceneError, match="backend"):
+        make_simulator(bodies=[BOX], backend="tpu")
+    with pytest.raises(SceneError, match="kernels"):
+        make_simulator(bodies=[BOX], kernels="fast")
+    with pytest.raises(SceneError, match="render color"):
+        make_simulator(bodies=[BOX], color_by="rainbow", kernels="reference")

@@ -1,0 +1,516 @@
+"""Fit vine model parameters to video keypoints by shooting through the differentiable simulator.
+
+The measurement map is :class:`KeypointObserver`: n points evenly spaced by arc length along
+the simulated vine (base, pins, tip), the model side of the keypoints that
+:mod:`sim_vine.keypoints` extracts from video. The fit minimizes the mean squared keypoint
+error over every frame of every recording,
+
+    L(θ) = mean_recordings mean_frames Σ_points ‖p_j(q_f(θ)) − p̂_fj‖²   [mm²],
+
+by rolling the simulator out from each recording's first frame with the recorded growth
+input (open loop) and differentiating through every step's QP. It uses the core's
+:mod:`codesign.identification` (one :class:`~codesign.identification.IdentificationProblem`
+per recording, averaged) and a SciPy optimizer from :mod:`codesign.optim`.
+
+Frames and model steps: one control step of the rollout is one video frame interval, split
+into ``substeps`` model steps of ``dt = frame_interval / substeps`` with ``substeps =
+ceil(frame_interval × model_rate)``. A 90 Hz model and a 30 fps video align exactly (3
+substeps of 1/90 s); otherwise the model step is shortened slightly so that every frame
+falls on a model step (never lengthened, which could destabilize it), and the schedule
+reports the step it used. Frames where the vine was not found (NaN rows) are left out of the
+loss.
+
+Initial state: each recording starts at rest in the pose that best matches its first frame's
+keypoints (:func:`pose_from_keypoints`, a small least-squares fit of the pin angles).
+
+Scalar or per-joint parameters: :class:`TiedSimulator` exposes chosen per-pin parameters as
+one scalar shared by every pin (the paper's scalar K and C), summing their gradients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.optimize
+
+from codesign import DesignSpace, Objective, OpenLoopController, Rollout
+from codesign.identification import IdentificationProblem, Recording
+from codesign.optim import LBFGSB, Evaluation, OptimizeResult
+
+from .keypoints import Keypoints, check_point_counts
+from .kinematics import keypoints as model_keypoints
+from .kinematics import keypoints_vjp
+from .model import VineModel
+from .state import VineState
+
+__all__ = [
+    "FitError",
+    "KeypointObserver",
+    "FrameSchedule",
+    "frame_schedule",
+    "pose_from_keypoints",
+    "TiedSimulator",
+    "VideoRecording",
+    "ShootingFit",
+    "fit_shooting",
+    "simulate_keypoints",
+    "tip_errors_mm",
+]
+
+LOSS_SCALE = 1e6
+"""The fit's loss is in mm² (m² × 1e6) so that optimizer tolerances are meaningful."""
+
+
+class FitError(ValueError):
+    """A fit's inputs are inconsistent (keypoint counts, frame timing, parameter names)."""
+
+
+# --------------------------------------------------------------------------------------------
+# measurement map
+
+
+class KeypointObserver:
+    """n keypoints evenly spaced by arc length along the simulated vine, flattened.
+
+    ``observe`` returns ``[x0, y0, x1, y1, …]`` [m], shape (2 n,), base first; the same
+    layout as a row of :attr:`sim_vine.keypoints.Keypoints.points` flattened.
+
+    Args:
+        simulator: a :class:`~sim_vine.simulator.VineSimulator` (or a wrapper with ``model``).
+        points: number of keypoints n >= 2.
+    """
+
+    def __init__(self, *, simulator, points: int = 10):
+        if int(points) < 2:
+            raise FitError(f"the keypoint observer needs points >= 2, got {points}")
+        self.model: VineModel = simulator.model
+        self.points = int(points)
+        self.size = 2 * self.points
+
+    def observe(self, state, design) -> np.ndarray:
+        """Keypoints of ``state`` [m], shape (2 n,)."""
+        return model_keypoints(self.model, np.asarray(state.body_q), self.points).reshape(-1)
+
+    def observe_vjp(self, state, design, g_observation):
+        """(∂L/∂state, None): keypoints depend on the poses only."""
+        g_q = keypoints_vjp(self.model, np.asarray(state.body_q), self.points,
+                            np.asarray(g_observation, dtype=np.float64).reshape(self.points, 2))
+        return VineState(body_q=g_q, body_qd=np.zeros_like(g_q)), None
+
+
+# --------------------------------------------------------------------------------------------
+# time
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameSchedule:
+    """How video frames map onto model steps.
+
+    Attributes:
+        frame_interval: time between frames [s].
+        substeps: model steps per frame interval.
+        dt: model step [s] (``frame_interval / substeps``).
+        requested_dt: the step the model rate asked for [s].
+    """
+
+    frame_interval: float
+    substeps: int
+    dt: float
+    requested_dt: float
+
+    @property
+    def model_rate(self) -> float:
+        """Model steps per second actually used [Hz]."""
+        return 1.0 / self.dt
+
+
+def frame_schedule(times, *, model_rate: float, tolerance: float = 0.01) -> FrameSchedule:
+    """Choose model substeps so that every video frame falls on a model step.
+
+    Args:
+        times: frame timestamps [s], shape (frames >= 2,), evenly spaced.
+        model_rate: desired model steps per second [Hz], e.g. 90.
+        tolerance: largest relative deviation of a frame interval from the mean.
+
+    Raises:
+        FitError: the timestamps are not evenly spaced (dropped frames should be NaN rows,
+            not removed) or the rate is not positive.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    if times.ndim != 1 or len(times) < 2:
+        raise FitError(f"a fit needs at least two frame timestamps, got shape {times.shape}")
+    if not (np.isfinite(model_rate) and model_rate > 0):
+        raise FitError(f"model_rate must be a positive number of steps per second, got {model_rate}")
+    intervals = np.diff(times)
+    interval = float(np.mean(intervals))
+    if interval <= 0 or np.max(np.abs(intervals - interval)) > tolerance * interval:
+        raise FitError(
+            f"frame timestamps are not evenly spaced (intervals {intervals.min():.6g} to "
+            f"{intervals.max():.6g} s); keep frames without the vine as NaN rows instead of "
+            "dropping them, or resample the recording to a fixed frame rate")
+    substeps = max(1, math.ceil(interval * model_rate - 1e-9))
+    return FrameSchedule(frame_interval=interval, substeps=substeps, dt=interval / substeps,
+                         requested_dt=1.0 / model_rate)
+
+
+# --------------------------------------------------------------------------------------------
+# initial pose
+
+
+def pose_from_keypoints(model: VineModel, points, *, fit_length: bool = False) -> np.ndarray:
+    """Body poses (N, 3) of the model at rest whose keypoints best match ``points``.
+
+    A least-squares fit of the pin angles (and, with ``fit_length``, of one extension
+    shared by the prismatic joints as the growth mode distributes it) through
+    :meth:`VineModel.configuration`, started from the measured polyline's headings.
+
+    Args:
+        model: the vine model (base pose, body count and length).
+        points: keypoints of one frame [m], shape (n, 2), base first.
+        fit_length: also fit the vine's length; otherwise the model's length is kept.
+    """
+    points = np.asarray(points, dtype=np.float64)
+    if points.ndim != 2 or points.shape[1] != 2 or len(points) < 2:
+        raise FitError(f"keypoints of a frame must have shape (n >= 2, 2), got {points.shape}")
+    if not np.all(np.isfinite(points)):
+        raise FitError("the frame used for the initial pose has no keypoints (NaN); the first "
+                       "frame of a recording must show the vine: drop the frames before it")
+    count = len(points)
+    n_pins = model.pin_count
+    weights = model.growth_weights
+
+    def configuration(x):
+        extension = weights * x[n_pins] if fit_length and len(weights) else None
+        return model.configuration(x[:n_pins], extension)
+
+    def residual(x):
+        return (model_keypoints(model, configuration(x), count) - points).reshape(-1)
+
+    # start from the measured headings at each pin's arc length
+    measured = np.diff(points, axis=0)
+    headings = np.unwrap(np.arctan2(measured[:, 1], measured[:, 0]))
+    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(measured, axis=1))])
+    pin_arc = np.minimum(np.arange(n_pins) * 2 * model.body_length, arc[-1])
+    absolute = np.interp(pin_arc, 0.5 * (arc[1:] + arc[:-1]), headings)
+    start = np.diff(np.concatenate([[model.base[2]], absolute]))
+    x0 = np.concatenate([start, [0.0]]) if fit_length else start
+    solution = scipy.optimize.least_squares(residual, x0, method="lm", xtol=1e-12, ftol=1e-12)
+    return configuration(solution.x)
+
+
+# --------------------------------------------------------------------------------------------
+# a simulator seen through a fit
+
+
+class TiedSimulator:
+    """A vine simulator with a fixed initial state and some per-pin parameters tied.
+
+    Tied parameters (e.g. ``"joint.stiffness"``) appear in the design space as one scalar
+    that every entry shares; their gradient is the sum over the entries. Everything else is
+    passed through to the wrapped simulator.
+
+    Args:
+        simulator: a :class:`~sim_vine.simulator.VineSimulator`.
+        initial_state: the state to start from (default: the wrapped simulator's).
+        tied: names of array parameters to expose as scalars.
+    """
+
+    def __init__(self, simulator, *, initial_state: VineState | None = None,
+                 tied: Sequence[str] = ()):
+        self.simulator = simulator
+        self.model = simulator.model
+        self.action_size = simulator.action_size
+        self._initial = initial_state
+        base = simulator.design_space()
+        self.tied = tuple(tied)
+        parameters = []
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        for p in base:
+            if p.name in self.tied:
+                self._shapes[p.name] = p.shape
+                parameters.append(p.replace(
+                    shape=(), default=float(np.mean(p.default_array())),
+                    lower=float(np.max(p.lower_array())), upper=float(np.min(p.upper_array())),
+                    entity=None, doc=f"{p.doc} (one value for every {p.entity or 'entry'})"))
+            else:
+                parameters.append(p)
+        for name in self.tied:
+            base[name]  # unknown names raise a DesignError listing the known ones
+        self._space = DesignSpace(parameters)
+
+    def design_space(self) -> DesignSpace:
+        """The wrapped design space with tied parameters as scalars."""
+        return self._space
+
+    def expand(self, design: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The wrapped simulator's design: tied scalars broadcast to their full shapes."""
+        full = dict(design)
+        for name, shape in self._shapes.items():
+            full[name] = np.full(shape, float(np.asarray(design[name]).reshape(())))
+        return full
+
+    def _reduce(self, gradient: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+        out = dict(gradient or {})
+        for name in self._shapes:
+            if name in out and out[name] is not None:
+                out[name] = np.asarray(np.sum(out[name]))
+        return out
+
+    def initial_state(self, design) -> VineState:
+        """The fixed initial state, or the wrapped simulator's."""
+        if self._initial is not None:
+            return VineState(body_q=self._initial.body_q.copy(),
+                             body_qd=self._initial.body_qd.copy())
+        return self.simulator.initial_state(self.expand(design))
+
+    def initial_state_vjp(self, design, g_state) -> dict:
+        """Zero for a fixed initial state, else the wrapped VJP reduced."""
+        if self._initial is not None:
+            return {}
+        return self._reduce(self.simulator.initial_state_vjp(self.expand(design), g_state))
+
+    def step(self, state, action, design, dt):
+        """One step of the wrapped simulator."""
+        return self.simulator.step(state, action, self.expand(design), dt)
+
+    def step_vjp(self, state, action, design, dt, g_next):
+        """The wrapped step's VJP with tied gradients summed."""
+        g_state, g_action, g_design = self.simulator.step_vjp(
+            state, action, self.expand(design), dt, g_next)
+        return g_state, g_action, self._reduce(g_design)
+
+    def check_time_step(self, design, dt):
+        """Delegated to the wrapped simulator."""
+        self.simulator.check_time_step(self.expand(design), dt)
+
+    def check_state(self, state, step_index):
+        """Delegated to the wrapped simulator."""
+        self.simulator.check_state(state, step_index)
+
+    def render(self, state, design, *, width: int = 640, height: int = 480):
+        """Delegated to the wrapped simulator."""
+        return self.simulator.render(state, self.expand(design), width=width, height=height)
+
+
+# --------------------------------------------------------------------------------------------
+# recordings and the fit
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoRecording:
+    """One video's keypoints with the growth input that was commanded during it.
+
+    Attributes:
+        keypoints: extracted keypoints; frame 0 must show the vine.
+        growth_rate: commanded growth rate [m/s], a number or one value per frame interval,
+            shape (frames − 1,).
+        name: label for reports.
+    """
+
+    keypoints: Keypoints
+    growth_rate: Any = 0.0
+    name: str = ""
+
+    def growth_table(self) -> np.ndarray:
+        """The growth rate per frame interval as actions, shape (frames − 1, 1)."""
+        steps = self.keypoints.frame_count - 1
+        rate = np.asarray(self.growth_rate, dtype=np.float64)
+        if rate.ndim == 0:
+            rate = np.full(steps, float(rate))
+        if rate.shape != (steps,):
+            raise FitError(f"recording {self.name!r}: growth_rate must be a number or one value "
+                           f"per frame interval ({steps}), got shape {rate.shape}")
+        if not np.all(np.isfinite(rate)):
+            raise FitError(f"recording {self.name!r}: growth_rate holds NaN or inf")
+        return rate[:, None]
+
+
+@dataclasses.dataclass(frozen=True)
+class ShootingFit:
+    """What :func:`fit_shooting` found.
+
+    Attributes:
+        design: the full design of the wrapped simulator (tied parameters broadcast).
+        fitted: fitted value of each free parameter (scalars for tied ones).
+        loss: mean squared keypoint error at the result [mm² summed over points].
+        initial_loss: the same at the starting guess.
+        predicted: per recording, simulated keypoints at every frame [m], (frames, n, 2).
+        tip_error_mm: per recording, tip errors (see :func:`tip_errors_mm`).
+        schedule: the frame-to-step mapping.
+        initial_states: per recording, the state the rollout started from.
+        optimization: the optimizer's account (history, iterations, evaluations).
+        seconds: wall-clock time of the fit [s].
+    """
+
+    design: dict[str, np.ndarray]
+    fitted: dict[str, np.ndarray]
+    loss: float
+    initial_loss: float
+    predicted: list[np.ndarray]
+    tip_error_mm: list[dict[str, float]]
+    schedule: FrameSchedule
+    initial_states: list[VineState]
+    optimization: OptimizeResult
+    seconds: float
+
+
+class _MeanProblem:
+    """Mean of per-recording identification problems (same free parameters), loss in mm²."""
+
+    def __init__(self, problems: Sequence[IdentificationProblem]):
+        self.problems = list(problems)
+        first = self.problems[0]
+        self.size, self.lower, self.upper = first.size, first.lower, first.upper
+        self.constraint_lower = np.zeros(0)
+        self.constraint_upper = np.zeros(0)
+
+    def evaluate(self, x, *, grad: bool = True) -> Evaluation:
+        parts = [p.evaluate(x, grad=grad) for p in self.problems]
+        scale = LOSS_SCALE / len(parts)
+        loss = scale * sum(e.loss for e in parts)
+        if not grad:
+            return Evaluation(loss=loss)
+        return Evaluation(loss=loss, grad=scale * sum(e.grad for e in parts),
+                          constraint_jac=np.zeros((0, self.size)))
+
+    def evaluate_many(self, xs, *, grad: bool = False):
+        return [self.evaluate(x, grad=grad) for x in xs]
+
+
+def simulate_keypoints(simulator, design, *, initial_state: VineState, growth_rate,
+                       schedule: FrameSchedule, frames: int, points: int) -> np.ndarray:
+    """Keypoints of a simulated run at every frame [m], shape (frames, points, 2).
+
+    Args:
+        simulator: a vine simulator (or :class:`TiedSimulator`) and its ``design``.
+        initial_state: the state at frame 0.
+        growth_rate: growth rate per frame interval [m/s], a number or shape (frames − 1,).
+        schedule: frame interval and substeps.
+        frames: number of frames.
+        points: keypoints per frame.
+    """
+    rate = np.asarray(growth_rate, dtype=np.float64)
+    rate = np.full(frames - 1, float(rate)) if rate.ndim == 0 else rate
+    wrapped = TiedSimulator(simulator, initial_state=initial_state)
+    observer = KeypointObserver(simulator=simulator, points=points)
+    rollout = Rollout(wrapped, controller=OpenLoopController(
+        observation_size=0, action_size=1, control_steps=frames - 1),
+        steps=frames - 1, substeps=schedule.substeps, dt=schedule.dt)
+    result = rollout.forward(design, {"table": rate[:, None]}, Objective(()), record=True)
+    return np.stack([observer.observe(s, design).reshape(points, 2) for s in result.states])
+
+
+def tip_errors_mm(predicted, measured) -> dict[str, float]:
+    """Tip errors over frames where the tip was measured [mm].
+
+    Returns:
+        ``mae`` (mean Euclidean distance), ``mae_x`` and ``mae_y`` (mean absolute error of
+        each coordinate, the paper's metric for the wall and oscillation fits) and ``max``.
+    """
+    predicted = np.asarray(predicted, dtype=np.float64)[:, -1]
+    measured = np.asarray(measured, dtype=np.float64)[:, -1]
+    if predicted.shape != measured.shape:
+        raise FitError(f"predicted and measured keypoints differ in shape: {predicted.shape} "
+                       f"vs {measured.shape}")
+    seen = np.all(np.isfinite(measured), axis=1)
+    diff = 1e3 * (predicted[seen] - measured[seen])
+    distance = np.linalg.norm(diff, axis=1)
+    return {"mae": float(distance.mean()), "mae_x": float(np.abs(diff[:, 0]).mean()),
+            "mae_y": float(np.abs(diff[:, 1]).mean()), "max": float(distance.max())}
+
+
+def fit_shooting(
+    simulator,
+    recordings: Sequence[VideoRecording],
+    *,
+    free: Sequence[str] = ("joint.stiffness", "joint.damping"),
+    per_joint: Sequence[str] = (),
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    model_rate: float = 90.0,
+    fit_length: bool = False,
+    max_iterations: int = 50,
+    optimizer=None,
+    callback=None,
+) -> ShootingFit:
+    """Fit design parameters to keypoint recordings by shooting through the simulator.
+
+    Args:
+        simulator: a :class:`~sim_vine.simulator.VineSimulator`; its model sets the vine's
+            base, bodies and length, and its design defaults the starting guess.
+        recordings: one or more :class:`VideoRecording` with the same keypoint count and
+            frame rate.
+        free: design parameters to fit: ``joint.stiffness``, ``joint.damping``,
+            ``contact.friction``, ``growth.offset`` (or ``body.mass``).
+        per_joint: the free per-pin parameters fitted per joint; the others in ``free`` are
+            fitted as one scalar for every pin (the paper's choice).
+        overrides: ``name -> {init, lower, upper, scale}``; for tied parameters these are
+            scalars.
+        model_rate: model steps per second [Hz]; see :func:`frame_schedule`.
+        fit_length: fit each recording's initial vine length too (see
+            :func:`pose_from_keypoints`).
+        max_iterations: optimizer iterations.
+        optimizer: a :mod:`codesign.optim` optimizer (default L-BFGS-B).
+        callback: called after every iteration with an ``IterationInfo``.
+
+    Returns:
+        A :class:`ShootingFit` with the fitted parameters and tip errors in millimetres.
+    """
+    recordings = list(recordings)
+    if not recordings:
+        raise FitError("fit_shooting needs at least one recording")
+    points = check_point_counts([r.keypoints for r in recordings])
+    schedules = [frame_schedule(r.keypoints.times, model_rate=model_rate) for r in recordings]
+    schedule = schedules[0]
+    if any(abs(s.frame_interval - schedule.frame_interval) > 1e-3 * schedule.frame_interval
+           for s in schedules):
+        raise FitError("recordings have different frame rates; fit them separately or "
+                       "resample them to one rate")
+    free = list(free)
+    if not free:
+        raise FitError("nothing to fit: name design parameters in `free`")
+    space = simulator.design_space()
+    for name in list(free) + list(per_joint):
+        space[name]  # raises a clear error for unknown names
+    stray = [name for name in per_joint if name not in free]
+    if stray:
+        raise FitError(f"per_joint names {stray} are not in free {free}")
+    tied = [name for name in free if name not in per_joint and space[name].shape != ()]
+    started = time.perf_counter()
+    problems, initial_states = [], []
+    for recording in recordings:
+        q0 = pose_from_keypoints(simulator.model, recording.keypoints.points[0],
+                                 fit_length=fit_length)
+        state0 = VineState(body_q=q0, body_qd=np.zeros_like(q0))
+        initial_states.append(state0)
+        wrapped = TiedSimulator(simulator, initial_state=state0, tied=tied)
+        measured = recording.keypoints.points.reshape(recording.keypoints.frame_count, -1)
+        problems.append(IdentificationProblem(
+            wrapped, [Recording(actions=recording.growth_table(), measurements=measured,
+                                name=recording.name)],
+            measurement=KeypointObserver(simulator=wrapped, points=points), free=free,
+            overrides=overrides, substeps=schedule.substeps, dt=schedule.dt))
+    problem = _MeanProblem(problems)
+    x0 = problems[0].x0()
+    initial_loss = problem.evaluate(x0, grad=False).loss
+    optimizer = optimizer or LBFGSB(function_tolerance=1e-12, gradient_tolerance=1e-9)
+    result = optimizer.minimize(problem, x0, max_iterations=max_iterations, callback=callback)
+    design = problems[0].design(result.x)
+    full_design = problems[0].simulator.expand(design)
+    fitted = {name: np.asarray(design[name]).copy() for name in free}
+    predicted, tips = [], []
+    for recording, state0 in zip(recordings, initial_states, strict=True):
+        frames = recording.keypoints.frame_count
+        simulated = simulate_keypoints(simulator, full_design, initial_state=state0,
+                                       growth_rate=recording.growth_table()[:, 0],
+                                       schedule=schedule, frames=frames, points=points)
+        predicted.append(simulated)
+        tips.append(tip_errors_mm(simulated, recording.keypoints.points))
+    return ShootingFit(design=full_design, fitted=fitted, loss=float(result.loss),
+                       initial_loss=float(initial_loss), predicted=predicted, tip_error_mm=tips,
+                       schedule=schedule, initial_states=initial_states, optimization=result,
+                       seconds=time.perf_counter() - started)

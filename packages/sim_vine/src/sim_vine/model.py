@@ -1,0 +1,258 @@
+"""Static description of a vine: bodies, joints, contact points, growth mode, obstacles.
+
+A vine of N rigid bodies in maximal coordinates (x, y, θ per body). Consecutive bodies are
+joined by alternating prismatic and pin joints: joint k between bodies k and k+1 is
+prismatic for even k (the pair telescopes, which is how the model grows) and a pin for odd
+k; a first pin fixes body 0's proximal end to the base pose. Torsional springs and dampers
+act at the pins. Contact points sit at body ends, by default at every movable pin joint and
+at the tip.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .obstacles import Circle, Obstacle, Polygon, Wall, signed_distance
+
+__all__ = ["VineModel", "ModelError", "GROWTH_MODES", "CONTACT_MODES"]
+
+GROWTH_MODES = ("every_prismatic", "tip")
+CONTACT_MODES = ("pins", "bodies")
+
+
+class ModelError(ValueError):
+    """A vine model option is out of range or has the wrong shape."""
+
+
+def _positive(value, name: str) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"{name} must be a number, got {value!r}") from None
+    if not (np.isfinite(value) and value > 0):
+        raise ModelError(f"{name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def _per_entity(value, count: int, name: str, *, allow_zero: bool = True) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim == 0:
+        array = np.full(count, float(array))
+    if array.shape != (count,):
+        raise ModelError(f"{name} must be a number or a list of {count}, got shape {array.shape}")
+    if not np.all(np.isfinite(array)) or np.any(array < 0) or (not allow_zero and np.any(array == 0)):
+        raise ModelError(f"{name} must be finite and {'≥' if allow_zero else '>'} 0, got {array}")
+    return array
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VineModel:
+    """A planar vine robot model (static; the state lives in :class:`VineState`).
+
+    Attributes:
+        body_count: number of rigid bodies N ≥ 1.
+        length: initial length of the straight vine [m]; each body is ``length / N`` long.
+        total_mass: mass of the whole vine [kg], the default of the per-body masses.
+        gyration_radius: radius of gyration of each body [m] (inertia = mass · r²);
+            ``None`` means a slender rod, ``body_length / √12``.
+        base: base pose ``(x [m], y [m], angle [rad])``; the vine starts along ``angle``.
+        stiffness: default torsional stiffness per pin [N m/rad], scalar or (n_pins,).
+        damping: default torsional damping per pin [N m s/rad], scalar or (n_pins,).
+        friction: default Coulomb friction coefficient at contacts [-].
+        gravity: gravitational acceleration (gx, gy) [m/s²]; zero for a vine on a table.
+        growth: ``"every_prismatic"`` (every prismatic joint extends at an equal share of
+            the growth rate) or ``"tip"`` (only the last prismatic joint extends).
+        contact: ``"pins"`` (every movable pin and the tip), ``"bodies"`` (the distal end
+            of every body) or a list of ``[body_index, offset_m]`` along the body axis.
+        obstacles: the environment's obstacles.
+        initial_angles: joint angles of the pins at t = 0 [rad], scalar or (n_pins,).
+        implicit_springs: integrate spring and damper torques implicitly (stable for any
+            dt); ``False`` uses the paper's explicit forces.
+    """
+
+    body_count: int = 10
+    length: float = 0.2
+    total_mass: float = 0.01
+    gyration_radius: float | None = None
+    base: Sequence[float] = (0.0, 0.0, 0.0)
+    stiffness: Any = 0.05
+    damping: Any = 0.002
+    friction: float = 0.0
+    gravity: Sequence[float] = (0.0, 0.0)
+    growth: str = "every_prismatic"
+    contact: Any = "pins"
+    obstacles: tuple[Obstacle, ...] = ()
+    initial_angles: Any = 0.0
+    implicit_springs: bool = True
+
+    def __post_init__(self):
+        if isinstance(self.body_count, bool) or int(self.body_count) != self.body_count \
+                or self.body_count < 1:
+            raise ModelError(f"body_count must be an integer ≥ 1, got {self.body_count!r}")
+        object.__setattr__(self, "body_count", int(self.body_count))
+        object.__setattr__(self, "length", _positive(self.length, "length"))
+        object.__setattr__(self, "total_mass", _positive(self.total_mass, "total_mass"))
+        if self.gyration_radius is not None:
+            object.__setattr__(self, "gyration_radius",
+                               _positive(self.gyration_radius, "gyration_radius"))
+        base = np.asarray(self.base, dtype=np.float64)
+        if base.shape != (3,) or not np.all(np.isfinite(base)):
+            raise ModelError(f"base must be (x, y, angle), got {self.base!r}")
+        object.__setattr__(self, "base", base)
+        gravity = np.asarray(self.gravity, dtype=np.float64)
+        if gravity.shape != (2,) or not np.all(np.isfinite(gravity)):
+            raise ModelError(f"gravity must be (gx, gy) in m/s², got {self.gravity!r}")
+        object.__setattr__(self, "gravity", gravity)
+        if self.growth not in GROWTH_MODES:
+            raise ModelError(f"growth must be one of {GROWTH_MODES}, got {self.growth!r}")
+        n_pins = self.pin_count
+        object.__setattr__(self, "stiffness", _per_entity(self.stiffness, n_pins, "stiffness"))
+        object.__setattr__(self, "damping", _per_entity(self.damping, n_pins, "damping"))
+        friction = float(self.friction)
+        if not (np.isfinite(friction) and friction >= 0):
+            raise ModelError(f"friction must be a finite number ≥ 0, got {self.friction!r}")
+        object.__setattr__(self, "friction", friction)
+        angles = np.asarray(self.initial_angles, dtype=np.float64)
+        angles = np.full(n_pins, float(angles)) if angles.ndim == 0 else angles
+        if angles.shape != (n_pins,) or not np.all(np.isfinite(angles)):
+            raise ModelError(f"initial_angles must be a number or a list of {n_pins}, "
+                             f"got shape {angles.shape}")
+        object.__setattr__(self, "initial_angles", angles)
+        obstacles = tuple(self.obstacles)
+        for obstacle in obstacles:
+            if not isinstance(obstacle, Circle | Polygon | Wall):
+                raise ModelError(f"obstacles must be Circle, Polygon or Wall, got {obstacle!r}")
+        object.__setattr__(self, "obstacles", obstacles)
+        self._contact_points()  # validates the contact option
+
+    # -- geometry -------------------------------------------------------------------------
+
+    @property
+    def body_length(self) -> float:
+        """Length of each rigid body [m]."""
+        return self.length / self.body_count
+
+    @property
+    def half_length(self) -> float:
+        """Distance d from a body's centre of mass to its ends [m]."""
+        return 0.5 * self.body_length
+
+    @property
+    def gyration(self) -> float:
+        """Radius of gyration used for the inertia [m]."""
+        return self.gyration_radius or self.body_length / np.sqrt(12.0)
+
+    @property
+    def pin_count(self) -> int:
+        """Number of pin joints, the base pin included."""
+        return 1 + (self.body_count - 1) // 2
+
+    @property
+    def prismatic_count(self) -> int:
+        """Number of prismatic joints."""
+        return self.body_count // 2
+
+    @functools.cached_property
+    def pins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(parent, child) body indices of each pin, shape (n_pins,); parent -1 is the base."""
+        parents = np.array([-1] + list(range(1, self.body_count - 1, 2)), dtype=np.int64)
+        return parents, parents + 1
+
+    @functools.cached_property
+    def prismatics(self) -> tuple[np.ndarray, np.ndarray]:
+        """(proximal, distal) body indices of each prismatic joint, shape (n_prismatic,)."""
+        proximal = np.arange(0, self.body_count - 1, 2, dtype=np.int64)
+        return proximal, proximal + 1
+
+    @functools.cached_property
+    def growth_weights(self) -> np.ndarray:
+        """Share of the growth rate taken by each prismatic joint, shape (n_prismatic,)."""
+        n = self.prismatic_count
+        if n == 0:
+            return np.zeros(0)
+        if self.growth == "tip":
+            weights = np.zeros(n)
+            weights[-1] = 1.0
+            return weights
+        return np.full(n, 1.0 / n)
+
+    def _contact_points(self) -> tuple[np.ndarray, np.ndarray]:
+        n, d = self.body_count, self.half_length
+        if isinstance(self.contact, str):
+            if self.contact == "pins":
+                bodies = sorted(set(range(1, n - 1, 2)) | {n - 1})
+            elif self.contact == "bodies":
+                bodies = list(range(n))
+            else:
+                raise ModelError(f"contact must be one of {CONTACT_MODES} or a list of "
+                                 f"[body, offset], got {self.contact!r}")
+            return np.asarray(bodies, dtype=np.int64), np.full(len(bodies), d)
+        points = np.asarray(self.contact, dtype=np.float64)
+        if points.ndim != 2 or points.shape[1] != 2 or len(points) == 0:
+            raise ModelError(f"contact points must be a list of [body, offset], got {self.contact!r}")
+        bodies = points[:, 0]
+        if np.any(bodies != np.round(bodies)) or np.any(bodies < 0) or np.any(bodies >= n):
+            raise ModelError(f"contact body indices must be integers in [0, {n}), got {bodies}")
+        if np.any(np.abs(points[:, 1]) > d * (1 + 1e-12)):
+            raise ModelError(f"contact offsets must lie on the body, |offset| <= {d} m")
+        return bodies.astype(np.int64), points[:, 1].copy()
+
+    @functools.cached_property
+    def contact_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """(body index, offset along the body axis [m]) of each contact point, (n_contacts,)."""
+        return self._contact_points()
+
+    @property
+    def contact_count(self) -> int:
+        """Number of contact points."""
+        return len(self.contact_points[0])
+
+    # -- configurations ------------------------------------------------------------------
+
+    def configuration(self, joint_angles, extensions=None) -> np.ndarray:
+        """Body poses (N, 3) of a vine with the given pin angles [rad], shape (n_pins,).
+
+        ``extensions`` are the prismatic joint extensions beyond touching ends [m], shape
+        (n_prismatic,), default zero. Every body is laid end to end from the base.
+        """
+        angles = np.asarray(joint_angles, dtype=np.float64).reshape(self.pin_count)
+        ext = np.zeros(self.prismatic_count) if extensions is None else np.asarray(
+            extensions, dtype=np.float64).reshape(self.prismatic_count)
+        d = self.half_length
+        q = np.zeros((self.body_count, 3))
+        point = self.base[:2].copy()
+        heading = self.base[2]
+        for i in range(self.body_count):
+            if i % 2 == 0:  # bodies 0, 2, 4 ... start after a pin
+                heading = heading + angles[i // 2]
+            direction = np.array([np.cos(heading), np.sin(heading)])
+            if i % 2 == 1:  # the distal body of a prismatic pair slides out by its extension
+                point = point + ext[i // 2] * direction
+            q[i] = (*(point + d * direction), heading)
+            point = point + 2 * d * direction
+        return q
+
+    def initial_configuration(self) -> np.ndarray:
+        """Body poses (N, 3) at t = 0 from ``initial_angles``."""
+        return self.configuration(self.initial_angles)
+
+    def contact_positions(self, body_q) -> np.ndarray:
+        """World positions of the contact points [m], shape (n_contacts, 2)."""
+        bodies, offsets = self.contact_points
+        q = np.asarray(body_q)[bodies]
+        return q[:, :2] + offsets[:, None] * np.stack([np.cos(q[:, 2]), np.sin(q[:, 2])], axis=1)
+
+    def penetrations(self, body_q, *, tolerance: float = 0.0) -> list[tuple[int, int, float]]:
+        """(contact point, obstacle, signed distance [m]) for every point inside an obstacle."""
+        points = self.contact_positions(body_q)
+        found = []
+        for j, obstacle in enumerate(self.obstacles):
+            phi = signed_distance(obstacle, points)[0]
+            for i in np.flatnonzero(phi < -tolerance):
+                found.append((int(i), j, float(phi[i])))
+        return found

@@ -1,0 +1,52 @@
+"""codesign plugin hooks: the ``vine`` simulator, its observers, terms and examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from codesign.hookspecs import hookimpl
+
+from .scene import make_simulator
+from .terms import GrowthEffort, KeypointObserver, TipObserver, TipTargetDistance
+
+CODESIGN_API = (1, 1)
+
+# The examples live in the source checkout's examples/vine; an installed wheel has none.
+EXAMPLE_DIRECTORY = Path(__file__).resolve().parents[4] / "examples" / "vine"
+EXAMPLES = {
+    "vine_runtime": ("runtime.yaml", "vine growing toward one circular obstacle (the paper's "
+                                     "runtime scene); tune stiffness so the tip reaches a target"),
+    "vine_cluttered": ("cluttered.yaml", "40-body vine growing for 3 s through a cluttered "
+                                         "environment with passages"),
+}
+
+__all__ = ["CODESIGN_API", "EXAMPLE_DIRECTORY", "EXAMPLES"]
+
+
+@hookimpl
+def codesign_register_simulators(register):
+    register("vine", make_simulator,
+             description="soft growing vine robot: rigid bodies, pin and prismatic joints, "
+                         "one OSQP QP per step (Jitosho et al. 2023)")
+
+
+@hookimpl
+def codesign_register_observers(register):
+    register("tip", TipObserver, description="vine tip position (x, y) [m]")
+    register("keypoints", KeypointObserver,
+             description="n points evenly spaced along the vine [m], flattened")
+
+
+@hookimpl
+def codesign_register_terms(register):
+    register("tip_target_distance", TipTargetDistance,
+             description="final distance from the vine tip to a target point [m]")
+    register("growth_effort", GrowthEffort, description="running squared growth rate")
+
+
+@hookimpl
+def codesign_register_examples(register):
+    for name, (file, description) in EXAMPLES.items():
+        path = EXAMPLE_DIRECTORY / file
+        if path.is_file():
+            register(name, str(path), description=description)

@@ -1,0 +1,180 @@
+"""One vine step forward, and its vector-Jacobian product by implicit differentiation.
+
+Forward (Jitosho et al. 2023, Algorithm 1, with friction, gravity and implicit springs):
+assemble the QP at (q_k, v_k), solve it for v_{k+1}, and integrate ``q_{k+1} = q_k + Δt
+v_{k+1}`` (semi-implicit Euler).
+
+Backward: at the solution's active set the QP is the linear KKT system
+
+    [P  Aₐᵀ] [v]   [b ]
+    [Aₐ  0 ] [y] = [rₐ],
+
+so with the adjoint ``[w; z] = K⁻¹ [∂L/∂v; 0]`` the cotangents are ``∂L/∂b = w``,
+``∂L/∂P = −w vᵀ``, ``∂L/∂rₐ = z`` and ``∂L/∂Aₐ = −(y wᵀ + z vᵀ)``, which flow on to the
+state, the growth rate and the design through the assembly below. The result is exact away
+from contact switching events (where the active set changes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .constraints import (
+    ContactFrame,
+    RowLayout,
+    contact_curvature,
+    contact_frame,
+    contact_rows,
+    growth_curvature,
+    growth_rows,
+    joint_curvature,
+    joint_residual,
+    joint_rows,
+    rows_transpose_times,
+    tangent_rows,
+)
+from .dynamics import joint_angles, joint_rates, mass_diagonal, spread_torques, spring_weights
+from .model import VineModel
+from .qp import QPProblem, QPSolution, VineQP
+
+__all__ = ["StepParameters", "StepGradient", "assemble", "step_forward", "step_backward"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepParameters:
+    """Differentiable parameters of a step.
+
+    Attributes:
+        stiffness: torsional stiffness per pin [N m/rad], shape (n_pins,).
+        damping: torsional damping per pin [N m s/rad], shape (n_pins,).
+        friction: Coulomb friction coefficient [-].
+        mass: body masses [kg], shape (N,).
+    """
+
+    stiffness: np.ndarray
+    damping: np.ndarray
+    friction: float
+    mass: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class StepGradient:
+    """Cotangents of a step's inputs: state (N, 3) twice, growth rate, parameters."""
+
+    q: np.ndarray
+    v: np.ndarray
+    rate: float
+    stiffness: np.ndarray
+    damping: np.ndarray
+    friction: float
+    mass: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Assembly:
+    """A step's QP with the pieces the backward pass reuses."""
+
+    problem: QPProblem
+    frame: ContactFrame
+    phi_rows: np.ndarray
+    joint_angle: np.ndarray
+
+
+def assemble(model: VineModel, layout: RowLayout, q, v, rate: float,
+             params: StepParameters, dt: float) -> Assembly:
+    """Build the step QP at poses ``q`` and velocities ``v`` (N, 3) for growth rate [m/s]."""
+    m_diag = mass_diagonal(model, params.mass)
+    phi = joint_angles(model, q)
+    torque = -params.stiffness * phi
+    if not model.implicit_springs:
+        torque = torque - params.damping * joint_rates(model, v)
+    rhs = m_diag * v + dt * spread_torques(model, torque)
+    rhs[:, :2] += dt * params.mass[:, None] * model.gravity
+    frame = contact_frame(model, q)
+    c_rows, phi_rows = contact_rows(frame, params.friction)
+    row_values = np.concatenate([joint_rows(model, q), growth_rows(model, q), c_rows])
+    joint_target = -joint_residual(model, q) / dt
+    growth_target = rate * model.growth_weights
+    contact_lower = np.repeat(-frame.phi / dt, 2)
+    lower = np.concatenate([joint_target, growth_target, contact_lower])
+    upper = np.concatenate([joint_target, growth_target, np.full(len(contact_lower), np.inf)])
+    problem = QPProblem(mass_diagonal=m_diag,
+                        spring_weights=spring_weights(model, params.stiffness, params.damping,
+                                                      dt),
+                        rhs=rhs, row_values=row_values, lower=lower, upper=upper,
+                        friction=float(params.friction), tangent_rows=tangent_rows(frame))
+    return Assembly(problem=problem, frame=frame, phi_rows=phi_rows, joint_angle=phi)
+
+
+def step_forward(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
+                 params: StepParameters, dt: float):
+    """``(q_next, v_next, solution, assembly)`` for one step of length ``dt`` [s]."""
+    assembly = assemble(model, layout, q, v, rate, params, dt)
+    solution = qp.solve(assembly.problem, warm_v=v)
+    return q + dt * solution.v, solution.v, solution, assembly
+
+
+def step_backward(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
+                  params: StepParameters, dt: float, g_q_next, g_v_next) -> StepGradient:
+    """Cotangents of ``(q, v, rate, params)`` given those of ``(q_next, v_next)``."""
+    _, _, solution, assembly = step_forward(model, layout, qp, q, v, rate, params, dt)
+    return _backward(model, layout, qp, q, v, params, dt, solution, assembly,
+                     np.asarray(g_q_next, dtype=np.float64), np.asarray(g_v_next, dtype=np.float64))
+
+
+def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembly: Assembly,
+              g_q_next, g_v_next) -> StepGradient:
+    problem = assembly.problem
+    n_body = model.body_count
+    n = 3 * n_body
+    g_vstar = (g_v_next + dt * g_q_next).reshape(-1)
+    A = qp.a_matrix(problem.row_values)
+    rows = np.flatnonzero(solution.active)
+    solve = qp.kkt_solver(problem, A, solution.active)
+    adjoint = solve(np.concatenate([g_vstar, np.zeros(len(rows))]))
+    w = adjoint[:n].reshape(-1, 3)
+    z = np.zeros(layout.size)
+    z[rows] = adjoint[n:]
+    y = solution.y
+    v_star = solution.v
+    m_diag = problem.mass_diagonal
+    r2 = model.gyration**2
+
+    g_q = g_q_next.copy()
+    # ∂L/∂b = w, with b = M v_k + Δt (R τ + m g)
+    g_v = m_diag * w
+    g_mass = w[:, 0] * v[:, 0] + w[:, 1] * v[:, 1] + r2 * w[:, 2] * v[:, 2]
+    g_mass += dt * (w[:, :2] @ model.gravity)
+    w_rate = joint_rates(model, w)  # Rᵀ w
+    g_stiffness = -dt * assembly.joint_angle * w_rate
+    g_damping = np.zeros(model.pin_count)
+    g_q += dt * spread_torques(model, -params.stiffness * w_rate)
+    if not model.implicit_springs:
+        g_damping += -dt * joint_rates(model, v) * w_rate
+        g_v += dt * spread_torques(model, -params.damping * w_rate)
+    # ∂L/∂P = −w vᵀ
+    g_mass -= w[:, 0] * v_star[:, 0] + w[:, 1] * v_star[:, 1] + r2 * w[:, 2] * v_star[:, 2]
+    if model.implicit_springs:
+        spring = w_rate * joint_rates(model, v_star)
+        g_stiffness -= dt * dt * spring
+        g_damping -= dt * spring
+    # ∂L/∂r = z
+    joint, growth, contact = layout.joint, layout.growth, layout.contact
+    g_q -= rows_transpose_times(layout.row_bodies[joint], problem.row_values[joint],
+                                z[joint], n_body) / dt
+    g_rate = float(z[growth] @ model.growth_weights)
+    z_pairs = z[contact].reshape(-1, 2).sum(axis=1)
+    pair_bodies = np.stack([np.full(len(z_pairs), -1), assembly.frame.body], axis=1)
+    g_q -= rows_transpose_times(pair_bodies, assembly.phi_rows, z_pairs, n_body) / dt
+    # ∂L/∂A = −(y wᵀ + z vᵀ) through the constraint Jacobians' dependence on q and μ
+    g_q -= joint_curvature(model, q, y[joint], w) + joint_curvature(model, q, z[joint], v_star)
+    g_q -= growth_curvature(model, q, y[growth], w) + growth_curvature(model, q, z[growth],
+                                                                        v_star)
+    cq_y, cmu_y = contact_curvature(assembly.frame, params.friction, y[contact], w, n_body)
+    cq_z, cmu_z = contact_curvature(assembly.frame, params.friction, z[contact], v_star, n_body)
+    g_q -= cq_y + cq_z
+    g_friction = -(cmu_y + cmu_z)
+    return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
+                        friction=g_friction, mass=g_mass)

@@ -1,0 +1,97 @@
+"""Known answers: spring oscillation frequency, growth length, joints, wall contact."""
+
+import numpy as np
+import pytest
+
+from sim_vine import VineModel, VineSimulator, make_simulator, rectangle
+from sim_vine.constraints import joint_residual
+from sim_vine.kinematics import tip_position, vine_length
+
+
+def _oscillation_period(angles, dt):
+    crossings = np.flatnonzero((angles[:-1] > 0) & (angles[1:] <= 0))
+    times = (crossings + angles[crossings] / (angles[crossings] - angles[crossings + 1])) * dt
+    return float(np.mean(np.diff(times)))
+
+
+@pytest.mark.parametrize("bodies, implicit", [(1, True), (2, True), (1, False)])
+def test_cantilever_oscillates_at_sqrt_k_over_i(runner, bodies, implicit):
+    stiffness, mass, length = 0.05, 0.01, 0.2
+    model = VineModel(body_count=bodies, length=length, total_mass=mass, stiffness=stiffness,
+                      damping=0.0, initial_angles=0.05, implicit_springs=implicit)
+    sim = VineSimulator(model)
+    d = model.half_length
+    m_body = mass / bodies
+    # inertia about the base pin: every body's own plus m x² of its centre
+    centres = d * (2 * np.arange(bodies) + 1)
+    inertia = np.sum(m_body * model.gyration**2 + m_body * centres**2)
+    omega = np.sqrt(stiffness / inertia)
+    dt = 5e-4
+    states, _ = runner(sim, int(3 * 2 * np.pi / omega / dt), rate=0.0, dt=dt)
+    angles = np.array([s.body_q[0, 2] for s in states])
+    period = _oscillation_period(angles, dt)
+    assert period == pytest.approx(2 * np.pi / omega, rel=2e-3)
+    if not implicit:  # symplectic Euler keeps the amplitude
+        assert np.max(angles[-200:]) == pytest.approx(0.05, rel=0.02)
+
+
+@pytest.mark.parametrize("growth", ["every_prismatic", "tip"])
+def test_constant_growth_lengthens_the_vine_by_rate_times_time(runner, growth):
+    sim = VineSimulator(VineModel(body_count=8, length=0.2, growth=growth))
+    states, _ = runner(sim, 100, rate=0.07, dt=0.01)
+    assert vine_length(sim.model, states[-1].body_q) == pytest.approx(0.2 + 0.07 * 1.0,
+                                                                       abs=1e-9)
+    np.testing.assert_allclose(tip_position(sim.model, states[-1].body_q), [0.27, 0.0],
+                               atol=1e-9)
+
+
+def test_growth_of_a_swinging_vine_converges_at_first_order(runner):
+    # Linearizing the growth constraint lets a rotating prismatic pair over-extend by
+    # e ω² Δt² / 2 per step: the length error is first order in Δt.
+    def length_error(dt):
+        sim = VineSimulator(VineModel(body_count=8, length=0.2, initial_angles=0.15,
+                                      gravity=(0.0, -9.81), stiffness=0.2))
+        states, _ = runner(sim, int(round(1.0 / dt)), rate=0.05, dt=dt)
+        return vine_length(sim.model, states[-1].body_q) - 0.25
+
+    coarse, fine = length_error(0.01), length_error(0.005)
+    assert abs(coarse) < 0.02 * 0.25
+    assert 1.4 < coarse / fine < 2.6  # halving Δt about halves the error
+
+
+def test_joint_constraints_stay_satisfied(runner, small_vine):
+    states, _ = runner(small_vine, 200, rate=0.1, dt=0.01)
+    errors = [np.max(np.abs(joint_residual(small_vine.model, s.body_q))) for s in states]
+    assert max(errors) < 1e-4  # second-order drift of the linearized joints, fed back
+    assert tip_position(small_vine.model, states[-1].body_q)[1] < -0.01  # it sags
+
+
+def test_vine_growing_into_a_wall_stops_penetrating(runner):
+    sim = make_simulator(scene="wall")
+    states, _ = runner(sim, 200, rate=0.1, dt=0.01)
+    wall = sim.model.obstacles[0]
+    from sim_vine.obstacles import signed_distance
+    distances = np.array([signed_distance(wall, sim.model.contact_positions(s.body_q))[0]
+                          for s in states])
+    assert distances.min() > -1e-6  # never inside
+    assert distances[-1].min() < 1e-4  # the tip rests on the wall
+    tip = np.array([tip_position(sim.model, s.body_q) for s in states])
+    assert tip[-1, 1] < tip[100, 1] - 0.02  # and slides along it
+
+
+def test_coulomb_friction_holds_or_lets_slide(runner):
+    # An inverted V of two free links, its tip on the floor, collapses under gravity unless
+    # friction holds the tip: the tip's force is at cot(1 rad) = 0.64 to the normal.
+    def tip_travel(friction):
+        floor = rectangle([0.1, -0.0502], [0.4, 0.1])
+        model = VineModel(body_count=4, length=0.2, initial_angles=[1.0, -2.0],
+                          stiffness=0.0, damping=0.0, gravity=(0.0, -9.81),
+                          friction=friction, obstacles=(floor,))
+        states, _ = runner(VineSimulator(model), 60, rate=0.0, dt=0.005)
+        start, end = (tip_position(model, s.body_q)[0] for s in (states[0], states[-1]))
+        return end - start
+
+    free, partial, held = tip_travel(0.0), tip_travel(0.3), tip_travel(1.0)
+    assert free > 0.05
+    assert 0.01 < partial < free
+    assert abs(held) < 1e-6

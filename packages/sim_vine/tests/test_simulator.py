@@ -1,0 +1,138 @@
+import numpy as np
+import pytest
+
+from codesign import SimulationError, UnstableTimeStepError
+from sim_vine import VineModel, VineSimulator, VineState, make_simulator
+from sim_vine.kinematics import tip_position
+from sim_vine.scene import SceneError, load_scene
+
+RATE = np.array([0.1])
+
+
+def test_design_space_names_and_shapes():
+    sim = make_simulator(bodies=7)
+    space = sim.design_space()
+    assert space.names == ["joint.stiffness", "joint.damping", "contact.friction", "body.mass",
+                           "growth.offset"]
+    assert space["joint.stiffness"].shape == (4,) and space["body.mass"].shape == (7,)
+    assert sim.action_size == 1
+
+
+def test_step_is_reproducible_and_pure(runner):
+    sim = make_simulator(scene="wall")
+    states, design = runner(sim, 80)
+    state = states[-1]
+    before = state.body_q.copy()
+    first, second = sim.step(state, RATE, design, 0.01), sim.step(state, RATE, design, 0.01)
+    np.testing.assert_array_equal(first.body_q, second.body_q)
+    np.testing.assert_array_equal(first.body_qd, second.body_qd)
+    np.testing.assert_array_equal(state.body_q, before)
+
+
+@pytest.mark.parametrize("action, message", [
+    (np.array([np.nan]), "not a number"),
+    (np.array([-0.05]), "negative"),
+    (np.array([0.1, 0.2]), "shape"),
+])
+def test_bad_growth_rates_raise(action, message):
+    sim = make_simulator()
+    design = sim.design_space().defaults()
+    with pytest.raises(ValueError, match=message):
+        sim.step(sim.initial_state(design), action, design, 0.01)
+
+
+def test_growth_offset_adds_to_the_action(runner):
+    sim = make_simulator()
+    design = sim.design_space().defaults()
+    design["growth.offset"] = np.asarray(0.05)
+    states, _ = runner(sim, 10, rate=0.0, design=design)
+    assert tip_position(sim.model, states[-1].body_q)[0] == pytest.approx(0.2 + 0.005, abs=1e-9)
+    design["growth.offset"] = np.asarray(-0.05)
+    with pytest.raises(ValueError, match="negative"):
+        sim.step(states[0], np.array([0.01]), design, 0.01)
+
+
+def test_bad_states_and_dt_raise():
+    sim = make_simulator(bodies=4)
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    with pytest.raises(ValueError, match="shape"):
+        sim.step(VineState(state.body_q[:3], state.body_qd), RATE, design, 0.01)
+    with pytest.raises(SimulationError, match="NaN"):
+        sim.step(VineState(state.body_q * np.nan, state.body_qd), RATE, design, 0.01)
+    with pytest.raises(ValueError, match="dt"):
+        sim.step(state, RATE, design, -0.01)
+
+
+def test_vine_starting_inside_an_obstacle_is_rejected():
+    with pytest.raises(ValueError, match="starts inside an obstacle"):
+        make_simulator(obstacles=[{"type": "circle", "center": [0.1, 0.0], "radius": 0.03}])
+
+
+def test_infeasible_step_names_the_step_and_cause(runner):
+    # A slanted wall inside the friction cone jams the forced growth: no velocity exists.
+    sim = make_simulator(scene="wall", friction=0.6)
+    with pytest.raises(SimulationError, match=r"step \d+ after initial_state.*infeasible"):
+        runner(sim, 120)
+
+
+def test_check_state_reports_the_step():
+    sim = make_simulator(scene="wall")
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    sim.check_state(state, 0)
+    broken = state.body_q.copy()
+    broken[3, 1] += 0.01
+    with pytest.raises(SimulationError, match="step 7: joint constraints"):
+        sim.check_state(VineState(broken, state.body_qd), 7)
+    inside = sim.model.configuration(np.zeros(sim.model.pin_count),
+                                     np.full(sim.model.prismatic_count, 0.02))
+    with pytest.raises(SimulationError, match="step 9: contact point .* inside obstacle 0"):
+        sim.check_state(VineState(inside, state.body_qd), 9)
+    with pytest.raises(SimulationError, match="NaN"):
+        sim.check_state(VineState(state.body_q * np.nan, state.body_qd), 3)
+
+
+def test_explicit_springs_report_the_largest_stable_dt():
+    sim = VineSimulator(VineModel(body_count=6, implicit_springs=False))
+    design = sim.design_space().defaults()
+    with pytest.raises(UnstableTimeStepError, match=r"use dt <= [0-9.e-]+ s"):
+        sim.check_time_step(design, 0.01)
+    make_simulator().check_time_step(design | {"joint.stiffness": np.full(1, 0.05)}, 0.01) \
+        if False else make_simulator(bodies=6).check_time_step(
+            make_simulator(bodies=6).design_space().defaults(), 0.01)
+
+
+def test_scene_loading_and_errors(tmp_path):
+    assert load_scene("runtime")["bodies"] == 30
+    sim = make_simulator(scene="runtime", bodies=12)
+    assert sim.model.body_count == 12 and len(sim.model.obstacles) == 1
+    with pytest.raises(SceneError, match="bundled"):
+        make_simulator(scene="no_such_scene")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("bodies: [1, 2\n")
+    with pytest.raises(SceneError, match="not valid YAML"):
+        load_scene(str(bad))
+    bad.write_text("bodys: 3\n")
+    with pytest.raises(SceneError, match="unknown option"):
+        load_scene(str(bad))
+    bad.write_text("- 1\n")
+    with pytest.raises(SceneError, match="mapping"):
+        load_scene(str(bad))
+    with pytest.raises(SceneError, match="view"):
+        make_simulator(view=[1.0, 0.0, 0.0, 1.0])
+
+
+def test_render_draws_vine_contacts_and_obstacles(runner):
+    sim = make_simulator(scene="wall")
+    states, design = runner(sim, 100)
+    image = sim.render(states[-1], design, width=320, height=240)
+    assert image.shape == (240, 320, 3) and image.dtype == np.uint8
+    colors = {tuple(c) for c in image.reshape(-1, 3)}
+    assert (120, 160, 110) in colors  # obstacle
+    assert (40, 90, 200) in colors  # bodies
+    assert (230, 40, 180) in colors  # the active contact at the wall
+    free = sim.render(states[0], design, width=320, height=240)
+    assert (230, 40, 180) not in {tuple(c) for c in free.reshape(-1, 3)}
+    with pytest.raises(ValueError, match="frame size"):
+        sim.render(states[0], design, width=4, height=4)
