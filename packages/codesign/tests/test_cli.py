@@ -144,7 +144,7 @@ def test_debug_shows_the_traceback(tmp_path, manager, capsys):
 def test_plugin_warnings_are_one_line(monkeypatch, manager, capsys):
     import warnings
 
-    import codesign.cli
+    from codesign import cli as cli_module
     from codesign.plugins import PluginWarning
 
     def plugins_with_a_broken_one():
@@ -152,7 +152,7 @@ def test_plugin_warnings_are_one_line(monkeypatch, manager, capsys):
                       stacklevel=2)
         return manager
 
-    monkeypatch.setattr(codesign.cli, "get_plugin_manager", plugins_with_a_broken_one)
+    monkeypatch.setattr(cli_module, "get_plugin_manager", plugins_with_a_broken_one)
     code, out, err = codesign(["plugins"], None, capsys)
     assert code == 0 and "spring" in out
     assert err == "codesign: warning: skipping codesign plugin 'broken': it failed to import\n"

@@ -9,15 +9,22 @@ from sim_mpm import BoxWalls, MPMSimulator, MPMState, build_model
 
 def block_points(dim: int, lower, upper, spacing: float) -> np.ndarray:
     """A regular lattice of points in the box [lower, upper), shape (n, dim)."""
-    axes = [np.arange(lo + 0.5 * spacing, hi, spacing) for lo, hi in zip(lower, upper)]
+    axes = [np.arange(lo + 0.5 * spacing, hi, spacing) for lo, hi in zip(lower, upper, strict=True)]
     grid = np.meshgrid(*axes, indexing="ij")
     return np.stack([g.reshape(-1) for g in grid], axis=1)
 
 
 def small_model(dim: int = 2, *, material: str = "corotated", exponent: int = 0,
-                actuators: bool = True, cables: bool = False, boundaries=(BoxWalls(),),
-                gravity=None, dtype="float64", resolution: int = 12, seed: int = 0):
-    """A block of a few dozen particles near the middle of a small grid."""
+                actuators: bool = True, cables: bool = False, boundaries=None,
+                gravity=None, dtype="float64", resolution: int = 12, seed: int = 0,
+                volume=None):
+    """A block of a few dozen particles near the middle of a small grid.
+
+    ``volume`` overrides the particle volume: the dynamics do not change when every volume
+    is scaled (mass and stress impulse both scale with V), and volumes near 1 let
+    finite-difference kits that use absolute steps check ∂L/∂V.
+    """
+    boundaries = (BoxWalls(),) if boundaries is None else boundaries
     dx = 1.0 / resolution
     lower = [0.35] * dim
     upper = [0.6] * dim
@@ -37,18 +44,20 @@ def small_model(dim: int = 2, *, material: str = "corotated", exponent: int = 0,
         particle_x=x, dim=dim, grid_resolution=resolution, dx=dx,
         gravity=gravity, youngs_modulus=rng.uniform(15, 25, n),
         poissons_ratio=rng.uniform(0.2, 0.35, n), density=rng.uniform(0.8, 1.2, n),
-        material=material, incompressibility_exponent=exponent,
+        volume=volume, material=material, incompressibility_exponent=exponent,
         actuator_index=actuator_index, actuator_axes=axes,
         actuator_max_stress=[3.0, 2.0] if actuators else None, cables=cable_list,
         boundaries=boundaries, dtype=dtype,
         geometry_group=(x[:, 1] > 0.48).astype(np.int64))
 
 
-def contact_model(dim: int = 2, *, boundaries=(BoxWalls(kind="friction", friction=0.3),),
+def contact_model(dim: int = 2, *, boundaries=None,
                   material: str = "corotated", resolution: int = 12, dtype="float64",
                   spacing: float = 0.5, cables: bool = True):
     """A block resting on the floor of a small grid (floor nodes: y < 3 Δx), two stress
     actuators and optionally a cable, so that every boundary projection is exercised."""
+    if boundaries is None:
+        boundaries = (BoxWalls(kind="friction", friction=0.3),)
     dx = 1.0 / resolution
     lower = [0.4] * dim
     upper = [0.6] * dim

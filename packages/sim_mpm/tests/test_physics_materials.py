@@ -111,7 +111,7 @@ def test_positive_stress_signal_contracts_along_the_actuator_axes(dim):
     model = build_model(particle_x=x, dim=dim, grid_resolution=16, dx=dx,
                         gravity=np.zeros(dim), youngs_modulus=50.0,
                         actuator_index=np.zeros(len(x), dtype=np.int64), actuator_axes=mask,
-                        actuator_max_stress=[20.0], boundaries=())
+                        actuator_max_stress=[5.0], boundaries=())
     sim = MPMSimulator(model)
     design = sim.design_space().defaults()
     extent = {}

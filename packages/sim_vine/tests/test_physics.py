@@ -26,13 +26,13 @@ def test_cantilever_oscillates_at_sqrt_k_over_i(runner, bodies, implicit):
     centres = d * (2 * np.arange(bodies) + 1)
     inertia = np.sum(m_body * model.gyration**2 + m_body * centres**2)
     omega = np.sqrt(stiffness / inertia)
-    dt = 5e-4
-    states, _ = runner(sim, int(3 * 2 * np.pi / omega / dt), rate=0.0, dt=dt)
+    dt = 1e-3  # ω Δt ≈ 0.02: the integrators' frequency errors are ~1e-4
+    states, _ = runner(sim, int(2.2 * 2 * np.pi / omega / dt), rate=0.0, dt=dt)
     angles = np.array([s.body_q[0, 2] for s in states])
     period = _oscillation_period(angles, dt)
     assert period == pytest.approx(2 * np.pi / omega, rel=2e-3)
     if not implicit:  # symplectic Euler keeps the amplitude
-        assert np.max(angles[-200:]) == pytest.approx(0.05, rel=0.02)
+        assert np.max(angles[-300:]) == pytest.approx(0.05, rel=0.02)
 
 
 @pytest.mark.parametrize("growth", ["every_prismatic", "tip"])

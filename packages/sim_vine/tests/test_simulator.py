@@ -86,7 +86,7 @@ def test_check_state_reports_the_step():
     with pytest.raises(SimulationError, match="step 7: joint constraints"):
         sim.check_state(VineState(broken, state.body_qd), 7)
     inside = sim.model.configuration(np.zeros(sim.model.pin_count),
-                                     np.full(sim.model.prismatic_count, 0.02))
+                                     np.full(sim.model.prismatic_count, 0.016))
     with pytest.raises(SimulationError, match="step 9: contact point .* inside obstacle 0"):
         sim.check_state(VineState(inside, state.body_qd), 9)
     with pytest.raises(SimulationError, match="NaN"):
@@ -98,9 +98,8 @@ def test_explicit_springs_report_the_largest_stable_dt():
     design = sim.design_space().defaults()
     with pytest.raises(UnstableTimeStepError, match=r"use dt <= [0-9.e-]+ s"):
         sim.check_time_step(design, 0.01)
-    make_simulator().check_time_step(design | {"joint.stiffness": np.full(1, 0.05)}, 0.01) \
-        if False else make_simulator(bodies=6).check_time_step(
-            make_simulator(bodies=6).design_space().defaults(), 0.01)
+    implicit = make_simulator(bodies=6)
+    implicit.check_time_step(implicit.design_space().defaults(), 0.01)  # stable for any dt
 
 
 def test_scene_loading_and_errors(tmp_path):
@@ -128,11 +127,25 @@ def test_render_draws_vine_contacts_and_obstacles(runner):
     states, design = runner(sim, 100)
     image = sim.render(states[-1], design, width=320, height=240)
     assert image.shape == (240, 320, 3) and image.dtype == np.uint8
-    colors = {tuple(c) for c in image.reshape(-1, 3)}
-    assert (120, 160, 110) in colors  # obstacle
-    assert (40, 90, 200) in colors  # bodies
-    assert (230, 40, 180) in colors  # the active contact at the wall
-    free = sim.render(states[0], design, width=320, height=240)
-    assert (230, 40, 180) not in {tuple(c) for c in free.reshape(-1, 3)}
+
+    def has(picture, color):
+        return bool(np.any(np.all(np.abs(picture.astype(int) - color) <= 12, axis=-1)))
+
+    assert has(image, (120, 160, 110))  # obstacle
+    assert has(image, (40, 90, 200))  # bodies
+    assert has(image, (150, 185, 235))  # centreline
+    assert has(image, (230, 40, 180))  # the active contact at the wall
+    assert not has(sim.render(states[0], design, width=320, height=240), (230, 40, 180))
     with pytest.raises(ValueError, match="frame size"):
         sim.render(states[0], design, width=4, height=4)
+
+
+def test_simulator_pickles_for_process_executors():
+    import pickle
+    sim = make_simulator(scene="wall", friction=0.1)
+    copy = pickle.loads(pickle.dumps(sim))
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    np.testing.assert_array_equal(sim.step(state, RATE, design, 0.01).body_q,
+                                  copy.step(state, RATE, design, 0.01).body_q)
+    assert copy.model.friction == 0.1 and len(copy.model.obstacles) == 1

@@ -18,6 +18,7 @@ __all__ = [
     "PluginManager",
     "PluginWarning",
     "RegistryError",
+    "distribution_of",
     "Registration",
     "Registry",
     "get_plugin_manager",
@@ -57,7 +58,7 @@ class Registry:
             hook = getattr(plugin_manager.hook, f"codesign_register_{kind}")
             for impl in hook.get_hookimpls():
                 plugin_name = plugin_manager.get_name(impl.plugin) or repr(impl.plugin)
-                dist = _distribution_of(plugin_manager, impl.plugin)
+                dist = distribution_of(plugin_manager, impl.plugin)
                 impl.function(register=self._registrar(kind, plugin_name, dist))
 
     def _registrar(self, kind: str, plugin: str, dist) -> Callable:
@@ -107,7 +108,8 @@ class PluginManager(pluggy.PluginManager):
         self.distributions: dict[str, tuple[str, str]] = {}
 
 
-def _distribution_of(plugin_manager, plugin) -> tuple[str, str] | None:
+def distribution_of(plugin_manager, plugin) -> tuple[str, str] | None:
+    """``(distribution name, version)`` a registered plugin came from, if known."""
     name = plugin_manager.get_name(plugin)
     if name in getattr(plugin_manager, "distributions", {}):
         return plugin_manager.distributions[name]

@@ -195,13 +195,13 @@ def _evaluate(problem, x: np.ndarray, grad: bool) -> Evaluation:
 
 def plugin_table(plugin_manager) -> list[dict[str, Any]]:
     """Name, version and distribution of every plugin registered with ``plugin_manager``."""
-    from .plugins import _distribution_of
+    from .plugins import distribution_of
 
     rows = []
     for name, plugin in plugin_manager.list_name_plugin():
         if plugin is None:  # blocked
             continue
-        dist = _distribution_of(plugin_manager, plugin)
+        dist = distribution_of(plugin_manager, plugin)
         rows.append({"name": name, "module": getattr(plugin, "__name__", repr(plugin)),
                      "distribution": dist[0] if dist else None,
                      "version": dist[1] if dist else None})
@@ -321,7 +321,9 @@ def run_experiment(config: ExperimentConfig, registry, *, out: str | Path, resum
 
     ``plugin_manager`` (the one ``registry`` came from) lists every plugin in plugins.json;
     without it the plugins that registered components are listed. ``log`` receives notes
-    and warnings (default: stderr). Raises ConfigError/DesignError before anything is created, RunError for an existing
+    and warnings (default: stderr).
+
+    Raises ConfigError/DesignError before anything is created, RunError for an existing
     ``out`` or a stale journal, RunInterrupted (journal kept) on Ctrl-C/SIGTERM; any other
     error (a diverged simulation) removes the journal and every temporary file.
     """

@@ -6,7 +6,7 @@ Forward substep and hand-derived adjoint, as a readable array-level reference
 
 from .actuators import CableActuator
 from .boundaries import BoxWalls, HeightField, Plane
-from .model import MPMModel, ModelError, build_model
+from .model import ModelError, MPMModel, build_model
 from .simulator import MPMSimulator
 from .state import MPMState
 

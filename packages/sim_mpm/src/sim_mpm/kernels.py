@@ -3,7 +3,7 @@
 Everything per particle or per node is a compiled loop: stencil weights, stress
 (materials and stress actuation), P2G, grid update, boundary projections, G2P, and the
 adjoint of each. Only the cable forces (a few route particles) reuse the array-level
-functions of :mod:`.step`. The 3D polar rotation uses scaled Newton iterations
+functions of :mod:`.actuators`. The 3D polar rotation uses scaled Newton iterations
 X ← ½(ζX + X⁻ᵀ/ζ) (the reference uses an SVD; both give the same R to round-off for
 det F > 0) and falls back to a per-particle SVD for inverted particles.
 
@@ -14,19 +14,29 @@ or colouring, and the serial scatter keeps results bitwise reproducible. Serial 
 default because on small machines a threaded launch costs more than these loops (measured
 on a busy 2-core machine: 0.2 ms with numba's workqueue layer, 8 ms with OpenMP, for a
 loop that takes 0.004 ms serially).
+
+Each per-particle loop body is an inlined function of the dimension D, called with the
+constant 2 or 3, so that numba/LLVM unroll the d-loops (2.4× faster in 2D than loops over
+a runtime d).
+
+Intermediates (stencil weights, grid fields, scratch matrices) live in a workspace per
+model, reused across calls: fresh multi-megabyte arrays every substep cost more in page
+faults than the arithmetic. Returned arrays are always new, so steps stay pure, but one
+simulator must not be stepped from two threads at once.
 """
 
 from __future__ import annotations
 
+import weakref
+
 import numba
 import numpy as np
 
-from .state import MPMState
 from .actuators import cable_forces, cable_forces_vjp
+from .state import MPMState
 from .step import StepConstants
 
 __all__ = ["substep", "substep_vjp"]
-
 
 
 class _Kernel:
@@ -41,76 +51,88 @@ def _dual(fn):
     return _Kernel(fn)
 
 
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _offset(offsets, fx, p, s, k, dx):
+    """x_i − x_p along axis k [m] for stencil node s of particle p."""
+    return (offsets[s, k] - fx[p, k]) * dx
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _grad(offsets, w, dw, p, s, k, inv_dx, D):
+    """∂w_ip/∂x_p along axis k [1/m]."""
+    g = dw[p, k, offsets[s, k]] * inv_dx
+    for j in range(D):
+        if j != k:
+            g *= w[p, j, offsets[s, j]]
+    return g
+
+
 @_dual
-def _stencil(x, dx, res, offsets, strides):
+def _stencil(x, dx, res, offsets, strides, fx, w, dw, weight, node):
+    """Fill per-axis B-spline weights w, dw/dfx (n, d, 3), fx (n, d), and per-node weight
+    and flat index (n, 3^d). Offsets and weight gradients are recomputed where needed
+    rather than stored: (n, 3^d, d) arrays cost more memory traffic than the arithmetic."""
     n, d = x.shape
     S = offsets.shape[0]
-    weight = np.empty((n, S), dtype=x.dtype)
-    grad_weight = np.empty((n, S, d), dtype=x.dtype)
-    offset_x = np.empty((n, S, d), dtype=x.dtype)
-    node = np.empty((n, S), dtype=np.int64)
-    inv_dx = 1.0 / dx
     for p in numba.prange(n):
-        base = np.empty(d, dtype=np.int64)
-        fx = np.empty(d, dtype=x.dtype)
-        w = np.empty((d, 3), dtype=x.dtype)
-        dw = np.empty((d, 3), dtype=x.dtype)
+        b0 = 0
         for k in range(d):
             xs = x[p, k] / dx
             b = int(np.floor(xs - 0.5))
             b = min(max(b, 0), res - 3)
-            base[k] = b
+            b0 += b * strides[k]
             f = xs - b
-            fx[k] = f
-            w[k, 0] = 0.5 * (1.5 - f) ** 2
-            w[k, 1] = 0.75 - (f - 1.0) ** 2
-            w[k, 2] = 0.5 * (f - 0.5) ** 2
-            dw[k, 0] = f - 1.5
-            dw[k, 1] = -2.0 * (f - 1.0)
-            dw[k, 2] = f - 0.5
+            fx[p, k] = f
+            w[p, k, 0] = 0.5 * (1.5 - f) * (1.5 - f)
+            w[p, k, 1] = 0.75 - (f - 1.0) * (f - 1.0)
+            w[p, k, 2] = 0.5 * (f - 0.5) * (f - 0.5)
+            dw[p, k, 0] = f - 1.5
+            dw[p, k, 1] = -2.0 * (f - 1.0)
+            dw[p, k, 2] = f - 0.5
         for s in range(S):
             wt = 1.0
-            flat = 0
+            flat = b0
             for k in range(d):
                 o = offsets[s, k]
-                wt *= w[k, o]
-                offset_x[p, s, k] = (o - fx[k]) * dx
-                flat += (base[k] + o) * strides[k]
+                wt *= w[p, k, o]
+                flat += o * strides[k]
             weight[p, s] = wt
             node[p, s] = flat
-            for k in range(d):
-                g = dw[k, offsets[s, k]] * inv_dx
-                for j in range(d):
-                    if j != k:
-                        g *= w[j, offsets[s, j]]
-                grad_weight[p, s, k] = g
-    return weight, grad_weight, offset_x, node
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _p2g_particle(p, D, weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m):
+    S = weight.shape[1]
+    for s in range(S):
+        i = node[p, s]
+        wt = weight[p, s]
+        for a in range(D):
+            acc = momentum[p, a]
+            for b in range(D):
+                acc += affine[p, a, b] * _offset(offsets, fx, p, s, b, dx)
+            grid_mv[i, a] += wt * acc
+        grid_m[i] += wt * mass[p]
 
 
 @_dual
-def _p2g(weight, offset_x, node, momentum, affine, mass, node_count):
-    n, S, d = offset_x.shape
-    grid_mv = np.zeros((node_count, d), dtype=momentum.dtype)
-    grid_m = np.zeros(node_count, dtype=momentum.dtype)
+def _p2g(weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m):
+    """Scatter mass and momentum to the grid (zeroed here); serial in particle order."""
+    n = weight.shape[0]
+    d = fx.shape[1]
+    grid_mv[:] = 0.0
+    grid_m[:] = 0.0
     for p in range(n):
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            for a in range(d):
-                acc = momentum[p, a]
-                for b in range(d):
-                    acc += affine[p, a, b] * offset_x[p, s, b]
-                grid_mv[i, a] += wt * acc
-            grid_m[i] += wt * mass[p]
-    return grid_mv, grid_m
+        if d == 2:
+            _p2g_particle(p, 2, weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv,
+                          grid_m)
+        else:
+            _p2g_particle(p, 3, weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv,
+                          grid_m)
 
 
 @_dual
-def _grid_update(grid_mv, grid_m, gravity, dt):
+def _grid_update(grid_mv, grid_m, gravity, dt, grid_v, grid_v_free, inv_m):
     G, d = grid_mv.shape
-    grid_v = np.empty_like(grid_mv)
-    grid_v_free = np.empty_like(grid_mv)
-    inv_m = np.empty_like(grid_m)
     for i in numba.prange(G):
         if grid_m[i] > 0:
             inv = 1.0 / grid_m[i]
@@ -124,7 +146,6 @@ def _grid_update(grid_mv, grid_m, gravity, dt):
             for a in range(d):
                 grid_v_free[i, a] = 0.0
                 grid_v[i, a] = 0.0
-    return grid_v, grid_v_free, inv_m
 
 
 @_dual
@@ -196,181 +217,232 @@ def _project_vjp(g, node_index, normal, start, kinds, frictions, inputs):
                         g[i, a] = 0.0
 
 
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _g2p_particle(p, D, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_x, new_v, new_C,
+                  new_F):
+    S = weight.shape[1]
+    for a in range(D):
+        new_v[p, a] = 0.0
+        for b in range(D):
+            new_C[p, a, b] = 0.0
+    for s in range(S):
+        i = node[p, s]
+        wt = weight[p, s]
+        for a in range(D):
+            gv = grid_v[i, a]
+            new_v[p, a] += wt * gv
+            for b in range(D):
+                new_C[p, a, b] += K * wt * gv * _offset(offsets, fx, p, s, b, dx)
+    for a in range(D):
+        new_x[p, a] = x[p, a] + dt * new_v[p, a]
+        for b in range(D):
+            acc = 0.0
+            for c in range(D):
+                acc += new_C[p, a, c] * F[p, c, b]
+            new_F[p, a, b] = F[p, a, b] + dt * acc
+
+
 @_dual
-def _g2p(weight, offset_x, node, grid_v, x, F, dt, K):
-    n, S, d = offset_x.shape
+def _g2p(weight, node, offsets, fx, dx, grid_v, x, F, dt, K):
+    n = weight.shape[0]
+    d = fx.shape[1]
     new_x = np.empty_like(x)
     new_v = np.empty_like(x)
     new_C = np.empty_like(F)
     new_F = np.empty_like(F)
     for p in numba.prange(n):
-        for a in range(d):
-            new_v[p, a] = 0.0
-            for b in range(d):
-                new_C[p, a, b] = 0.0
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            for a in range(d):
-                gv = grid_v[i, a]
-                new_v[p, a] += wt * gv
-                for b in range(d):
-                    new_C[p, a, b] += K * wt * gv * offset_x[p, s, b]
-        for a in range(d):
-            new_x[p, a] = x[p, a] + dt * new_v[p, a]
-            for b in range(d):
-                acc = 0.0
-                for c in range(d):
-                    acc += new_C[p, a, c] * F[p, c, b]
-                new_F[p, a, b] = F[p, a, b] + dt * acc
+        if d == 2:
+            _g2p_particle(p, 2, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_x, new_v,
+                          new_C, new_F)
+        else:
+            _g2p_particle(p, 3, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_x, new_v,
+                          new_C, new_F)
     return new_x, new_v, new_C, new_F
 
 
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _g2p_vjp_particles_particle(p, D, weight, node, offsets, fx, w, dw, dx, grid_v, F, new_C,
+                                g_x_next, g_v_next, g_F_next, g_C_next, dt, K, g_x, g_F, g_new_v,
+                                g_new_C):
+    S = weight.shape[1]
+    inv_dx = 1.0 / dx
+    for a in range(D):
+        g_new_v[p, a] = g_v_next[p, a] + dt * g_x_next[p, a]
+        for b in range(D):
+            acc_f = 0.0
+            acc_c = 0.0
+            for c in range(D):
+                # (I + dt C')ᵀ g_F' and g_F' Fᵀ
+                acc_f += new_C[p, c, a] * g_F_next[p, c, b]
+                acc_c += g_F_next[p, a, c] * F[p, b, c]
+            g_F[p, a, b] = g_F_next[p, a, b] + dt * acc_f
+            g_new_C[p, a, b] = g_C_next[p, a, b] + dt * acc_c
+    for a in range(D):
+        g_x[p, a] = g_x_next[p, a]
+    for s in range(S):
+        i = node[p, s]
+        wt = weight[p, s]
+        dot = 0.0
+        for a in range(D):
+            gv = grid_v[i, a]
+            dot += gv * g_new_v[p, a]
+            for b in range(D):
+                dot += K * gv * g_new_C[p, a, b] * _offset(offsets, fx, p, s, b, dx)
+        for b in range(D):
+            acc = 0.0
+            for a in range(D):
+                acc += grid_v[i, a] * g_new_C[p, a, b]
+            g_x[p, b] += _grad(offsets, w, dw, p, s, b, inv_dx, D) * dot - K * wt * acc
+
+
 @_dual
-def _g2p_vjp_particles(weight, grad_weight, offset_x, node, grid_v, F, new_C, g_x_next,
-                       g_v_next, g_F_next, g_C_next, dt, K):
-    """Particle side of the G2P adjoint: g_x, g_F and the per-particle cotangents."""
-    n, S, d = offset_x.shape
-    g_x = np.empty_like(g_x_next)
-    g_F = np.empty_like(F)
-    g_new_v = np.empty_like(g_x_next)
-    g_new_C = np.empty_like(F)
+def _g2p_vjp_particles(weight, node, offsets, fx, w, dw, dx, grid_v, F, new_C, g_x_next,
+                       g_v_next, g_F_next, g_C_next, dt, K, g_x, g_F, g_new_v, g_new_C):
+    """Particle side of the G2P adjoint: fill g_x, g_F and the per-particle cotangents."""
+    n = weight.shape[0]
+    d = fx.shape[1]
     for p in numba.prange(n):
-        for a in range(d):
-            g_new_v[p, a] = g_v_next[p, a] + dt * g_x_next[p, a]
-            for b in range(d):
-                acc_f = 0.0
-                acc_c = 0.0
-                for c in range(d):
-                    # (I + dt C')ᵀ g_F' and g_F' Fᵀ
-                    acc_f += new_C[p, c, a] * g_F_next[p, c, b]
-                    acc_c += g_F_next[p, a, c] * F[p, b, c]
-                g_F[p, a, b] = g_F_next[p, a, b] + dt * acc_f
-                g_new_C[p, a, b] = g_C_next[p, a, b] + dt * acc_c
-        for a in range(d):
-            g_x[p, a] = g_x_next[p, a]
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            dot = 0.0
-            for a in range(d):
-                gv = grid_v[i, a]
-                dot += gv * g_new_v[p, a]
-                for b in range(d):
-                    dot += K * gv * g_new_C[p, a, b] * offset_x[p, s, b]
-            for b in range(d):
-                acc = 0.0
-                for a in range(d):
-                    acc += grid_v[i, a] * g_new_C[p, a, b]
-                g_x[p, b] += grad_weight[p, s, b] * dot - K * wt * acc
-    return g_x, g_F, g_new_v, g_new_C
+        if d == 2:
+            _g2p_vjp_particles_particle(p, 2, weight, node, offsets, fx, w, dw, dx, grid_v, F,
+                                        new_C, g_x_next, g_v_next, g_F_next, g_C_next, dt, K, g_x,
+                                        g_F, g_new_v, g_new_C)
+        else:
+            _g2p_vjp_particles_particle(p, 3, weight, node, offsets, fx, w, dw, dx, grid_v, F,
+                                        new_C, g_x_next, g_v_next, g_F_next, g_C_next, dt, K, g_x,
+                                        g_F, g_new_v, g_new_C)
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _g2p_vjp_grid_particle(p, D, weight, node, offsets, fx, dx, g_new_v, g_new_C, K, g_grid_v):
+    S = weight.shape[1]
+    for s in range(S):
+        i = node[p, s]
+        wt = weight[p, s]
+        for a in range(D):
+            acc = g_new_v[p, a]
+            for b in range(D):
+                acc += K * g_new_C[p, a, b] * _offset(offsets, fx, p, s, b, dx)
+            g_grid_v[i, a] += wt * acc
 
 
 @_dual
-def _g2p_vjp_grid(weight, offset_x, node, g_new_v, g_new_C, K, node_count):
-    """Grid side of the G2P adjoint: scatter ∂L/∂(grid v), serial in particle order."""
-    n, S, d = offset_x.shape
-    g_grid_v = np.zeros((node_count, d), dtype=g_new_v.dtype)
+def _g2p_vjp_grid(weight, node, offsets, fx, dx, g_new_v, g_new_C, K, g_grid_v):
+    """Grid side of the G2P adjoint: scatter ∂L/∂(grid v) (zeroed here), serially."""
+    n = weight.shape[0]
+    d = fx.shape[1]
+    g_grid_v[:] = 0.0
     for p in range(n):
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            for a in range(d):
-                acc = g_new_v[p, a]
-                for b in range(d):
-                    acc += K * g_new_C[p, a, b] * offset_x[p, s, b]
-                g_grid_v[i, a] += wt * acc
-    return g_grid_v
+        if d == 2:
+            _g2p_vjp_grid_particle(p, 2, weight, node, offsets, fx, dx, g_new_v, g_new_C, K,
+                                   g_grid_v)
+        else:
+            _g2p_vjp_grid_particle(p, 3, weight, node, offsets, fx, dx, g_new_v, g_new_C, K,
+                                   g_grid_v)
 
 
 @_dual
-def _grid_update_vjp(g_grid_v0, grid_v_free, inv_m):
+def _grid_update_vjp(g_grid_v0, grid_v_free, inv_m, g_mv, g_m):
     G, d = g_grid_v0.shape
-    g_mv = np.empty_like(g_grid_v0)
-    g_m = np.empty_like(inv_m)
     for i in numba.prange(G):
         acc = 0.0
         for a in range(d):
             g_mv[i, a] = g_grid_v0[i, a] * inv_m[i]
             acc += g_grid_v0[i, a] * grid_v_free[i, a]
         g_m[i] = -acc * inv_m[i]
-    return g_mv, g_m
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _p2g_vjp_particle(p, D, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, momentum, affine, mass,
+                      g_momentum, g_affine, g_mass, g_x):
+    S = weight.shape[1]
+    inv_dx = 1.0 / dx
+    g_mass[p] = 0.0
+    for a in range(D):
+        g_momentum[p, a] = 0.0
+        g_x[p, a] = 0.0
+        for b in range(D):
+            g_affine[p, a, b] = 0.0
+    for s in range(S):
+        i = node[p, s]
+        wt = weight[p, s]
+        dot = g_m[i] * mass[p]
+        for a in range(D):
+            G = g_mv[i, a]
+            g_momentum[p, a] += wt * G
+            moved = momentum[p, a]
+            for b in range(D):
+                off = _offset(offsets, fx, p, s, b, dx)
+                g_affine[p, a, b] += wt * G * off
+                moved += affine[p, a, b] * off
+            dot += G * moved
+        g_mass[p] += wt * g_m[i]
+        for b in range(D):
+            acc = 0.0
+            for a in range(D):
+                acc += g_mv[i, a] * affine[p, a, b]
+            g_x[p, b] += _grad(offsets, w, dw, p, s, b, inv_dx, D) * dot - wt * acc
 
 
 @_dual
-def _p2g_vjp(weight, grad_weight, offset_x, node, g_mv, g_m, momentum, affine, mass):
-    n, S, d = offset_x.shape
-    g_momentum = np.zeros_like(momentum)
-    g_affine = np.zeros_like(affine)
-    g_mass = np.zeros_like(mass)
-    g_x = np.zeros_like(momentum)
+def _p2g_vjp(weight, node, offsets, fx, w, dw, dx, g_mv, g_m, momentum, affine, mass,
+             g_momentum, g_affine, g_mass, g_x):
+    """Fill (zeroing first) the particle cotangents of P2G's inputs."""
+    n = weight.shape[0]
+    d = fx.shape[1]
     for p in numba.prange(n):
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            dot = g_m[i] * mass[p]
-            for a in range(d):
-                G = g_mv[i, a]
-                g_momentum[p, a] += wt * G
-                moved = momentum[p, a]
-                for b in range(d):
-                    g_affine[p, a, b] += wt * G * offset_x[p, s, b]
-                    moved += affine[p, a, b] * offset_x[p, s, b]
-                dot += G * moved
-            g_mass[p] += wt * g_m[i]
-            for b in range(d):
-                acc = 0.0
-                for a in range(d):
-                    acc += g_mv[i, a] * affine[p, a, b]
-                g_x[p, b] += grad_weight[p, s, b] * dot - wt * acc
-    return g_momentum, g_affine, g_mass, g_x
+        if d == 2:
+            _p2g_vjp_particle(p, 2, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, momentum,
+                              affine, mass, g_momentum, g_affine, g_mass, g_x)
+        else:
+            _p2g_vjp_particle(p, 3, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, momentum,
+                              affine, mass, g_momentum, g_affine, g_mass, g_x)
 
 
-# -- constitutive models, per particle on (d, d) views -----------------------------------
+# -- constitutive models, per particle p of (n, d, d) arrays -----------------------------------
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _det(A):
-    if A.shape[0] == 2:
-        return A[0, 0] * A[1, 1] - A[0, 1] * A[1, 0]
-    return (A[0, 0] * (A[1, 1] * A[2, 2] - A[1, 2] * A[2, 1])
-            - A[0, 1] * (A[1, 0] * A[2, 2] - A[1, 2] * A[2, 0])
-            + A[0, 2] * (A[1, 0] * A[2, 1] - A[1, 1] * A[2, 0]))
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _det(A, p, D):
+    if D == 2:
+        return A[p, 0, 0] * A[p, 1, 1] - A[p, 0, 1] * A[p, 1, 0]
+    return (A[p, 0, 0] * (A[p, 1, 1] * A[p, 2, 2] - A[p, 1, 2] * A[p, 2, 1])
+            - A[p, 0, 1] * (A[p, 1, 0] * A[p, 2, 2] - A[p, 1, 2] * A[p, 2, 0])
+            + A[p, 0, 2] * (A[p, 1, 0] * A[p, 2, 1] - A[p, 1, 1] * A[p, 2, 0]))
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _inverse_transpose(A, out):
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _inverse_transpose(A, out, p, D):
     """out = A⁻ᵀ = cof(A) / det(A); returns det(A)."""
-    J = _det(A)
-    if A.shape[0] == 2:
-        out[0, 0] = A[1, 1] / J
-        out[0, 1] = -A[1, 0] / J
-        out[1, 0] = -A[0, 1] / J
-        out[1, 1] = A[0, 0] / J
+    J = _det(A, p, D)
+    if D == 2:
+        out[p, 0, 0] = A[p, 1, 1] / J
+        out[p, 0, 1] = -A[p, 1, 0] / J
+        out[p, 1, 0] = -A[p, 0, 1] / J
+        out[p, 1, 1] = A[p, 0, 0] / J
     else:
         for i in range(3):
             i1, i2 = (i + 1) % 3, (i + 2) % 3
             for j in range(3):
                 j1, j2 = (j + 1) % 3, (j + 2) % 3
-                out[i, j] = (A[i1, j1] * A[i2, j2] - A[i1, j2] * A[i2, j1]) / J
+                out[p, i, j] = (A[p, i1, j1] * A[p, i2, j2] - A[p, i1, j2] * A[p, i2, j1]) / J
     return J
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _polar(F, R, X, Y, eps):
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _polar(F, R, X, Y, eps, p, D):
     """R = rotation of the polar decomposition of F (det R = +1)."""
-    d = F.shape[0]
+    d = D
     if d == 2:
-        a = F[0, 0] + F[1, 1]
-        b = F[1, 0] - F[0, 1]
+        a = F[p, 0, 0] + F[p, 1, 1]
+        b = F[p, 1, 0] - F[p, 0, 1]
         r = np.sqrt(a * a + b * b)
-        R[0, 0] = a / r
-        R[0, 1] = -b / r
-        R[1, 0] = b / r
-        R[1, 1] = a / r
+        R[p, 0, 0] = a / r
+        R[p, 0, 1] = -b / r
+        R[p, 1, 0] = b / r
+        R[p, 1, 1] = a / r
         return
-    if _det(F) <= 0:
-        U, _, Vt = np.linalg.svd(F.astype(np.float64))
+    if _det(F, p, D) <= 0:
+        U, _, Vt = np.linalg.svd(F[p].astype(np.float64))
         Q = U @ Vt
         if np.linalg.det(Q) < 0:
             for i in range(3):
@@ -378,74 +450,72 @@ def _polar(F, R, X, Y, eps):
             Q = U @ Vt
         for i in range(3):
             for j in range(3):
-                R[i, j] = Q[i, j]
+                R[p, i, j] = Q[i, j]
         return
     for i in range(3):
         for j in range(3):
-            X[i, j] = F[i, j]
+            X[p, i, j] = F[p, i, j]
     for _ in range(60):
-        _inverse_transpose(X, Y)
+        _inverse_transpose(X, Y, p, D)
         nx = 0.0
         ny = 0.0
         for i in range(3):
             for j in range(3):
-                nx += X[i, j] * X[i, j]
-                ny += Y[i, j] * Y[i, j]
+                nx += X[p, i, j] * X[p, i, j]
+                ny += Y[p, i, j] * Y[p, i, j]
         zeta = (ny / nx) ** 0.25
         change = 0.0
         for i in range(3):
             for j in range(3):
-                new = 0.5 * (zeta * X[i, j] + Y[i, j] / zeta)
-                change += (new - X[i, j]) ** 2
-                X[i, j] = new
+                new = 0.5 * (zeta * X[p, i, j] + Y[p, i, j] / zeta)
+                change += (new - X[p, i, j]) ** 2
+                X[p, i, j] = new
         if change <= (4.0 * eps) ** 2:
             break
     for i in range(3):
         for j in range(3):
-            R[i, j] = X[i, j]
+            R[p, i, j] = X[p, i, j]
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _polar_vjp(F, R, G, out, S):
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _polar_vjp(F, R, G, out, S, p, D):
     """out += ∂L/∂F given ∂L/∂R = G for R = polar rotation of F (see materials.py)."""
-    d = F.shape[0]
+    d = D
     trace = 0.0
     for i in range(d):
         for j in range(d):
             acc = 0.0
             for k in range(d):
-                acc += R[k, i] * F[k, j]
-            S[i, j] = acc
-        trace += S[i, i]
+                acc += R[p, k, i] * F[p, k, j]
+            S[p, i, j] = acc
+        trace += S[p, i, i]
     # M = Rᵀ G; m = axial components of M − Mᵀ
     if d == 2:
         m21 = 0.0
         m12 = 0.0
         for k in range(2):
-            m21 += R[k, 1] * G[k, 0]
-            m12 += R[k, 0] * G[k, 1]
+            m21 += R[p, k, 1] * G[p, k, 0]
+            m12 += R[p, k, 0] * G[p, k, 1]
         w = (m21 - m12) / trace
         # out += R [[0, −w], [w, 0]]
         for i in range(2):
-            out[i, 0] += R[i, 1] * w
-            out[i, 1] -= R[i, 0] * w
+            out[p, i, 0] += R[p, i, 1] * w
+            out[p, i, 1] -= R[p, i, 0] * w
         return
-    m = np.empty(3, dtype=F.dtype)
-    for c in range(3):
-        i, j = (c + 2) % 3, (c + 1) % 3  # (2,1), (0,2), (1,0)
-        mij = 0.0
-        mji = 0.0
-        for k in range(3):
-            mij += R[k, i] * G[k, j]
-            mji += R[k, j] * G[k, i]
-        m[c] = mij - mji
+    m0 = 0.0
+    m1 = 0.0
+    m2 = 0.0
+    for k in range(3):
+        m0 += R[p, k, 2] * G[p, k, 1] - R[p, k, 1] * G[p, k, 2]
+        m1 += R[p, k, 0] * G[p, k, 2] - R[p, k, 2] * G[p, k, 0]
+        m2 += R[p, k, 1] * G[p, k, 0] - R[p, k, 0] * G[p, k, 1]
     # A = tr(S) I − sym(S); ω = A⁻¹ m by cofactors (A is symmetric)
-    a00 = trace - S[0, 0]
-    a11 = trace - S[1, 1]
-    a22 = trace - S[2, 2]
-    a01 = -0.5 * (S[0, 1] + S[1, 0])
-    a02 = -0.5 * (S[0, 2] + S[2, 0])
-    a12 = -0.5 * (S[1, 2] + S[2, 1])
+    a00 = trace - S[p, 0, 0]
+    a11 = trace - S[p, 1, 1]
+    a22 = trace - S[p, 2, 2]
+    a01 = -0.5 * (S[p, 0, 1] + S[p, 1, 0])
+    a02 = -0.5 * (S[p, 0, 2] + S[p, 2, 0])
+    a12 = -0.5 * (S[p, 1, 2] + S[p, 2, 1])
     c00 = a11 * a22 - a12 * a12
     c01 = a02 * a12 - a01 * a22
     c02 = a01 * a12 - a02 * a11
@@ -453,75 +523,75 @@ def _polar_vjp(F, R, G, out, S):
     c12 = a01 * a02 - a00 * a12
     c22 = a00 * a11 - a01 * a01
     det = a00 * c00 + a01 * c01 + a02 * c02
-    w0 = (c00 * m[0] + c01 * m[1] + c02 * m[2]) / det
-    w1 = (c01 * m[0] + c11 * m[1] + c12 * m[2]) / det
-    w2 = (c02 * m[0] + c12 * m[1] + c22 * m[2]) / det
+    w0 = (c00 * m0 + c01 * m1 + c02 * m2) / det
+    w1 = (c01 * m0 + c11 * m1 + c12 * m2) / det
+    w2 = (c02 * m0 + c12 * m1 + c22 * m2) / det
     # out += R [ω]×
     for i in range(3):
-        out[i, 0] += R[i, 1] * w2 - R[i, 2] * w1
-        out[i, 1] += -R[i, 0] * w2 + R[i, 2] * w0
-        out[i, 2] += R[i, 0] * w1 - R[i, 1] * w0
+        out[p, i, 0] += R[p, i, 1] * w2 - R[p, i, 2] * w1
+        out[p, i, 1] += -R[p, i, 0] * w2 + R[p, i, 2] * w0
+        out[p, i, 2] += R[p, i, 0] * w1 - R[p, i, 1] * w0
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _lame(E, nu):
     return E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _piola(F, E, nu, corotated, exponent, P, H, R, X, Y, eps):
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _piola(F, E, nu, corotated, exponent, P, H, R, X, Y, eps, p, D):
     """P = first Piola-Kirchhoff stress of F; fills H = F⁻ᵀ and (corotated) R."""
-    d = F.shape[0]
+    d = D
     mu, lam = _lame(E, nu)
-    J = _inverse_transpose(F, H)
+    J = _inverse_transpose(F, H, p, D)
     if corotated:
-        _polar(F, R, X, Y, eps)
+        _polar(F, R, X, Y, eps, p, D)
         c = lam * (J - 1.0) * J
         for i in range(d):
             for j in range(d):
-                P[i, j] = 2.0 * mu * (F[i, j] - R[i, j]) + c * H[i, j]
+                P[p, i, j] = 2.0 * mu * (F[p, i, j] - R[p, i, j]) + c * H[p, i, j]
     else:
         c = lam * np.log(J)
         for i in range(d):
             for j in range(d):
-                P[i, j] = mu * (F[i, j] - H[i, j]) + c * H[i, j]
+                P[p, i, j] = mu * (F[p, i, j] - H[p, i, j]) + c * H[p, i, j]
     if exponent:
         kappa = E / (3.0 * (2.0 - 2.0 * nu))
         c = kappa * exponent * (J - 1.0) ** (exponent - 1) * J
         for i in range(d):
             for j in range(d):
-                P[i, j] += c * H[i, j]
+                P[p, i, j] += c * H[p, i, j]
     return J
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _piola_vjp(F, E, nu, corotated, exponent, G, g_F, H, R, T, S, J):
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _piola_vjp(F, E, nu, corotated, exponent, G, g_F, H, R, T, S, J, p, D):
     """g_F += ∂L/∂F given ∂L/∂P = G; returns (∂L/∂E, ∂L/∂ν). H, R from _piola."""
-    d = F.shape[0]
+    d = D
     mu, lam = _lame(E, nu)
     gH = 0.0
     for i in range(d):
         for j in range(d):
-            gH += G[i, j] * H[i, j]
+            gH += G[p, i, j] * H[p, i, j]
     # T = H Gᵀ H (the VJP of H = F⁻ᵀ is −H Gᵀ H)
     for i in range(d):
         for j in range(d):
             acc = 0.0
             for a in range(d):
                 for b in range(d):
-                    acc += H[i, a] * G[b, a] * H[b, j]
-            T[i, j] = acc
+                    acc += H[p, i, a] * G[p, b, a] * H[p, b, j]
+            T[p, i, j] = acc
     g_E = 0.0
     g_nu = 0.0
     if exponent:
-        p = exponent
+        q = exponent
         kappa = E / (3.0 * (2.0 - 2.0 * nu))
-        phi = kappa * p * (J - 1.0) ** (p - 1) * J
-        dphi = kappa * p * ((p - 1) * (J - 1.0) ** (p - 2) * J + (J - 1.0) ** (p - 1))
+        phi = kappa * q * (J - 1.0) ** (q - 1) * J
+        dphi = kappa * q * ((q - 1) * (J - 1.0) ** (q - 2) * J + (J - 1.0) ** (q - 1))
         for i in range(d):
             for j in range(d):
-                g_F[i, j] += dphi * J * gH * H[i, j] - phi * T[i, j]
-        g_kappa = p * (J - 1.0) ** (p - 1) * J * gH
+                g_F[p, i, j] += dphi * J * gH * H[p, i, j] - phi * T[p, i, j]
+        g_kappa = q * (J - 1.0) ** (q - 1) * J * gH
         g_E += g_kappa / (6.0 * (1.0 - nu))
         g_nu += g_kappa * E / (6.0 * (1.0 - nu) ** 2)
     if corotated:
@@ -530,18 +600,19 @@ def _piola_vjp(F, E, nu, corotated, exponent, G, g_F, H, R, T, S, J):
         g_mu = 0.0
         for i in range(d):
             for j in range(d):
-                g_F[i, j] += 2.0 * mu * G[i, j] + dc * H[i, j] - c * T[i, j]
-                g_mu += 2.0 * G[i, j] * (F[i, j] - R[i, j])
-                S[i, j] = -2.0 * mu * G[i, j]
-        _polar_vjp(F, R, S, g_F, T)
+                g_F[p, i, j] += 2.0 * mu * G[p, i, j] + dc * H[p, i, j] - c * T[p, i, j]
+                g_mu += 2.0 * G[p, i, j] * (F[p, i, j] - R[p, i, j])
+                S[p, i, j] = -2.0 * mu * G[p, i, j]
+        _polar_vjp(F, R, S, g_F, T, p, D)
         g_lam = (J - 1.0) * J * gH
     else:
         logJ = np.log(J)
         g_mu = 0.0
         for i in range(d):
             for j in range(d):
-                g_F[i, j] += mu * G[i, j] + (mu - lam * logJ) * T[i, j] + lam * gH * H[i, j]
-                g_mu += G[i, j] * (F[i, j] - H[i, j])
+                g_F[p, i, j] += (mu * G[p, i, j] + (mu - lam * logJ) * T[p, i, j]
+                                 + lam * gH * H[p, i, j])
+                g_mu += G[p, i, j] * (F[p, i, j] - H[p, i, j])
         g_lam = logJ * gH
     g_E += g_mu / (2.0 * (1.0 + nu)) + g_lam * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
     g_nu += (-g_mu * E / (2.0 * (1.0 + nu) ** 2)
@@ -549,37 +620,85 @@ def _piola_vjp(F, E, nu, corotated, exponent, G, g_F, H, R, T, S, J):
     return g_E, g_nu
 
 
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _impulses_particle(p, D, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated, exponent,
+                       eps, mass, affine, momentum, tau, P, H, R, X, Y):
+    _piola(F, E[p], nu[p], corotated, exponent, P, H, R, X, Y, eps, p, D)
+    m = rho[p] * V[p]
+    mass[p] = m
+    for i in range(D):
+        momentum[p, i] = m * v[p, i] + dt * cable_f[p, i]
+        for j in range(D):
+            acc = 0.0
+            for k in range(D):
+                acc += P[p, i, k] * F[p, j, k] + F[p, i, k] * sigma[p, k] * F[p, j, k]
+            tau[p, i, j] = acc
+    for i in range(D):
+        for j in range(D):
+            affine[p, i, j] = -dt * K * V[p] * tau[p, i, j] + m * C[p, i, j]
+
+
 @_dual
-def _impulses(F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated, exponent, eps):
-    """mass (n,), affine (n, d, d), momentum (n, d), τ (n, d, d): see step.particle_impulses."""
+def _impulses(F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated, exponent, eps,
+              mass, affine, momentum, tau, P, H, R, X, Y):
+    """Fill mass (n,), affine (n, d, d), momentum (n, d), τ (n, d, d) (see
+    step.particle_impulses); P, H, R, X, Y are (n, d, d) scratch."""
     n, d = v.shape
-    mass = np.empty_like(E)
-    affine = np.empty_like(F)
-    momentum = np.empty_like(v)
-    tau = np.empty_like(F)
-    scratch = np.empty((n, 4, d, d), dtype=F.dtype)
     for p in numba.prange(n):
-        P, H, X, Y = scratch[p, 0], scratch[p, 1], scratch[p, 2], scratch[p, 3]
-        R = affine[p]  # the rotation is only needed until τ is formed
-        _piola(F[p], E[p], nu[p], corotated, exponent, P, H, R, X, Y, eps)
-        m = rho[p] * V[p]
-        mass[p] = m
-        for i in range(d):
-            momentum[p, i] = m * v[p, i] + dt * cable_f[p, i]
-            for j in range(d):
-                acc = 0.0
-                for k in range(d):
-                    acc += P[i, k] * F[p, j, k] + F[p, i, k] * sigma[p, k] * F[p, j, k]
-                tau[p, i, j] = acc
-        for i in range(d):
-            for j in range(d):
-                affine[p, i, j] = -dt * K * V[p] * tau[p, i, j] + m * C[p, i, j]
-    return mass, affine, momentum, tau
+        if d == 2:
+            _impulses_particle(p, 2, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated,
+                               exponent, eps, mass, affine, momentum, tau, P, H, R, X, Y)
+        else:
+            _impulses_particle(p, 3, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated,
+                               exponent, eps, mass, affine, momentum, tau, P, H, R, X, Y)
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _impulses_vjp_particle(p, D, F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent,
+                           eps, g_mass_in, g_affine, g_momentum, scratch, outputs):
+    # tuples keep the call under CPython's 30-argument limit for plain calls, beyond which
+    # numba cannot inline it
+    P, H, R, X, Y, g_tau, g_P = scratch
+    g_v, g_F, g_C, g_sigma, g_E, g_nu, g_rho, g_V = outputs
+    J = _piola(F, E[p], nu[p], corotated, exponent, P, H, R, X, Y, eps, p, D)
+    m = rho[p] * V[p]
+    g_m = g_mass_in[p]
+    g_vol = 0.0
+    for i in range(D):
+        g_v[p, i] = m * g_momentum[p, i]
+        g_m += v[p, i] * g_momentum[p, i]
+        for j in range(D):
+            g_m += C[p, i, j] * g_affine[p, i, j]
+            g_C[p, i, j] = m * g_affine[p, i, j]
+            g_tau[p, i, j] = -dt * K * V[p] * g_affine[p, i, j]
+            g_vol += -dt * K * tau[p, i, j] * g_affine[p, i, j]
+    g_rho[p] = g_m * V[p]
+    g_V[p] = g_vol + g_m * rho[p]
+    for i in range(D):
+        for j in range(D):
+            a_P = 0.0
+            a_F = 0.0
+            a_S = 0.0
+            for k in range(D):
+                a_P += g_tau[p, i, k] * F[p, k, j]
+                a_F += g_tau[p, k, i] * P[p, k, j]
+                a_S += (g_tau[p, i, k] + g_tau[p, k, i]) * F[p, k, j]
+            g_P[p, i, j] = a_P
+            g_F[p, i, j] += a_F + a_S * sigma[p, j]
+        acc = 0.0
+        for a in range(D):
+            for b in range(D):
+                acc += F[p, a, i] * g_tau[p, a, b] * F[p, b, i]
+        g_sigma[p, i] = acc
+    g_e, g_n = _piola_vjp(F, E[p], nu[p], corotated, exponent, g_P, g_F, H, R, X,
+                            Y, J, p, D)
+    g_E[p] = g_e
+    g_nu[p] = g_n
 
 
 @_dual
 def _impulses_vjp(F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent, eps,
-                  g_mass_in, g_affine, g_momentum):
+                  g_mass_in, g_affine, g_momentum, P, H, R, X, Y, g_tau, g_P):
     """VJP of _impulses except the cable term: g_v, g_F, g_C, g_σ, g_E, g_ν, g_ρ, g_V."""
     n, d = v.shape
     g_v = np.empty_like(v)
@@ -590,43 +709,17 @@ def _impulses_vjp(F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent
     g_nu = np.empty_like(E)
     g_rho = np.empty_like(E)
     g_V = np.empty_like(E)
-    scratch = np.empty((n, 7, d, d), dtype=F.dtype)
+    scratch = (P, H, R, X, Y, g_tau, g_P)
+    outputs = (g_v, g_F, g_C, g_sigma, g_E, g_nu, g_rho, g_V)
     for p in numba.prange(n):
-        P, H, R, X, Y = (scratch[p, 0], scratch[p, 1], scratch[p, 2], scratch[p, 3],
-                         scratch[p, 4])
-        g_tau, g_P = scratch[p, 5], scratch[p, 6]
-        J = _piola(F[p], E[p], nu[p], corotated, exponent, P, H, R, X, Y, eps)
-        m = rho[p] * V[p]
-        g_m = g_mass_in[p]
-        g_vol = 0.0
-        for i in range(d):
-            g_v[p, i] = m * g_momentum[p, i]
-            g_m += v[p, i] * g_momentum[p, i]
-            for j in range(d):
-                g_m += C[p, i, j] * g_affine[p, i, j]
-                g_C[p, i, j] = m * g_affine[p, i, j]
-                g_tau[i, j] = -dt * K * V[p] * g_affine[p, i, j]
-                g_vol += -dt * K * tau[p, i, j] * g_affine[p, i, j]
-        g_rho[p] = g_m * V[p]
-        g_V[p] = g_vol + g_m * rho[p]
-        for i in range(d):
-            for j in range(d):
-                a_P = 0.0
-                a_F = 0.0
-                a_S = 0.0
-                for k in range(d):
-                    a_P += g_tau[i, k] * F[p, k, j]
-                    a_F += g_tau[k, i] * P[k, j]
-                    a_S += (g_tau[i, k] + g_tau[k, i]) * F[p, k, j]
-                g_P[i, j] = a_P
-                g_F[p, i, j] += a_F + a_S * sigma[p, j]
-            acc = 0.0
-            for a in range(d):
-                for b in range(d):
-                    acc += F[p, a, i] * g_tau[a, b] * F[p, b, i]
-            g_sigma[p, i] = acc
-        g_E[p], g_nu[p] = _piola_vjp(F[p], E[p], nu[p], corotated, exponent, g_P, g_F[p], H,
-                                     R, X, Y, J)
+        if d == 2:
+            _impulses_vjp_particle(p, 2, F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated,
+                                   exponent, eps, g_mass_in, g_affine, g_momentum, scratch,
+                                   outputs)
+        else:
+            _impulses_vjp_particle(p, 3, F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated,
+                                   exponent, eps, g_mass_in, g_affine, g_momentum, scratch,
+                                   outputs)
     return g_v, g_F, g_C, g_sigma, g_E, g_nu, g_rho, g_V
 
 
@@ -671,16 +764,15 @@ def _flat_layers(c: StepConstants):
     return node_index, normal, start, kinds, frictions
 
 
-_LAYER_CACHE: dict[int, tuple] = {}
+_LAYER_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _layers(c: StepConstants):
-    key = id(c)
-    cached = _LAYER_CACHE.get(key)
-    if cached is None or cached[0] is not c:
-        cached = (c, _flat_layers(c))
-        _LAYER_CACHE[key] = cached
-    return cached[1]
+    """The boundary layers concatenated for the kernels, computed once per constants."""
+    flat = _LAYER_CACHE.get(c)
+    if flat is None:
+        flat = _LAYER_CACHE[c] = _flat_layers(c)
+    return flat
 
 
 def _pick(kernel: _Kernel, parallel: bool):
@@ -700,11 +792,17 @@ def _particle_terms(c: StepConstants, state: MPMState, action, params: dict, dt:
         cable_f = cable_forces(np, state.particle_x, cable_signals, c.cables)
     else:
         cable_f = np.zeros_like(state.particle_x)
-    mass, affine, momentum, tau = _pick(_impulses, parallel)(
+    ws = _workspace(c)
+    d = state.particle_x.shape[1]
+    mass = ws.get("mass", (n,), dtype)
+    affine, tau = ws.get("affine", (n, d, d), dtype), ws.get("tau", (n, d, d), dtype)
+    momentum = ws.get("momentum", (n, d), dtype)
+    _pick(_impulses, parallel)(
         state.particle_F, state.particle_C, state.particle_v, params["youngs_modulus"],
         params["poissons_ratio"], params["density"], params["volume"], sigma, cable_f,
         dtype.type(dt), dtype.type(4.0 / c.dx**2), c.material == "corotated", c.exponent,
-        dtype.type(np.finfo(dtype).eps))
+        dtype.type(np.finfo(dtype).eps), mass, affine, momentum, tau,
+        *_matrices(ws, "scratch", 5, n, d, dtype))
     saved = dict(sigma=sigma, tau=tau, cable_signals=cable_signals)
     return mass, affine, momentum, saved
 
@@ -716,7 +814,8 @@ def _particle_terms_vjp(c: StepConstants, state: MPMState, params: dict, dt: flo
         state.particle_F, state.particle_C, state.particle_v, params["youngs_modulus"],
         params["poissons_ratio"], params["density"], params["volume"], saved["sigma"],
         saved["tau"], dtype.type(dt), dtype.type(4.0 / c.dx**2), c.material == "corotated",
-        c.exponent, dtype.type(np.finfo(dtype).eps), g_mass, g_affine, g_momentum)
+        c.exponent, dtype.type(np.finfo(dtype).eps), g_mass, g_affine, g_momentum,
+        *_matrices(_workspace(c), "scratch", 7, *state.particle_F.shape[:2], dtype))
     g_stress = _actuation_vjp(g_sigma, c.actuator_index, c.actuator_axes,
                               c.actuator_max_stress)
     g_x, g_cable = cable_forces_vjp(np, state.particle_x, saved["cable_signals"], c.cables,
@@ -731,27 +830,71 @@ def _contiguous(state: MPMState) -> MPMState:
         state.particle_x, state.particle_v, state.particle_F, state.particle_C)))
 
 
+class _Workspace:
+    """Grid-sized and per-particle scratch arrays reused across calls.
+
+    Allocating fresh multi-megabyte arrays every substep costs page faults that exceed the
+    arithmetic (3D, 64³ nodes: ~6 MB per grid field). Results returned to callers are
+    always fresh arrays; only intermediates live here, so a simulator must not be stepped
+    from two threads at once.
+    """
+
+    def __init__(self):
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, shape: tuple, dtype) -> np.ndarray:
+        array = self._arrays.get(name)
+        if array is None or array.shape != shape or array.dtype != dtype:
+            array = np.empty(shape, dtype=dtype)
+            self._arrays[name] = array
+        return array
+
+
+_WORKSPACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _workspace(c: StepConstants) -> _Workspace:
+    ws = _WORKSPACES.get(c)
+    if ws is None:
+        ws = _WORKSPACES[c] = _Workspace()
+    return ws
+
+
+def _matrices(ws: _Workspace, name: str, count: int, n: int, d: int, dtype) -> list:
+    """``count`` scratch arrays of shape (n, d, d)."""
+    return [ws.get(f"{name}{k}", (n, d, d), dtype) for k in range(count)]
+
+
 def _forward(c: StepConstants, state: MPMState, action, params: dict, dt: float,
              parallel: bool):
     dtype = c.dtype
     K = dtype.type(4.0 / c.dx**2)
     dt_t = dtype.type(dt)
+    dx = dtype.type(c.dx)
     state = _contiguous(state)
     x, F = state.particle_x, state.particle_F
+    n, d = x.shape
+    S, G = c.offsets.shape[0], c.node_count
+    ws = _workspace(c)
     mass, affine, momentum, saved = _particle_terms(c, state, action, params, dt, parallel)
-    weight, grad_weight, offset_x, node = _pick(_stencil, parallel)(
-        x, dtype.type(c.dx), c.grid_resolution, c.offsets, c.strides)
-    grid_mv, grid_m = _p2g.serial(weight, offset_x, node, momentum, affine, mass, c.node_count)
-    grid_v, grid_v_free, inv_m = _pick(_grid_update, parallel)(grid_mv, grid_m, c.gravity,
-                                                               dt_t)
+    fx, w, dw = ws.get("fx", (n, d), dtype), ws.get("w", (n, d, 3), dtype), \
+        ws.get("dw", (n, d, 3), dtype)
+    weight, node = ws.get("weight", (n, S), dtype), ws.get("node", (n, S), np.int64)
+    _pick(_stencil, parallel)(x, dx, c.grid_resolution, c.offsets, c.strides, fx, w, dw,
+                              weight, node)
+    grid_mv, grid_m = ws.get("grid_mv", (G, d), dtype), ws.get("grid_m", (G,), dtype)
+    _p2g.serial(weight, node, c.offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m)
+    grid_v, grid_v_free = ws.get("grid_v", (G, d), dtype), ws.get("grid_v_free", (G, d), dtype)
+    inv_m = ws.get("inv_m", (G,), dtype)
+    _pick(_grid_update, parallel)(grid_mv, grid_m, c.gravity, dt_t, grid_v, grid_v_free, inv_m)
     node_index, normal, start, kinds, frictions = _layers(c)
-    inputs = np.empty((node_index.shape[0], c.dim), dtype=dtype)
+    inputs = ws.get("inputs", (node_index.shape[0], d), dtype)
     _pick(_project, parallel)(grid_v, node_index, normal, start, kinds, frictions, inputs)
-    new_x, new_v, new_C, new_F = _pick(_g2p, parallel)(weight, offset_x, node, grid_v, x, F,
-                                                       dt_t, K)
-    saved.update(mass=mass, affine=affine, momentum=momentum, weight=weight,
-                 grad_weight=grad_weight, offset_x=offset_x, node=node, grid_v=grid_v,
-                 grid_v_free=grid_v_free, inv_m=inv_m, inputs=inputs, new_C=new_C)
+    new_x, new_v, new_C, new_F = _pick(_g2p, parallel)(weight, node, c.offsets, fx, dx, grid_v,
+                                                       x, F, dt_t, K)
+    saved.update(mass=mass, affine=affine, momentum=momentum, fx=fx, w=w, dw=dw,
+                 weight=weight, node=node, grid_v=grid_v, grid_v_free=grid_v_free,
+                 inv_m=inv_m, inputs=inputs, new_C=new_C, dx=dx)
     return MPMState(new_x, new_v, new_F, new_C), saved
 
 
@@ -771,18 +914,29 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
     state = _contiguous(state)
     g_next = _contiguous(g_next)
     _, s = _forward(c, state, action, params, dt, parallel)
-    args = (s["weight"], s["grad_weight"], s["offset_x"], s["node"])
-    g_x, g_F, g_new_v, g_new_C = _pick(_g2p_vjp_particles, parallel)(
-        *args, s["grid_v"], state.particle_F, s["new_C"], g_next.particle_x,
-        g_next.particle_v, g_next.particle_F, g_next.particle_C, dt_t, K)
-    g_grid_v = _g2p_vjp_grid.serial(s["weight"], s["offset_x"], s["node"], g_new_v, g_new_C,
-                                    K, c.node_count)
+    ws = _workspace(c)
+    G, d = s["grid_v"].shape
+    dx = s["dx"]
+    n = state.particle_x.shape[0]
+    g_x, g_new_v = ws.get("g_x", (n, d), dtype), ws.get("g_new_v", (n, d), dtype)
+    g_F, g_new_C = ws.get("g_F", (n, d, d), dtype), ws.get("g_new_C", (n, d, d), dtype)
+    _pick(_g2p_vjp_particles, parallel)(
+        s["weight"], s["node"], c.offsets, s["fx"], s["w"], s["dw"], dx, s["grid_v"],
+        state.particle_F, s["new_C"], g_next.particle_x, g_next.particle_v,
+        g_next.particle_F, g_next.particle_C, dt_t, K, g_x, g_F, g_new_v, g_new_C)
+    g_grid_v = ws.get("g_grid_v", (G, d), dtype)
+    _g2p_vjp_grid.serial(s["weight"], s["node"], c.offsets, s["fx"], dx, g_new_v, g_new_C, K,
+                         g_grid_v)
     node_index, normal, start, kinds, frictions = _layers(c)
     _pick(_project_vjp, parallel)(g_grid_v, node_index, normal, start, kinds, frictions,
                                   s["inputs"])
-    g_mv, g_m = _pick(_grid_update_vjp, parallel)(g_grid_v, s["grid_v_free"], s["inv_m"])
-    g_momentum, g_affine, g_mass, g_xp = _pick(_p2g_vjp, parallel)(
-        *args, g_mv, g_m, s["momentum"], s["affine"], s["mass"])
+    g_mv, g_m = ws.get("g_mv", (G, d), dtype), ws.get("g_m", (G,), dtype)
+    _pick(_grid_update_vjp, parallel)(g_grid_v, s["grid_v_free"], s["inv_m"], g_mv, g_m)
+    g_momentum, g_xp = ws.get("g_momentum", (n, d), dtype), ws.get("g_xp", (n, d), dtype)
+    g_affine, g_mass = ws.get("g_affine", (n, d, d), dtype), ws.get("g_mass", (n,), dtype)
+    _pick(_p2g_vjp, parallel)(
+        s["weight"], s["node"], c.offsets, s["fx"], s["w"], s["dw"], dx, g_mv, g_m,
+        s["momentum"], s["affine"], s["mass"], g_momentum, g_affine, g_mass, g_xp)
     g_xi, g_v, g_Fi, g_C, g_action, g_params = _particle_terms_vjp(
         c, state, params, dt, s, g_mass, g_affine, g_momentum, parallel)
     return MPMState(g_x + g_xp + g_xi, g_v, g_F + g_Fi, g_C), g_action, g_params

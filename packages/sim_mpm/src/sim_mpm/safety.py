@@ -54,8 +54,8 @@ def check_time_step(model, design: dict, dt: float, *, elastic_courant: float = 
             f"time step {dt:.3g} s is unstable for this MPM scene: the largest safe time step "
             f"is {safe:.3g} s (Δt ≤ {elastic_courant} Δx √(ρ/E) = "
             f"{elastic_courant * model.dx * float(np.min(np.sqrt(rho / E))):.3g} s"
-            + (f", Δt ≤ {velocity_courant} Δx / |v|max = {velocity_courant * model.dx / speed:.3g} s"
-               if speed > 0 else "")
+            + (f", Δt ≤ {velocity_courant} Δx / |v|max = "
+               f"{velocity_courant * model.dx / speed:.3g} s" if speed > 0 else "")
             + "); lower dt (more substeps) or soften/densify the material")
 
 

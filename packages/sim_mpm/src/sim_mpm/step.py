@@ -131,15 +131,14 @@ def _split_action(c: StepConstants, action):
 
 
 def _particle_stress(c, F, params, stress_signals):
-    """Kirchhoff stress τ = P Fᵀ + F σ_a Fᵀ, shape (n, d, d), with P and σ_a."""
+    """Kirchhoff stress τ = P Fᵀ + F σ_a Fᵀ, shape (n, d, d)."""
     xp = c.xp
     P = first_piola(xp, F, params["youngs_modulus"], params["poissons_ratio"],
                     material=c.material, exponent=c.exponent)
     sigma = stress_actuation(xp, stress_signals, c.actuator_index, c.actuator_axes,
                              c.actuator_max_stress)
     FT = xp.swapaxes(F, 1, 2)
-    tau = P @ FT + (F * sigma[:, None, :]) @ FT
-    return tau, P, sigma
+    return P @ FT + (F * sigma[:, None, :]) @ FT
 
 
 def particle_impulses(c: StepConstants, state: MPMState, action, params: dict, dt: float):
@@ -150,7 +149,7 @@ def particle_impulses(c: StepConstants, state: MPMState, action, params: dict, d
     xp, K = c.xp, 4.0 / c.dx**2
     stress_signals, cable_signals = _split_action(c, action)
     mass = params["density"] * params["volume"]
-    tau, _, _ = _particle_stress(c, state.particle_F, params, stress_signals)
+    tau = _particle_stress(c, state.particle_F, params, stress_signals)
     affine = ((-dt * K) * params["volume"][:, None, None] * tau
               + mass[:, None, None] * state.particle_C)
     momentum = (mass[:, None] * state.particle_v

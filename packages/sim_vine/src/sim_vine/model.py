@@ -39,14 +39,14 @@ def _positive(value, name: str) -> float:
     return value
 
 
-def _per_entity(value, count: int, name: str, *, allow_zero: bool = True) -> np.ndarray:
+def _per_entity(value, count: int, name: str) -> np.ndarray:
     array = np.asarray(value, dtype=np.float64)
     if array.ndim == 0:
         array = np.full(count, float(array))
     if array.shape != (count,):
         raise ModelError(f"{name} must be a number or a list of {count}, got shape {array.shape}")
-    if not np.all(np.isfinite(array)) or np.any(array < 0) or (not allow_zero and np.any(array == 0)):
-        raise ModelError(f"{name} must be finite and {'≥' if allow_zero else '>'} 0, got {array}")
+    if not np.all(np.isfinite(array)) or np.any(array < 0):
+        raise ModelError(f"{name} must be finite and ≥ 0, got {array}")
     return array
 
 
@@ -194,7 +194,8 @@ class VineModel:
             return np.asarray(bodies, dtype=np.int64), np.full(len(bodies), d)
         points = np.asarray(self.contact, dtype=np.float64)
         if points.ndim != 2 or points.shape[1] != 2 or len(points) == 0:
-            raise ModelError(f"contact points must be a list of [body, offset], got {self.contact!r}")
+            raise ModelError(
+                f"contact points must be a list of [body, offset], got {self.contact!r}")
         bodies = points[:, 0]
         if np.any(bodies != np.round(bodies)) or np.any(bodies < 0) or np.any(bodies >= n):
             raise ModelError(f"contact body indices must be integers in [0, {n}), got {bodies}")

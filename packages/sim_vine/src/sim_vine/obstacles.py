@@ -95,7 +95,7 @@ Obstacle = Circle | Polygon | Wall
 
 
 def rectangle(center, size, angle: float = 0.0) -> Polygon:
-    """A rectangle of ``size`` (width, height) [m] around ``center`` [m], rotated by ``angle`` [rad]."""
+    """A rectangle of ``size`` (width, height) [m] around ``center`` [m] turned by ``angle``."""
     center = _vector(center, "rectangle center")
     size = _vector(size, "rectangle size")
     if np.any(size <= 0):

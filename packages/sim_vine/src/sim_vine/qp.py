@@ -4,20 +4,20 @@
 
 The sparsity of P and A never changes, so :class:`VineQP` builds OSQP once and every step
 only ``update()``s the values, warm-started from the previous velocity and multipliers.
-OSQP polishes its answer: it solves the KKT system of the rows it found active, with
-iterative refinement, which makes the solution exact to round-off; the polished solution is
-accepted after checking that inactive contact rows hold and active ones push. When polishing
-fails, an exact active-set refinement of our own takes over: the equilibrated KKT system of
-the active rows is solved by a sparse LU (a tiny dual regularization removed by iterative
-refinement), and rows whose multiplier has the wrong sign or that are violated are swapped
-until the QP's optimality conditions hold to round-off. Either way the solution depends
-only on the active set, which makes steps reproducible and lets :mod:`sim_vine.step`
-differentiate through the same KKT system.
+OSQP's iterate tells which contact rows are active; the KKT system of that active set is
+then solved exactly by a banded LU (:mod:`sim_vine.kkt`, linear in N, in place of OSQP's
+polishing, which refactorizes a fresh reduced system every step) and accepted after checking
+that inactive contact rows hold and active ones push. When the check fails, an active-set
+refinement (equilibrated sparse LU with iterative refinement) swaps rows whose multiplier
+has the wrong sign or that are violated until the QP's optimality conditions hold to
+round-off. Either way the solution depends only on the active set, which makes steps
+reproducible and lets :mod:`sim_vine.step` differentiate through the same KKT system.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import osqp
@@ -26,7 +26,9 @@ import scipy.sparse.linalg as spla
 
 from codesign import SimulationError
 
+from ._kernels import guess_active, optimal_at, osqp_data, rows_times_fast
 from .constraints import RowLayout, rows_times
+from .kkt import BandedKKT
 from .model import VineModel
 
 __all__ = ["SolverSettings", "QPProblem", "QPSolution", "VineQP", "QPError"]
@@ -46,18 +48,20 @@ class SolverSettings:
         eps_abs, eps_rel: OSQP's absolute and relative tolerances.
         max_iter: OSQP's iteration limit per step.
         rho: OSQP's initial ADMM step size.
-        refine: solve the active set's KKT system exactly after OSQP (needed for gradients
-            accurate to 1e-6 and for bit-reproducible steps).
+        refine: solve the active set's KKT system exactly after OSQP, and search the active
+            set when OSQP's guess fails (needed for gradients accurate to 1e-6, for
+            bit-reproducible steps and for accuracy at loose eps); ``False`` returns
+            OSQP's iterate as it is.
         refine_iterations: most active-set changes the refinement may make.
         feasibility_tolerance: largest constraint violation [m/s] the refinement accepts.
     """
 
-    eps_abs: float = 1e-5
-    eps_rel: float = 1e-5
+    eps_abs: float = 1e-4
+    eps_rel: float = 1e-4
     max_iter: int = 10000
     rho: float = 0.1
     refine: bool = True
-    refine_iterations: int = 20
+    refine_iterations: int = 50
     feasibility_tolerance: float = 1e-9
 
     def __post_init__(self):
@@ -160,11 +164,14 @@ class VineQP:
         m = layout.size
         self._solver.setup(placeholder_P, np.zeros(n), placeholder_A, -np.ones(m), np.ones(m),
                            eps_abs=settings.eps_abs, eps_rel=settings.eps_rel,
-                           max_iter=int(settings.max_iter), rho=settings.rho, polishing=True,
-                           polish_refine_iter=10,
+                           max_iter=int(settings.max_iter), rho=settings.rho, polishing=False,
                            verbose=False, warm_starting=True, adaptive_rho_interval=25,
-                           check_termination=10, scaling=0)
+                           check_termination=2, scaling=0)
         self._last_y = np.zeros(m)
+        self._pair_bodies = np.stack([np.full(layout.pair_count, -1),
+                                      layout.row_bodies[layout.contact][::2, 1]], axis=1)
+        self._banded = BandedKKT(layout.row_bodies, self._p_rows, self._p_cols, self._a_rows,
+                                 self._a_cols)
 
     # -- assembly ---------------------------------------------------------------------
 
@@ -191,51 +198,76 @@ class VineQP:
         A.data = np.asarray(row_values).reshape(-1)[self._a_slots]
         return A
 
-    # -- solving ----------------------------------------------------------------------
+    def scaled_data(self, problem: QPProblem):
+        """OSQP's data ``(Px, Ax, q, l, u)`` scaled, and the column and row scales.
 
-    def solve(self, problem: QPProblem, warm_v) -> QPSolution:
-        """Solve one step's QP; raise :class:`QPError` when OSQP or the refinement fails."""
-        # Our own fixed scaling instead of OSQP's data-dependent equilibration: velocities
-        # by √M (so P has a unit diagonal), rows by their norm. Each row's scale depends
-        # on that row alone, so inactive rows cannot perturb the polished solution.
+        Our own fixed scaling instead of OSQP's data-dependent equilibration: velocities by
+        √M (so P has a unit diagonal), rows by their norm. Each row's scale depends on that
+        row alone, so inactive rows cannot perturb the exact solution. Compiled; see
+        :meth:`scaled_data_reference` for the same in NumPy.
+        """
+        parent, child = self.model.pins
+        return osqp_data(problem.mass_diagonal, problem.spring_weights, problem.rhs,
+                         problem.row_values, problem.lower, problem.upper, parent, child,
+                         self._p_order, self._p_rows, self._p_cols, self._a_slots,
+                         self._a_rows, self._a_cols, self.layout.size)
+
+    def scaled_data_reference(self, problem: QPProblem):
+        """NumPy reference of :meth:`scaled_data`."""
         col_scale = 1.0 / np.sqrt(problem.mass_diagonal.reshape(-1))
         Px = self.p_values(problem.mass_diagonal, problem.spring_weights)
         Px_scaled = Px * col_scale[self._p_rows] * col_scale[self._p_cols]
-        A = self.a_matrix(problem.row_values)
-        Ax_scaled = A.data * col_scale[self._a_cols]
+        Ax_scaled = self.a_matrix(problem.row_values).data * col_scale[self._a_cols]
         row_norm = np.sqrt(np.bincount(self._a_rows, weights=Ax_scaled**2,
                                        minlength=self.layout.size))
         row_scale = 1.0 / np.maximum(row_norm, 1e-300)
         Ax_scaled *= row_scale[self._a_rows]
-        b = problem.rhs.reshape(-1)
+        q = -problem.rhs.reshape(-1) * col_scale
         upper = np.minimum(problem.upper * row_scale, _INFINITY)
-        self._solver.update(q=-b * col_scale, l=problem.lower * row_scale, u=upper,
-                            Px=Px_scaled, Ax=Ax_scaled)
-        self._solver.warm_start(x=np.asarray(warm_v, dtype=np.float64).reshape(-1) / col_scale,
-                                y=self._last_y)
-        result = self._solver.solve(raise_error=False)
-        status = result.info.status
-        status_val = result.info.status_val
+        return Px_scaled, Ax_scaled, q, problem.lower * row_scale, upper, col_scale, row_scale
+
+    # -- solving ----------------------------------------------------------------------
+
+    def solve(self, problem: QPProblem, warm_v) -> QPSolution:
+        """Solve one step's QP; raise :class:`QPError` when OSQP or the refinement fails."""
+        Px, Ax, q, lower, upper, col_scale, row_scale = self.scaled_data(problem)
+        # The extension object's methods directly: the Python wrapper's update() and
+        # solve() copy the data for its derivative cache and rebuild an info namespace on
+        # every call, which costs more than the solve itself at this size.
+        solver = self._solver._solver
+        solver.update_data_vec(q=q, l=lower, u=upper)
+        solver.update_data_mat(P_x=Px, P_i=None, A_x=Ax, A_i=None)
+        solver.warm_start(np.asarray(warm_v, dtype=np.float64).reshape(-1) / col_scale,
+                          self._last_y)
+        solver.solve()
+        info = solver.info
+        status, status_val = info.status, info.status_val
         if status_val not in (1, 2, 7):
             raise QPError(f"OSQP reports '{status}' (for example, a growth rate or joint "
                           "constraint that contact makes impossible to meet)")
-        x = np.array(result.x) * col_scale
-        self._last_y = np.array(result.y)
+        x = np.array(solver.solution.x) * col_scale
+        self._last_y = np.array(solver.solution.y)
         y = self._last_y * row_scale
-        if not np.all(np.isfinite(x)):
+        if not math.isfinite(float(np.sum(x))):
             raise QPError(f"OSQP returned a non-finite velocity (status '{status}')")
-        iterations = int(result.info.iter)
-        if result.info.status_polish == 1:
-            polished = self._accept_polished(problem, A, x, y, iterations)
-            if polished is not None:
-                return polished
-        equality = np.zeros(self.layout.size, dtype=bool)
-        equality[: self.layout.equality_count] = True
-        active = equality | (A @ x - problem.lower < -y)
-        if self.settings.refine:
-            refined = self.refine(problem, A, active)
-            if refined is not None:
-                return refined
+        iterations = int(info.iter)
+        active = guess_active(self.layout.row_bodies, problem.row_values, x.reshape(-1, 3),
+                              problem.lower, row_scale, self._last_y,
+                              self.layout.equality_count, self.layout.contact.start,
+                              problem.friction == 0.0, problem.tangent_rows)
+        if not self.settings.refine:  # OSQP's own iterate, accurate to eps_abs/eps_rel only
+            if status_val != 1:
+                raise QPError(f"OSQP stopped with '{status}' after {iterations} iterations; "
+                              "raise solver max_iter or loosen eps_abs/eps_rel")
+            return QPSolution(v=x.reshape(-1, 3), y=y, active=active, exact=False,
+                              iterations=iterations, status=status)
+        exact = self._active_set_solution(problem, Px, Ax, q, lower, col_scale, row_scale,
+                                          active, iterations)
+        if exact is not None:
+            return exact
+        refined = self.refine(problem, active)
+        if refined is not None:
+            return refined
         if status_val != 1:
             raise QPError(f"OSQP stopped with '{status}' after {iterations} iterations "
                           "and the active-set refinement did not converge; raise "
@@ -243,29 +275,68 @@ class VineQP:
         return QPSolution(v=x.reshape(-1, 3), y=y, active=active, exact=False,
                           iterations=iterations, status=status)
 
-    def _accept_polished(self, problem: QPProblem, A, x, y, iterations) -> QPSolution | None:
-        """OSQP's polished solution with its active set, if it passes the optimality checks.
+    def guess_active_reference(self, problem: QPProblem, x, row_scale, scaled_y) -> np.ndarray:
+        """Rows held with equality according to OSQP's iterate (the rule of OSQP's polishing).
 
-        Polishing solves the KKT system of the rows OSQP found active (with iterative
-        refinement), so on success it is exact to round-off; the checks are those of
-        :meth:`refine`: inactive contact rows satisfied, active ones pushing, not pulling.
+        At μ = 0 each contact pair's coinciding cone edges collapse to the one that would
+        bind for μ > 0, the edge opposing the sliding. NumPy reference of the compiled
+        :func:`sim_vine._kernels.guess_active`.
         """
+        scaled_slack = (rows_times(self.layout.row_bodies, problem.row_values,
+                                   np.asarray(x).reshape(-1, 3)) - problem.lower) * row_scale
         contact = self.layout.contact
-        y = y.copy()
-        if problem.friction == 0.0:  # coinciding cone edges: one row carries the impulse
-            total = y[contact.start::2] + y[contact.start + 1::2]
-            edge = self._binding_edge(problem, x)
-            y[contact.start::2] = np.where(edge == 0, total, 0.0)
-            y[contact.start + 1::2] = np.where(edge == 1, total, 0.0)
         active = np.zeros(self.layout.size, dtype=bool)
         active[: self.layout.equality_count] = True
-        active[contact] = y[contact] < 0.0
-        slack = (A @ x - problem.lower)[contact]
-        tol = self.settings.feasibility_tolerance * np.maximum(1.0, np.abs(problem.lower[contact]))
-        if np.any((slack < -tol) & ~active[contact]) or np.any(y[contact] > 0.0):
+        active[contact] = (scaled_slack < -scaled_y)[contact]
+        if problem.friction == 0.0:
+            either = active[contact.start::2] | active[contact.start + 1::2]
+            edge = self._binding_edge(problem, x)
+            active[contact.start::2] = either & (edge == 0)
+            active[contact.start + 1::2] = either & (edge == 1)
+        return active
+
+    def _active_set_solution(self, problem: QPProblem, Px, Ax, q, lower, col_scale, row_scale,
+                             active, iterations) -> QPSolution | None:
+        """The exact solution at ``active`` (banded KKT solve), if it is optimal there.
+
+        Optimal means: inactive contact rows hold and active ones push (multiplier ≤ 0);
+        otherwise None, and :meth:`refine` searches the active set.
+        """
+        n, m = 3 * self.model.body_count, self.layout.size
+        rhs = np.zeros(n + m)
+        rhs[:n] = -q
+        rhs[n:] = np.where(active, lower, 0.0)
+        solution = self._banded.solve(Px, Ax, active, rhs)
+        if solution is None or not math.isfinite(float(np.sum(solution))):
             return None
-        return QPSolution(v=x.reshape(-1, 3), y=y, active=active, exact=True,
-                          iterations=iterations, status="polished")
+        v = solution[:n] * col_scale
+        y = np.where(active, solution[n:], 0.0) * row_scale
+        if not optimal_at(self.layout.row_bodies, problem.row_values, v.reshape(-1, 3),
+                          problem.lower, active, solution[n:], self.layout.contact.start,
+                          self.settings.feasibility_tolerance):
+            return None
+        return QPSolution(v=v.reshape(-1, 3), y=y, active=active, exact=True,
+                          iterations=iterations, status="active-set KKT")
+
+    def adjoint(self, problem: QPProblem, active, g_v) -> tuple[np.ndarray, np.ndarray]:
+        """``(w, z)`` with ``[P Aₐᵀ; Aₐ 0] [w; z] = [g_v; 0]``; z is zero on inactive rows.
+
+        The banded solve of the scaled system (``K⁻¹ = S K̃⁻¹ S``), or the sparse LU of
+        :meth:`kkt_solver` when the banded matrix is singular.
+        """
+        n = 3 * self.model.body_count
+        Px, Ax, _, _, _, col_scale, row_scale = self.scaled_data(problem)
+        rhs = np.zeros(n + self.layout.size)
+        rhs[:n] = col_scale * np.asarray(g_v).reshape(-1)
+        solution = self._banded.solve(Px, Ax, active, rhs)
+        if solution is not None and math.isfinite(float(np.sum(solution))):
+            return col_scale * solution[:n], np.where(active, solution[n:], 0.0) * row_scale
+        rows = np.flatnonzero(active)
+        solve = self.kkt_solver(problem, self.a_matrix(problem.row_values), active)
+        x = solve(np.concatenate([np.asarray(g_v).reshape(-1), np.zeros(len(rows))]))
+        z = np.zeros(self.layout.size)
+        z[rows] = x[n:]
+        return x[:n], z
 
     def kkt_matrix(self, problem: QPProblem, A, active) -> tuple[sp.csc_matrix, np.ndarray]:
         """Equilibrated KKT matrix ``S K S`` of the active rows, and the scaling S.
@@ -306,75 +377,62 @@ class VineQP:
 
         return solve
 
-    def refine(self, problem: QPProblem, A, active) -> QPSolution | None:
-        """Exact solution by active-set iteration from OSQP's guess, or None on failure."""
-        n = 3 * self.model.body_count
-        b = problem.rhs.reshape(-1)
-        lower, upper = problem.lower, problem.upper
-        contact = np.zeros(self.layout.size, dtype=bool)
+    def refine(self, problem: QPProblem, active) -> QPSolution | None:
+        """Exact solution by active-set iteration from OSQP's guess, or None on failure.
+
+        Each iteration solves the banded KKT system at the current active set, then frees
+        the contact row pulling hardest (multiplier of the wrong sign) and holds the most
+        violated one; a singular system (dependent contact rows) restarts from none. At
+        μ = 0 a pair's first cone edge stands for both while iterating; the impulse then
+        moves to the edge opposing the sliding.
+        """
+        n, m = 3 * self.model.body_count, self.layout.size
+        Px, Ax, q, lower_scaled, _, col_scale, row_scale = self.scaled_data(problem)
+        contact = np.zeros(m, dtype=bool)
         contact[self.layout.contact] = True
+        start = self.layout.contact.start
+        zero = problem.friction == 0.0
         active = active.copy()
-        duplicate = self._duplicate_rows(problem, A, active)
-        active &= ~duplicate
-        tol = self.settings.feasibility_tolerance
+        if zero:
+            active[start::2] |= active[start + 1::2]
+            active[start + 1::2] = False
+        tol = self.settings.feasibility_tolerance * np.maximum(1.0, np.abs(problem.lower))
+        rhs = np.zeros(n + m)
+        rhs[:n] = -q
         for _ in range(self.settings.refine_iterations):
-            rows = np.flatnonzero(active)
-            solve = self.kkt_solver(problem, A, active)
-            target = np.where(np.isfinite(upper[rows]) & ~contact[rows], upper[rows], lower[rows])
-            x = solve(np.concatenate([b, target]))
-            v, y_act = x[:n], x[n:]
-            if not np.all(np.isfinite(x)):
-                return None
-            y = np.zeros(self.layout.size)
-            y[rows] = y_act
-            slack = A @ v - lower
-            scale = np.maximum(1.0, np.abs(lower))
-            violated = contact & ~active & ~duplicate & (slack < -tol * scale)
-            wrong_sign = contact & active & (y > 0)
+            rhs[n:] = np.where(active, lower_scaled, 0.0)
+            solution = self._banded.solve(Px, Ax, active, rhs)
+            if solution is None or not math.isfinite(float(np.sum(solution))):
+                if not active[contact].any():
+                    return None
+                active[contact] = False  # dependent contact rows: start from none of them
+                continue
+            v = (solution[:n] * col_scale).reshape(-1, 3)
+            scaled_y = np.where(active, solution[n:], 0.0)
+            slack = rows_times_fast(self.layout.row_bodies, problem.row_values, v) - problem.lower
+            violated = contact & ~active & (slack < -tol)
+            if zero:
+                violated[start + 1::2] = False
+            wrong_sign = contact & active & (scaled_y > 1e-12)
             if not violated.any() and not wrong_sign.any():
-                return QPSolution(v=v.reshape(-1, 3), y=y, active=active, exact=True,
+                if zero:  # while iterating only the first edges were active
+                    pair_active = active[start::2].copy()
+                    moved = pair_active & (self._binding_edge(problem, v) == 1)
+                    active[start::2] = pair_active & ~moved
+                    active[start + 1::2] = moved
+                    scaled_y[start + 1::2] = np.where(moved, scaled_y[start::2], 0.0)
+                    scaled_y[start::2] = np.where(moved, 0.0, scaled_y[start::2])
+                return QPSolution(v=v, y=scaled_y * row_scale, active=active, exact=True,
                                   iterations=0, status="refined")
             if wrong_sign.any():
-                active = active.copy()
-                active[np.flatnonzero(wrong_sign)[np.argmax(y[wrong_sign])]] = False
-            if violated.any():
-                active = active | violated
+                active[np.flatnonzero(wrong_sign)[np.argmax(scaled_y[wrong_sign])]] = False
+            if violated.any():  # one row at a time, so that no dependent set is formed
+                worst = np.flatnonzero(violated)[np.argmin((slack / tol)[violated])]
+                active[worst] = True
         return None
 
     def _binding_edge(self, problem: QPProblem, v) -> np.ndarray:
         """Per contact pair, the cone edge (0: N + μT, 1: N − μT) opposing the sliding."""
-        pairs = problem.tangent_rows
-        bodies = np.stack([np.full(len(pairs), -1),
-                           self.layout.row_bodies[self.layout.contact][::2, 1]], axis=1)
-        sliding = rows_times(bodies, pairs, np.asarray(v).reshape(-1, 3))
+        sliding = rows_times_fast(self._pair_bodies, problem.tangent_rows,
+                                  np.asarray(v, dtype=np.float64).reshape(-1, 3))
         return (sliding > 0).astype(np.int64)
-
-    def _duplicate_rows(self, problem: QPProblem, A, active) -> np.ndarray:
-        """At μ = 0, each pair's non-binding cone edge, which is left out of the active set."""
-        duplicate = np.zeros(self.layout.size, dtype=bool)
-        if problem.friction != 0.0:
-            return duplicate
-        contact = self.layout.contact
-        pairs = np.arange(contact.start, contact.stop, 2)
-        both = active[pairs] | active[pairs + 1]
-        guess = self._guess_velocity(problem, A, active)
-        edge = self._binding_edge(problem, guess)
-        duplicate[pairs + 1 - edge] = True
-        active[pairs + edge] |= both
-        return duplicate
-
-    def _guess_velocity(self, problem: QPProblem, A, active) -> np.ndarray:
-        """The velocity of the KKT system with one edge per pair, to tell the sliding side."""
-        contact = self.layout.contact
-        trial = active.copy()
-        trial[contact.start + 1::2] = False
-        trial[contact.start::2] |= active[contact.start + 1::2]
-        rows = np.flatnonzero(trial)
-        solve = self.kkt_solver(problem, A, trial)
-        target = np.where(np.isfinite(problem.upper[rows]), problem.upper[rows],
-                          problem.lower[rows])
-        return solve(np.concatenate([problem.rhs.reshape(-1), target]))[: 3 * self.model.body_count]
-
-    def residual(self, problem: QPProblem, v) -> np.ndarray:
-        """Row values ``A v`` for a velocity (N, 3), for checking feasibility."""
-        return rows_times(self.layout.row_bodies, problem.row_values, np.asarray(v))

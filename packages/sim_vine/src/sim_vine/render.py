@@ -1,4 +1,8 @@
-"""Video frames of a vine with OpenCV: bodies, contact points, active contacts, obstacles."""
+"""Video frames of a vine with OpenCV: bodies, contact points, active contacts, obstacles.
+
+The vine's centreline is drawn light blue, each rigid body dark blue over it, contact points
+red, and contact points touching an obstacle magenta and larger; obstacles are green.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ __all__ = ["render_vine", "default_view"]
 _BACKGROUND = (250, 250, 248)
 _OBSTACLE = (120, 160, 110)
 _BODY = (40, 90, 200)
+_CENTERLINE = (150, 185, 235)
 _CONTACT = (200, 60, 40)
 _ACTIVE = (230, 40, 180)
 _BASE = (30, 30, 30)
@@ -76,19 +81,21 @@ def render_vine(model: VineModel, body_q, *, width: int = 640, height: int = 480
     d = model.half_length
     tangent = np.stack([np.cos(q[:, 2]), np.sin(q[:, 2])], axis=1)
     thickness = max(2, int(round(0.01 * min(width, height))))
+    vertices = centerline_vertices(model, q)
+    cv2.polylines(image, [pixels(vertices)], False, _CENTERLINE, thickness, **draw)
     for start, end in zip(pixels(q[:, :2] - d * tangent), pixels(q[:, :2] + d * tangent),
                           strict=True):
-        cv2.line(image, tuple(map(int, start)), tuple(map(int, end)), _BODY, thickness, **draw)
-    vertices = centerline_vertices(model, q)
+        cv2.line(image, tuple(map(int, start)), tuple(map(int, end)), _BODY,
+                 max(1, thickness // 2), **draw)
     base = pixels(vertices[0])[0]
     cv2.circle(image, tuple(map(int, base)), 16 * (thickness + 2), _BASE, -1, **draw)
     points = model.contact_positions(q)
     active = np.zeros(len(points), dtype=bool)
     for obstacle in model.obstacles:
         active |= signed_distance(obstacle, points)[0] < contact_tolerance
-    radius = 16 * max(2, thickness // 2 + 1)
+    radius = 16 * max(1, thickness // 3)
     for point, is_active in zip(pixels(points), active, strict=True):
         color = _ACTIVE if is_active else _CONTACT
-        cv2.circle(image, tuple(map(int, point)), radius * (2 if is_active else 1), color, -1,
+        cv2.circle(image, tuple(map(int, point)), radius * (3 if is_active else 1), color, -1,
                    **draw)
     return image

@@ -9,10 +9,14 @@ differentiates the QP's KKT conditions at the active set (see :mod:`sim_vine.ste
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 
 from codesign import DesignSpace, Parameter, SimulationError, UnstableTimeStepError
 
+from ._kernels import model_arrays
 from .constraints import joint_residual, row_layout
 from .kinematics import tip_position
 from .model import VineModel
@@ -44,6 +48,7 @@ class VineSimulator:
         self.settings = settings or SolverSettings()
         self.layout = row_layout(model)
         self.qp = VineQP(model, self.layout, self.settings)
+        self.arrays = model_arrays(model)
         self.view = None if view is None else tuple(float(x) for x in view)
         self.joint_tolerance = float(joint_tolerance)
         self.penetration_tolerance = float(penetration_tolerance)
@@ -56,6 +61,19 @@ class VineSimulator:
                 "move the base or the obstacle, or change initial_angles")
         self._steps_since_reset = 0
         self._design_space = self._build_design_space()
+        self._design_names = self._design_space.names
+        self._parameter_cache = None
+
+    def __getstate__(self):
+        """Pickle the description only; the OSQP solver is rebuilt (process executors)."""
+        return {"model": self.model, "settings": self.settings, "view": self.view,
+                "joint_tolerance": self.joint_tolerance,
+                "penetration_tolerance": self.penetration_tolerance}
+
+    def __setstate__(self, state):
+        self.__init__(state["model"], settings=state["settings"], view=state["view"],
+                      joint_tolerance=state["joint_tolerance"],
+                      penetration_tolerance=state["penetration_tolerance"])
 
     # -- contract -----------------------------------------------------------------------
 
@@ -92,8 +110,24 @@ class VineSimulator:
         return {}
 
     def _parameters(self, design) -> tuple[StepParameters, float]:
+        objects = [design.get(name) for name in self._design_names]
+        cached = self._parameter_cache
+        if (cached is not None and len(design) == len(objects)
+                and all(a is b for a, b in zip(objects, cached[0], strict=True))):
+            # the same arrays as last step (a rollout): skip re-validating them
+            params, friction = cached[1], float(objects[2])
+            if friction != params.friction:
+                params = dataclasses.replace(params, friction=friction)
+            return params, float(objects[4])
         space = self.design_space()
-        checked = space.check(design)
+        values = [np.asarray(design.get(p.name), dtype=np.float64) if p.name in design
+                  else None for p in space]
+        fine = len(design) == len(values) and all(
+            v is not None and v.shape == p.shape for v, p in zip(values, space, strict=True))
+        if fine and np.isfinite(sum(float(np.sum(v)) for v in values)):
+            checked = {p.name: v for p, v in zip(space, values, strict=True)}
+        else:  # the full check names what is wrong
+            checked = space.check(design)
         params = StepParameters(
             stiffness=np.asarray(checked["joint.stiffness"], dtype=np.float64),
             damping=np.asarray(checked["joint.damping"], dtype=np.float64),
@@ -102,20 +136,22 @@ class VineSimulator:
         )
         if np.any(params.mass <= 0):
             raise ValueError("body.mass must be positive for every body")
+        if all(isinstance(value, np.ndarray) and value.dtype == np.float64
+               for value in objects):  # so that in-place edits reach the cached arrays
+            self._parameter_cache = (objects, params)
         return params, float(checked["growth.offset"])
 
     def _check_inputs(self, state: VineState, action, dt: float) -> float:
         n = self.model.body_count
         for name in ("body_q", "body_qd"):
-            value = np.asarray(getattr(state, name))
-            if value.shape != (n, 3):
-                raise ValueError(f"state.{name} must have shape ({n}, 3), got {value.shape}")
-            if not np.all(np.isfinite(value)):
+            value = getattr(state, name)
+            if np.shape(value) != (n, 3):
+                raise ValueError(f"state.{name} must have shape ({n}, 3), got {np.shape(value)}")
+            if not math.isfinite(float(np.sum(value))):
                 raise SimulationError(f"state.{name} holds NaN or inf; the simulation diverged")
-        action = np.asarray(action, dtype=np.float64)
-        if action.shape != (1,):
-            raise ValueError(f"the action is the growth rate, shape (1,), got {action.shape}")
-        if not (np.isfinite(dt) and dt > 0):
+        if np.shape(action) != (1,):
+            raise ValueError(f"the action is the growth rate, shape (1,), got {np.shape(action)}")
+        if not (math.isfinite(dt) and dt > 0):
             raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
         return float(action[0])
 
@@ -138,7 +174,7 @@ class VineSimulator:
         v = np.asarray(state.body_qd, dtype=np.float64)
         self._steps_since_reset += 1
         try:
-            q_next, v_next, _, _ = step_forward(self.model, self.layout, self.qp, q, v, rate,
+            q_next, v_next, _, _ = step_forward(self.arrays, self.layout, self.qp, q, v, rate,
                                                 params, dt)
         except QPError as exc:
             tip = tip_position(self.model, q)

@@ -21,6 +21,7 @@ import dataclasses
 
 import numpy as np
 
+from ._kernels import ModelArrays, assemble_rows
 from .constraints import (
     ContactFrame,
     RowLayout,
@@ -39,7 +40,8 @@ from .dynamics import joint_angles, joint_rates, mass_diagonal, spread_torques, 
 from .model import VineModel
 from .qp import QPProblem, QPSolution, VineQP
 
-__all__ = ["StepParameters", "StepGradient", "assemble", "step_forward", "step_backward"]
+__all__ = ["StepParameters", "StepGradient", "Assembly", "assemble", "build_problem",
+           "step_forward", "step_backward"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,18 +110,30 @@ def assemble(model: VineModel, layout: RowLayout, q, v, rate: float,
     return Assembly(problem=problem, frame=frame, phi_rows=phi_rows, joint_angle=phi)
 
 
-def step_forward(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
+def build_problem(arrays: ModelArrays, layout: RowLayout, q, v, rate: float,
+                  params: StepParameters, dt: float) -> QPProblem:
+    """The step QP of :func:`assemble`, built by the compiled kernel (same numbers)."""
+    mass_diag, spring_w, rhs, rows, lower, upper, tangent = assemble_rows(
+        arrays, q, v, rate, params.stiffness, params.damping, params.friction, params.mass,
+        dt, layout.size)
+    return QPProblem(mass_diagonal=mass_diag, spring_weights=spring_w, rhs=rhs,
+                     row_values=rows, lower=lower, upper=upper,
+                     friction=float(params.friction), tangent_rows=tangent)
+
+
+def step_forward(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: float,
                  params: StepParameters, dt: float):
-    """``(q_next, v_next, solution, assembly)`` for one step of length ``dt`` [s]."""
-    assembly = assemble(model, layout, q, v, rate, params, dt)
-    solution = qp.solve(assembly.problem, warm_v=v)
-    return q + dt * solution.v, solution.v, solution, assembly
+    """``(q_next, v_next, solution, problem)`` for one step of length ``dt`` [s]."""
+    problem = build_problem(arrays, layout, q, v, rate, params, dt)
+    solution = qp.solve(problem, warm_v=v)
+    return q + dt * solution.v, solution.v, solution, problem
 
 
 def step_backward(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
                   params: StepParameters, dt: float, g_q_next, g_v_next) -> StepGradient:
     """Cotangents of ``(q, v, rate, params)`` given those of ``(q_next, v_next)``."""
-    _, _, solution, assembly = step_forward(model, layout, qp, q, v, rate, params, dt)
+    assembly = assemble(model, layout, q, v, rate, params, dt)
+    solution = qp.solve(assembly.problem, warm_v=v)
     return _backward(model, layout, qp, q, v, params, dt, solution, assembly,
                      np.asarray(g_q_next, dtype=np.float64), np.asarray(g_v_next, dtype=np.float64))
 
@@ -128,15 +142,9 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
               g_q_next, g_v_next) -> StepGradient:
     problem = assembly.problem
     n_body = model.body_count
-    n = 3 * n_body
     g_vstar = (g_v_next + dt * g_q_next).reshape(-1)
-    A = qp.a_matrix(problem.row_values)
-    rows = np.flatnonzero(solution.active)
-    solve = qp.kkt_solver(problem, A, solution.active)
-    adjoint = solve(np.concatenate([g_vstar, np.zeros(len(rows))]))
-    w = adjoint[:n].reshape(-1, 3)
-    z = np.zeros(layout.size)
-    z[rows] = adjoint[n:]
+    w, z = qp.adjoint(problem, solution.active, g_vstar)
+    w = w.reshape(-1, 3)
     y = solution.y
     v_star = solution.v
     m_diag = problem.mass_diagonal

@@ -1,0 +1,227 @@
+"""Exact solves of the step QP's KKT system at an active set, as one banded LU.
+
+With the unknowns ordered body by body (a body's three velocities, the multipliers of its
+own rows, contacts and the base pin, then those of the rows joining it to the next body),
+the KKT matrix
+
+    [P  Aᵀ]      P: mass and pin springs,  A: joint, growth and contact rows
+    [A  E ]      E: 1 on inactive rows (their multiplier is 0), 0 on active ones
+
+is banded with a bandwidth set by the rows per body, whatever the vine's length, so LAPACK's
+banded LU (``dgbsv``) solves it in time linear in N. It works on the QP scaled as in
+:meth:`sim_vine.qp.VineQP.scaled_data` (unit-size diagonals), with one step of iterative
+refinement. Inactive rows keep their place in the band, so the structure never changes.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import scipy.linalg.lapack as lapack
+
+__all__ = ["BandedKKT"]
+
+
+@numba.njit(cache=True)
+def _fill(band, Px, Ax, active, p_ij, p_ji, a_rc, a_cr, a_rows, dual_diag):
+    flat = band.reshape(-1)
+    flat[:] = 0.0
+    for k in range(Px.shape[0]):
+        flat[p_ij[k]] += Px[k]
+        if p_ji[k] != p_ij[k]:
+            flat[p_ji[k]] += Px[k]
+    for k in range(Ax.shape[0]):
+        if active[a_rows[k]]:
+            flat[a_rc[k]] += Ax[k]
+            flat[a_cr[k]] += Ax[k]
+    for r in range(active.shape[0]):
+        if not active[r]:
+            flat[dual_diag[r]] = 1.0
+
+
+@numba.njit(cache=True)
+def _multiply(x, Px, Ax, active, p_i, p_j, a_rows, a_cols, n):
+    """K x in the natural order (velocities, then rows) for the masked KKT matrix."""
+    out = np.zeros(x.shape[0])
+    for k in range(Px.shape[0]):
+        i, j = p_i[k], p_j[k]
+        out[i] += Px[k] * x[j]
+        if i != j:
+            out[j] += Px[k] * x[i]
+    for k in range(Ax.shape[0]):
+        r = a_rows[k]
+        if active[r]:
+            out[n + r] += Ax[k] * x[a_cols[k]]
+            out[a_cols[k]] += Ax[k] * x[n + r]
+    for r in range(active.shape[0]):
+        if not active[r]:
+            out[n + r] += x[n + r]
+    return out
+
+
+@numba.njit(cache=True)
+def _band_lu(band, kl, ku, pivots):
+    """Gaussian elimination with partial pivoting of a banded matrix, in place.
+
+    ``band[i, j - i + kl]`` holds entry (i, j) for ``-kl <= j - i <= ku``, with ``kl``
+    more columns on the right for the fill that row swaps bring. The multipliers stay where
+    the entries they eliminated were. Returns False for a zero pivot.
+    """
+    n = band.shape[0]
+    width = kl + ku
+    for k in range(n):
+        last = min(k + kl, n - 1)
+        pivot, best = k, abs(band[k, kl])
+        for r in range(k + 1, last + 1):
+            value = abs(band[r, k - r + kl])
+            if value > best:
+                pivot, best = r, value
+        pivots[k] = pivot
+        if best == 0.0:
+            return False
+        count = min(k + width, n - 1) + 1 - k  # columns k … k + width of the pivot row
+        row_k = band[k]
+        if pivot != k:
+            row_p = band[pivot]
+            offset = k - pivot + kl
+            for j in range(count):
+                row_k[kl + j], row_p[offset + j] = row_p[offset + j], row_k[kl + j]
+        inverse = 1.0 / row_k[kl]
+        for r in range(k + 1, last + 1):
+            row_r = band[r]
+            offset = k - r + kl
+            factor = row_r[offset] * inverse
+            row_r[offset] = factor
+            if factor != 0.0:
+                for j in range(1, count):
+                    row_r[offset + j] -= factor * row_k[kl + j]
+    return True
+
+
+@numba.njit(cache=True)
+def _band_lu_apply(band, kl, ku, pivots, b):
+    """Solve with the factors of :func:`_band_lu`; ``b`` (n,) is overwritten."""
+    n = band.shape[0]
+    width = kl + ku
+    for k in range(n):
+        p = pivots[k]
+        if p != k:
+            b[k], b[p] = b[p], b[k]
+        for r in range(k + 1, min(k + kl, n - 1) + 1):
+            b[r] -= band[r, k - r + kl] * b[k]
+    for k in range(n - 1, -1, -1):
+        total = b[k]
+        for j in range(k + 1, min(k + width, n - 1) + 1):
+            total -= band[k, j - k + kl] * b[j]
+        b[k] = total / band[k, kl]
+
+
+@numba.njit(cache=True)
+def _solve(band, kl, ku, Px, Ax, active, pi, pj, ai, aj, a_rows, diag, position, p_i, p_j,
+           a_cols, n, rhs):
+    """Fill, factor, solve and refine once; an empty result for a singular matrix."""
+    size = rhs.shape[0]
+    band[:, :] = 0.0
+    for k in range(Px.shape[0]):
+        band[pi[k], pj[k] - pi[k] + kl] += Px[k]
+        if pi[k] != pj[k]:
+            band[pj[k], pi[k] - pj[k] + kl] += Px[k]
+    for k in range(Ax.shape[0]):
+        if active[a_rows[k]]:
+            band[ai[k], aj[k] - ai[k] + kl] += Ax[k]
+            band[aj[k], ai[k] - aj[k] + kl] += Ax[k]
+    for r in range(active.shape[0]):
+        if not active[r]:
+            band[diag[r], kl] = 1.0
+    pivots = np.empty(size, dtype=np.int64)
+    if not _band_lu(band, kl, ku, pivots):
+        return np.empty(0)
+    b = np.empty(size)
+    for i in range(size):
+        b[position[i]] = rhs[i]
+    _band_lu_apply(band, kl, ku, pivots, b)
+    out = np.empty(size)
+    for i in range(size):
+        out[i] = b[position[i]]
+    residual = rhs - _multiply(out, Px, Ax, active, p_i, p_j, a_rows, a_cols, n)
+    for i in range(size):
+        b[position[i]] = residual[i]
+    _band_lu_apply(band, kl, ku, pivots, b)
+    for i in range(size):
+        out[i] += b[position[i]]
+    return out
+
+
+class BandedKKT:
+    """The banded layout of a model's KKT matrix and its solves.
+
+    Args:
+        row_bodies: the two bodies each constraint row touches, shape (m, 2), -1 for none.
+        p_rows, p_cols: row and column of each CSC entry of P's upper triangle.
+        a_rows, a_cols: row and column of each CSC entry of A.
+    """
+
+    def __init__(self, row_bodies, p_rows, p_cols, a_rows, a_cols):
+        body_count = 0 if len(p_rows) == 0 else (int(max(p_rows.max(), p_cols.max())) + 1) // 3
+        n, m = 3 * body_count, len(row_bodies)
+        single = row_bodies[:, 0] < 0
+        order = []
+        for body in range(body_count):  # a body's rows, then the rows to the next body
+            order += [3 * body, 3 * body + 1, 3 * body + 2]
+            order += list(n + np.flatnonzero(single & (row_bodies[:, 1] == body)))
+            order += list(n + np.flatnonzero(~single & (row_bodies[:, 0] == body)))
+        position = np.empty(n + m, dtype=np.int64)
+        position[np.asarray(order, dtype=np.int64)] = np.arange(n + m)
+        pi, pj = position[p_rows], position[p_cols]
+        ai, aj = position[n + a_rows], position[a_cols]
+        diag = position[n + np.arange(m)]
+        width = int(max(np.max(np.abs(pi - pj), initial=0), np.max(np.abs(ai - aj), initial=0)))
+        self.kl = self.ku = width
+        self.size, self.n, self.m = n + m, n, m
+        rows_in_band = 2 * width + width + 1
+
+        def flat(i, j):  # LAPACK band storage: ab[kl + ku + i - j, j]
+            return (self.kl + self.ku + i - j) * (n + m) + j
+
+        self._p = (flat(pi, pj), flat(pj, pi))
+        self._a = (flat(ai, aj), flat(aj, ai))
+        self._dual = flat(diag, diag)
+        self._position = position
+        self._band = np.zeros((rows_in_band, n + m))
+        self._indices = (pi, pj, ai, aj, diag)
+        self._rows_band = np.zeros((n + m, 3 * width + 1))
+        self._p_rows, self._p_cols = p_rows, p_cols
+        self._a_rows, self._a_cols = a_rows, a_cols
+
+    def solve(self, Px, Ax, active, rhs):
+        """Solve ``K x = rhs`` (natural order); None when the matrix is singular.
+
+        ``Px``, ``Ax``: scaled CSC data of P's upper triangle and of A; ``active``: (m,)
+        bool; ``rhs``: (n + m,), with zeros on inactive rows. A compiled banded LU with
+        partial pivoting and one refinement step; :meth:`solve_lapack` is the same through
+        LAPACK's ``dgbsv``.
+        """
+        pi, pj, ai, aj, diag = self._indices
+        out = _solve(self._rows_band, self.kl, self.ku, Px, Ax, active, pi, pj, ai, aj,
+                     self._a_rows, diag, self._position, self._p_rows, self._p_cols,
+                     self._a_cols, self.n, rhs)
+        return out if out.size else None
+
+    def solve_lapack(self, Px, Ax, active, rhs):
+        """:meth:`solve` through LAPACK's banded LU ``dgbsv`` and ``dgbtrs`` (reference)."""
+        _fill(self._band, Px, Ax, active, self._p[0], self._p[1], self._a[0], self._a[1],
+              self._a_rows, self._dual)
+        b = np.empty(self.size)
+        b[self._position] = rhs
+        lu, piv, x, info = lapack.dgbsv(self.kl, self.ku, self._band, b[:, None])
+        if info != 0:
+            return None
+        out = np.empty(self.size)
+        out[:] = x[self._position, 0]
+        residual = rhs - _multiply(out, Px, Ax, active, self._p_rows, self._p_cols,
+                                   self._a_rows, self._a_cols, self.n)
+        b[self._position] = residual
+        correction, info = lapack.dgbtrs(lu, self.kl, self.ku, b[:, None], piv)
+        if info != 0:
+            return None
+        return out + correction[self._position, 0]
