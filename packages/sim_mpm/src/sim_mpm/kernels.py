@@ -103,6 +103,28 @@ def _stencil(x, dx, res, offsets, strides, fx, w, dw, weight, node):
 @numba.njit(cache=True, error_model="numpy", inline="always")
 def _p2g_particle(p, D, weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m):
     S = weight.shape[1]
+    if D == 3:
+        # particle values in locals: the grid stores could alias them, so LLVM would
+        # otherwise reload them for every node
+        m0, m1, m2 = momentum[p, 0], momentum[p, 1], momentum[p, 2]
+        a00, a01, a02 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 0, 2]
+        a10, a11, a12 = affine[p, 1, 0], affine[p, 1, 1], affine[p, 1, 2]
+        a20, a21, a22 = affine[p, 2, 0], affine[p, 2, 1], affine[p, 2, 2]
+        mp = mass[p]
+        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            # stencil offsets in C order (see step.stencil_offsets)
+            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
+            o0 = (i0 - f0) * dx
+            o1 = (i1 - f1) * dx
+            o2 = (i2 - f2) * dx
+            grid_mv[i, 0] += wt * (m0 + a00 * o0 + a01 * o1 + a02 * o2)
+            grid_mv[i, 1] += wt * (m1 + a10 * o0 + a11 * o1 + a12 * o2)
+            grid_mv[i, 2] += wt * (m2 + a20 * o0 + a21 * o1 + a22 * o2)
+            grid_m[i] += wt * mp
+        return
     for s in range(S):
         i = node[p, s]
         wt = weight[p, s]
@@ -221,18 +243,61 @@ def _project_vjp(g, node_index, normal, start, kinds, frictions, inputs):
 def _g2p_particle(p, D, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_x, new_v, new_C,
                   new_F):
     S = weight.shape[1]
-    for a in range(D):
-        new_v[p, a] = 0.0
-        for b in range(D):
-            new_C[p, a, b] = 0.0
-    for s in range(S):
-        i = node[p, s]
-        wt = weight[p, s]
+    if D == 3:
+        v0 = v1 = v2 = 0.0
+        c00 = c01 = c02 = c10 = c11 = c12 = c20 = c21 = c22 = 0.0
+        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            # stencil offsets in C order (see step.stencil_offsets)
+            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
+            o0 = (i0 - f0) * dx
+            o1 = (i1 - f1) * dx
+            o2 = (i2 - f2) * dx
+            g0 = grid_v[i, 0]
+            g1 = grid_v[i, 1]
+            g2 = grid_v[i, 2]
+            v0 += wt * g0
+            v1 += wt * g1
+            v2 += wt * g2
+            k0 = K * wt * g0
+            k1 = K * wt * g1
+            k2 = K * wt * g2
+            c00 += k0 * o0
+            c01 += k0 * o1
+            c02 += k0 * o2
+            c10 += k1 * o0
+            c11 += k1 * o1
+            c12 += k1 * o2
+            c20 += k2 * o0
+            c21 += k2 * o1
+            c22 += k2 * o2
+        new_v[p, 0] = v0
+        new_v[p, 1] = v1
+        new_v[p, 2] = v2
+        new_C[p, 0, 0] = c00
+        new_C[p, 0, 1] = c01
+        new_C[p, 0, 2] = c02
+        new_C[p, 1, 0] = c10
+        new_C[p, 1, 1] = c11
+        new_C[p, 1, 2] = c12
+        new_C[p, 2, 0] = c20
+        new_C[p, 2, 1] = c21
+        new_C[p, 2, 2] = c22
+    else:
         for a in range(D):
-            gv = grid_v[i, a]
-            new_v[p, a] += wt * gv
+            new_v[p, a] = 0.0
             for b in range(D):
-                new_C[p, a, b] += K * wt * gv * _offset(offsets, fx, p, s, b, dx)
+                new_C[p, a, b] = 0.0
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            for a in range(D):
+                gv = grid_v[i, a]
+                new_v[p, a] += wt * gv
+                for b in range(D):
+                    new_C[p, a, b] += K * wt * gv * _offset(offsets, fx, p, s, b, dx)
     for a in range(D):
         new_x[p, a] = x[p, a] + dt * new_v[p, a]
         for b in range(D):
@@ -277,6 +342,46 @@ def _g2p_vjp_particles_particle(p, D, weight, node, offsets, fx, w, dw, dx, grid
                 acc_c += g_F_next[p, a, c] * F[p, b, c]
             g_F[p, a, b] = g_F_next[p, a, b] + dt * acc_f
             g_new_C[p, a, b] = g_C_next[p, a, b] + dt * acc_c
+    if D == 3:
+        # cotangents in locals (see _p2g_particle); sums keep the generic loop's order
+        u0, u1, u2 = g_new_v[p, 0], g_new_v[p, 1], g_new_v[p, 2]
+        c00, c01, c02 = g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 0, 2]
+        c10, c11, c12 = g_new_C[p, 1, 0], g_new_C[p, 1, 1], g_new_C[p, 1, 2]
+        c20, c21, c22 = g_new_C[p, 2, 0], g_new_C[p, 2, 1], g_new_C[p, 2, 2]
+        x0, x1, x2 = g_x_next[p, 0], g_x_next[p, 1], g_x_next[p, 2]
+        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            # stencil offsets in C order (see step.stencil_offsets)
+            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
+            o0 = (i0 - f0) * dx
+            o1 = (i1 - f1) * dx
+            o2 = (i2 - f2) * dx
+            gv0, gv1, gv2 = grid_v[i, 0], grid_v[i, 1], grid_v[i, 2]
+            dot = 0.0
+            dot += gv0 * u0
+            dot += K * gv0 * c00 * o0
+            dot += K * gv0 * c01 * o1
+            dot += K * gv0 * c02 * o2
+            dot += gv1 * u1
+            dot += K * gv1 * c10 * o0
+            dot += K * gv1 * c11 * o1
+            dot += K * gv1 * c12 * o2
+            dot += gv2 * u2
+            dot += K * gv2 * c20 * o0
+            dot += K * gv2 * c21 * o1
+            dot += K * gv2 * c22 * o2
+            acc0 = 0.0 + gv0 * c00 + gv1 * c10 + gv2 * c20
+            acc1 = 0.0 + gv0 * c01 + gv1 * c11 + gv2 * c21
+            acc2 = 0.0 + gv0 * c02 + gv1 * c12 + gv2 * c22
+            x0 += dw[p, 0, i0] * inv_dx * w[p, 1, i1] * w[p, 2, i2] * dot - K * wt * acc0
+            x1 += dw[p, 1, i1] * inv_dx * w[p, 0, i0] * w[p, 2, i2] * dot - K * wt * acc1
+            x2 += dw[p, 2, i2] * inv_dx * w[p, 0, i0] * w[p, 1, i1] * dot - K * wt * acc2
+        g_x[p, 0] = x0
+        g_x[p, 1] = x1
+        g_x[p, 2] = x2
+        return
     for a in range(D):
         g_x[p, a] = g_x_next[p, a]
     for s in range(S):
@@ -315,6 +420,24 @@ def _g2p_vjp_particles(weight, node, offsets, fx, w, dw, dx, grid_v, F, new_C, g
 @numba.njit(cache=True, error_model="numpy", inline="always")
 def _g2p_vjp_grid_particle(p, D, weight, node, offsets, fx, dx, g_new_v, g_new_C, K, g_grid_v):
     S = weight.shape[1]
+    if D == 3:
+        v0, v1, v2 = g_new_v[p, 0], g_new_v[p, 1], g_new_v[p, 2]
+        c00, c01, c02 = g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 0, 2]
+        c10, c11, c12 = g_new_C[p, 1, 0], g_new_C[p, 1, 1], g_new_C[p, 1, 2]
+        c20, c21, c22 = g_new_C[p, 2, 0], g_new_C[p, 2, 1], g_new_C[p, 2, 2]
+        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            # stencil offsets in C order (see step.stencil_offsets)
+            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
+            o0 = (i0 - f0) * dx
+            o1 = (i1 - f1) * dx
+            o2 = (i2 - f2) * dx
+            g_grid_v[i, 0] += wt * (v0 + K * c00 * o0 + K * c01 * o1 + K * c02 * o2)
+            g_grid_v[i, 1] += wt * (v1 + K * c10 * o0 + K * c11 * o1 + K * c12 * o2)
+            g_grid_v[i, 2] += wt * (v2 + K * c20 * o0 + K * c21 * o1 + K * c22 * o2)
+        return
     for s in range(S):
         i = node[p, s]
         wt = weight[p, s]
@@ -356,6 +479,59 @@ def _p2g_vjp_particle(p, D, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, mom
                       g_momentum, g_affine, g_mass, g_x):
     S = weight.shape[1]
     inv_dx = 1.0 / dx
+    if D == 3:
+        # particle values and accumulators in locals (see _p2g_particle); sums keep the
+        # generic loop's order
+        m0, m1, m2 = momentum[p, 0], momentum[p, 1], momentum[p, 2]
+        a00, a01, a02 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 0, 2]
+        a10, a11, a12 = affine[p, 1, 0], affine[p, 1, 1], affine[p, 1, 2]
+        a20, a21, a22 = affine[p, 2, 0], affine[p, 2, 1], affine[p, 2, 2]
+        mp = mass[p]
+        gm = 0.0
+        gp0 = gp1 = gp2 = 0.0
+        gx0 = gx1 = gx2 = 0.0
+        ga00 = ga01 = ga02 = ga10 = ga11 = ga12 = ga20 = ga21 = ga22 = 0.0
+        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            # stencil offsets in C order (see step.stencil_offsets)
+            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
+            o0 = (i0 - f0) * dx
+            o1 = (i1 - f1) * dx
+            o2 = (i2 - f2) * dx
+            G0, G1, G2 = g_mv[i, 0], g_mv[i, 1], g_mv[i, 2]
+            gmi = g_m[i]
+            dot = gmi * mp
+            gp0 += wt * G0
+            ga00 += wt * G0 * o0
+            ga01 += wt * G0 * o1
+            ga02 += wt * G0 * o2
+            dot += G0 * (m0 + a00 * o0 + a01 * o1 + a02 * o2)
+            gp1 += wt * G1
+            ga10 += wt * G1 * o0
+            ga11 += wt * G1 * o1
+            ga12 += wt * G1 * o2
+            dot += G1 * (m1 + a10 * o0 + a11 * o1 + a12 * o2)
+            gp2 += wt * G2
+            ga20 += wt * G2 * o0
+            ga21 += wt * G2 * o1
+            ga22 += wt * G2 * o2
+            dot += G2 * (m2 + a20 * o0 + a21 * o1 + a22 * o2)
+            gm += wt * gmi
+            gx0 += (dw[p, 0, i0] * inv_dx * w[p, 1, i1] * w[p, 2, i2] * dot
+                    - wt * (0.0 + G0 * a00 + G1 * a10 + G2 * a20))
+            gx1 += (dw[p, 1, i1] * inv_dx * w[p, 0, i0] * w[p, 2, i2] * dot
+                    - wt * (0.0 + G0 * a01 + G1 * a11 + G2 * a21))
+            gx2 += (dw[p, 2, i2] * inv_dx * w[p, 0, i0] * w[p, 1, i1] * dot
+                    - wt * (0.0 + G0 * a02 + G1 * a12 + G2 * a22))
+        g_mass[p] = gm
+        g_momentum[p, 0], g_momentum[p, 1], g_momentum[p, 2] = gp0, gp1, gp2
+        g_x[p, 0], g_x[p, 1], g_x[p, 2] = gx0, gx1, gx2
+        g_affine[p, 0, 0], g_affine[p, 0, 1], g_affine[p, 0, 2] = ga00, ga01, ga02
+        g_affine[p, 1, 0], g_affine[p, 1, 1], g_affine[p, 1, 2] = ga10, ga11, ga12
+        g_affine[p, 2, 0], g_affine[p, 2, 1], g_affine[p, 2, 2] = ga20, ga21, ga22
+        return
     g_mass[p] = 0.0
     for a in range(D):
         g_momentum[p, a] = 0.0
@@ -655,12 +831,13 @@ def _impulses(F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated, exponent
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
 def _impulses_vjp_particle(p, D, F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent,
-                           eps, g_mass_in, g_affine, g_momentum, scratch, outputs):
+                           g_mass_in, g_affine, g_momentum, scratch, outputs):
     # tuples keep the call under CPython's 30-argument limit for plain calls, beyond which
     # numba cannot inline it
     P, H, R, X, Y, g_tau, g_P = scratch
     g_v, g_F, g_C, g_sigma, g_E, g_nu, g_rho, g_V = outputs
-    J = _piola(F, E[p], nu[p], corotated, exponent, P, H, R, X, Y, eps, p, D)
+    # P, H = F⁻ᵀ and R still hold this particle's values from the forward _impulses call
+    J = _det(F, p, D)
     m = rho[p] * V[p]
     g_m = g_mass_in[p]
     g_vol = 0.0
@@ -697,9 +874,12 @@ def _impulses_vjp_particle(p, D, F, C, v, E, nu, rho, V, sigma, tau, dt, K, coro
 
 
 @_dual
-def _impulses_vjp(F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent, eps,
+def _impulses_vjp(F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent,
                   g_mass_in, g_affine, g_momentum, P, H, R, X, Y, g_tau, g_P):
-    """VJP of _impulses except the cable term: g_v, g_F, g_C, g_σ, g_E, g_ν, g_ρ, g_V."""
+    """VJP of _impulses except the cable term: g_v, g_F, g_C, g_σ, g_E, g_ν, g_ρ, g_V.
+
+    P, H, R must be the arrays _impulses just filled for the same F (the forward pass that
+    substep_vjp runs first); X, Y, g_tau, g_P are scratch."""
     n, d = v.shape
     g_v = np.empty_like(v)
     g_F = np.zeros_like(F)
@@ -714,11 +894,11 @@ def _impulses_vjp(F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent
     for p in numba.prange(n):
         if d == 2:
             _impulses_vjp_particle(p, 2, F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated,
-                                   exponent, eps, g_mass_in, g_affine, g_momentum, scratch,
+                                   exponent, g_mass_in, g_affine, g_momentum, scratch,
                                    outputs)
         else:
             _impulses_vjp_particle(p, 3, F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated,
-                                   exponent, eps, g_mass_in, g_affine, g_momentum, scratch,
+                                   exponent, g_mass_in, g_affine, g_momentum, scratch,
                                    outputs)
     return g_v, g_F, g_C, g_sigma, g_E, g_nu, g_rho, g_V
 
@@ -814,7 +994,7 @@ def _particle_terms_vjp(c: StepConstants, state: MPMState, params: dict, dt: flo
         state.particle_F, state.particle_C, state.particle_v, params["youngs_modulus"],
         params["poissons_ratio"], params["density"], params["volume"], saved["sigma"],
         saved["tau"], dtype.type(dt), dtype.type(4.0 / c.dx**2), c.material == "corotated",
-        c.exponent, dtype.type(np.finfo(dtype).eps), g_mass, g_affine, g_momentum,
+        c.exponent, g_mass, g_affine, g_momentum,
         *_matrices(_workspace(c), "scratch", 7, *state.particle_F.shape[:2], dtype))
     g_stress = _actuation_vjp(g_sigma, c.actuator_index, c.actuator_axes,
                               c.actuator_max_stress)
