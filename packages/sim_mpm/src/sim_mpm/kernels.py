@@ -68,12 +68,11 @@ def _grad(offsets, w, dw, p, s, k, inv_dx, D):
 
 
 @_dual
-def _stencil(x, dx, res, offsets, strides, fx, w, dw, weight, node):
+def _stencil(x, dx, res, strides, fx, w, dw, weight, node):
     """Fill per-axis B-spline weights w, dw/dfx (n, d, 3), fx (n, d), and per-node weight
     and flat index (n, 3^d). Offsets and weight gradients are recomputed where needed
     rather than stored: (n, 3^d, d) arrays cost more memory traffic than the arithmetic."""
     n, d = x.shape
-    S = offsets.shape[0]
     for p in numba.prange(n):
         b0 = 0
         for k in range(d):
@@ -89,15 +88,60 @@ def _stencil(x, dx, res, offsets, strides, fx, w, dw, weight, node):
             dw[p, k, 0] = f - 1.5
             dw[p, k, 1] = -2.0 * (f - 1.0)
             dw[p, k, 2] = f - 0.5
-        for s in range(S):
-            wt = 1.0
-            flat = b0
-            for k in range(d):
-                o = offsets[s, k]
-                wt *= w[p, k, o]
-                flat += o * strides[k]
-            weight[p, s] = wt
-            node[p, s] = flat
+        if d == 3:
+            # the C-order stencil of step.stencil_offsets, products hoisted per axis
+            s = 0
+            for i0 in range(3):
+                for i1 in range(3):
+                    w01 = w[p, 0, i0] * w[p, 1, i1]
+                    flat01 = b0 + i0 * strides[0] + i1 * strides[1]
+                    for i2 in range(3):
+                        weight[p, s] = w01 * w[p, 2, i2]
+                        node[p, s] = flat01 + i2 * strides[2]
+                        s += 1
+        else:
+            s = 0
+            for i0 in range(3):
+                for i1 in range(3):
+                    weight[p, s] = w[p, 0, i0] * w[p, 1, i1]
+                    node[p, s] = b0 + i0 * strides[0] + i1 * strides[1]
+                    s += 1
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _node_box(x, dx, res, strides):
+    """The box of grid nodes the particles' stencils touch, as rows along the last axis.
+
+    Returns (lo (d,), hi (d,), row_start (rows,)): node cells lo ≤ cell < hi on each
+    axis, and the flat index of each row's first node; every row holds hi[-1] − lo[-1]
+    consecutive nodes. Grid passes run over this box only: nodes outside it get no mass,
+    so their values never reach a particle (base cells as in _stencil).
+    """
+    n, d = x.shape
+    lo = np.full(d, res, dtype=np.int64)
+    hi = np.zeros(d, dtype=np.int64)
+    for p in range(n):
+        for k in range(d):
+            b = int(np.floor(x[p, k] / dx - 0.5))
+            b = min(max(b, 0), res - 3)
+            lo[k] = min(lo[k], b)
+            hi[k] = max(hi[k], b + 2)
+    if n == 0:
+        lo[:] = 0
+        hi[:] = 0
+    rows = 1
+    for k in range(d - 1):
+        rows *= hi[k] - lo[k]
+    row_start = np.empty(rows, dtype=np.int64)
+    for r in range(rows):
+        flat = lo[d - 1]
+        rest = r
+        for k in range(d - 2, -1, -1):
+            extent = hi[k] - lo[k]
+            flat += (lo[k] + rest % extent) * strides[k]
+            rest //= extent
+        row_start[r] = flat
+    return lo, hi, row_start
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
@@ -111,18 +155,28 @@ def _p2g_particle(p, D, weight, node, offsets, fx, dx, momentum, affine, mass, g
         a10, a11, a12 = affine[p, 1, 0], affine[p, 1, 1], affine[p, 1, 2]
         a20, a21, a22 = affine[p, 2, 0], affine[p, 2, 1], affine[p, 2, 2]
         mp = mass[p]
-        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
         for s in range(S):
             i = node[p, s]
             wt = weight[p, s]
-            # stencil offsets in C order (see step.stencil_offsets)
-            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
-            o0 = (i0 - f0) * dx
-            o1 = (i1 - f1) * dx
-            o2 = (i2 - f2) * dx
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            o2 = _offset(offsets, fx, p, s, 2, dx)
             grid_mv[i, 0] += wt * (m0 + a00 * o0 + a01 * o1 + a02 * o2)
             grid_mv[i, 1] += wt * (m1 + a10 * o0 + a11 * o1 + a12 * o2)
             grid_mv[i, 2] += wt * (m2 + a20 * o0 + a21 * o1 + a22 * o2)
+            grid_m[i] += wt * mp
+        return
+    if D == 2:
+        m0, m1 = momentum[p, 0], momentum[p, 1]
+        a00, a01, a10, a11 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 1, 0], affine[p, 1, 1]
+        mp = mass[p]
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            grid_mv[i, 0] += wt * (m0 + a00 * o0 + a01 * o1)
+            grid_mv[i, 1] += wt * (m1 + a10 * o0 + a11 * o1)
             grid_m[i] += wt * mp
         return
     for s in range(S):
@@ -137,12 +191,17 @@ def _p2g_particle(p, D, weight, node, offsets, fx, dx, momentum, affine, mass, g
 
 
 @_dual
-def _p2g(weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m):
-    """Scatter mass and momentum to the grid (zeroed here); serial in particle order."""
+def _p2g(weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m, row_start,
+         row_length):
+    """Scatter mass and momentum to the grid (zeroed here over the node box); serial in
+    particle order."""
     n = weight.shape[0]
     d = fx.shape[1]
-    grid_mv[:] = 0.0
-    grid_m[:] = 0.0
+    for r in range(row_start.shape[0]):
+        for i in range(row_start[r], row_start[r] + row_length):
+            grid_m[i] = 0.0
+            for a in range(d):
+                grid_mv[i, a] = 0.0
     for p in range(n):
         if d == 2:
             _p2g_particle(p, 2, weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv,
@@ -153,30 +212,43 @@ def _p2g(weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m)
 
 
 @_dual
-def _grid_update(grid_mv, grid_m, gravity, dt, grid_v, grid_v_free, inv_m):
-    G, d = grid_mv.shape
-    for i in numba.prange(G):
-        if grid_m[i] > 0:
-            inv = 1.0 / grid_m[i]
-            inv_m[i] = inv
-            for a in range(d):
-                vf = grid_mv[i, a] * inv
-                grid_v_free[i, a] = vf
-                grid_v[i, a] = vf + dt * gravity[a]
-        else:
-            inv_m[i] = 0.0
-            for a in range(d):
-                grid_v_free[i, a] = 0.0
-                grid_v[i, a] = 0.0
+def _grid_update(grid_mv, grid_m, gravity, dt, grid_v, grid_v_free, inv_m, row_start,
+                 row_length):
+    d = grid_mv.shape[1]
+    for r in numba.prange(row_start.shape[0]):
+        for i in range(row_start[r], row_start[r] + row_length):
+            if grid_m[i] > 0:
+                inv = 1.0 / grid_m[i]
+                inv_m[i] = inv
+                for a in range(d):
+                    vf = grid_mv[i, a] * inv
+                    grid_v_free[i, a] = vf
+                    grid_v[i, a] = vf + dt * gravity[a]
+            else:
+                inv_m[i] = 0.0
+                for a in range(d):
+                    grid_v_free[i, a] = 0.0
+                    grid_v[i, a] = 0.0
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _in_box(node_cell, e, lo, hi):
+    """Whether boundary entry e's node lies in the node box (see _node_box)."""
+    for k in range(lo.shape[0]):
+        if node_cell[e, k] < lo[k] or node_cell[e, k] >= hi[k]:
+            return False
+    return True
 
 
 @_dual
-def _project(grid_v, node_index, normal, start, kinds, frictions, inputs):
+def _project(grid_v, node_index, node_cell, normal, start, kinds, frictions, inputs, lo, hi):
     d = grid_v.shape[1]
     for layer in range(kinds.shape[0]):
         kind = kinds[layer]
         mu = frictions[layer]
         for e in numba.prange(start[layer], start[layer + 1]):
+            if not _in_box(node_cell, e, lo, hi):
+                continue
             i = node_index[e]
             vn = 0.0
             for a in range(d):
@@ -201,12 +273,14 @@ def _project(grid_v, node_index, normal, start, kinds, frictions, inputs):
 
 
 @_dual
-def _project_vjp(g, node_index, normal, start, kinds, frictions, inputs):
+def _project_vjp(g, node_index, node_cell, normal, start, kinds, frictions, inputs, lo, hi):
     d = g.shape[1]
     for layer in range(kinds.shape[0] - 1, -1, -1):
         kind = kinds[layer]
         mu = frictions[layer]
         for e in numba.prange(start[layer], start[layer + 1]):
+            if not _in_box(node_cell, e, lo, hi):
+                continue
             i = node_index[e]
             vn = 0.0
             gn = 0.0
@@ -246,15 +320,12 @@ def _g2p_particle(p, D, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_
     if D == 3:
         v0 = v1 = v2 = 0.0
         c00 = c01 = c02 = c10 = c11 = c12 = c20 = c21 = c22 = 0.0
-        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
         for s in range(S):
             i = node[p, s]
             wt = weight[p, s]
-            # stencil offsets in C order (see step.stencil_offsets)
-            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
-            o0 = (i0 - f0) * dx
-            o1 = (i1 - f1) * dx
-            o2 = (i2 - f2) * dx
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            o2 = _offset(offsets, fx, p, s, 2, dx)
             g0 = grid_v[i, 0]
             g1 = grid_v[i, 1]
             g2 = grid_v[i, 2]
@@ -285,6 +356,30 @@ def _g2p_particle(p, D, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_
         new_C[p, 2, 0] = c20
         new_C[p, 2, 1] = c21
         new_C[p, 2, 2] = c22
+    elif D == 2:
+        v0 = v1 = 0.0
+        c00 = c01 = c10 = c11 = 0.0
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            g0 = grid_v[i, 0]
+            g1 = grid_v[i, 1]
+            v0 += wt * g0
+            v1 += wt * g1
+            k0 = K * wt * g0
+            k1 = K * wt * g1
+            c00 += k0 * o0
+            c01 += k0 * o1
+            c10 += k1 * o0
+            c11 += k1 * o1
+        new_v[p, 0] = v0
+        new_v[p, 1] = v1
+        new_C[p, 0, 0] = c00
+        new_C[p, 0, 1] = c01
+        new_C[p, 1, 0] = c10
+        new_C[p, 1, 1] = c11
     else:
         for a in range(D):
             new_v[p, a] = 0.0
@@ -349,15 +444,12 @@ def _g2p_vjp_particles_particle(p, D, weight, node, offsets, fx, w, dw, dx, grid
         c10, c11, c12 = g_new_C[p, 1, 0], g_new_C[p, 1, 1], g_new_C[p, 1, 2]
         c20, c21, c22 = g_new_C[p, 2, 0], g_new_C[p, 2, 1], g_new_C[p, 2, 2]
         x0, x1, x2 = g_x_next[p, 0], g_x_next[p, 1], g_x_next[p, 2]
-        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
         for s in range(S):
             i = node[p, s]
             wt = weight[p, s]
-            # stencil offsets in C order (see step.stencil_offsets)
-            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
-            o0 = (i0 - f0) * dx
-            o1 = (i1 - f1) * dx
-            o2 = (i2 - f2) * dx
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            o2 = _offset(offsets, fx, p, s, 2, dx)
             gv0, gv1, gv2 = grid_v[i, 0], grid_v[i, 1], grid_v[i, 2]
             dot = 0.0
             dot += gv0 * u0
@@ -375,12 +467,37 @@ def _g2p_vjp_particles_particle(p, D, weight, node, offsets, fx, w, dw, dx, grid
             acc0 = 0.0 + gv0 * c00 + gv1 * c10 + gv2 * c20
             acc1 = 0.0 + gv0 * c01 + gv1 * c11 + gv2 * c21
             acc2 = 0.0 + gv0 * c02 + gv1 * c12 + gv2 * c22
-            x0 += dw[p, 0, i0] * inv_dx * w[p, 1, i1] * w[p, 2, i2] * dot - K * wt * acc0
-            x1 += dw[p, 1, i1] * inv_dx * w[p, 0, i0] * w[p, 2, i2] * dot - K * wt * acc1
-            x2 += dw[p, 2, i2] * inv_dx * w[p, 0, i0] * w[p, 1, i1] * dot - K * wt * acc2
+            x0 += _grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot - K * wt * acc0
+            x1 += _grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot - K * wt * acc1
+            x2 += _grad(offsets, w, dw, p, s, 2, inv_dx, D) * dot - K * wt * acc2
         g_x[p, 0] = x0
         g_x[p, 1] = x1
         g_x[p, 2] = x2
+        return
+    if D == 2:
+        u0, u1 = g_new_v[p, 0], g_new_v[p, 1]
+        c00, c01, c10, c11 = (g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 1, 0],
+                              g_new_C[p, 1, 1])
+        x0, x1 = g_x_next[p, 0], g_x_next[p, 1]
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            gv0, gv1 = grid_v[i, 0], grid_v[i, 1]
+            dot = 0.0
+            dot += gv0 * u0
+            dot += K * gv0 * c00 * o0
+            dot += K * gv0 * c01 * o1
+            dot += gv1 * u1
+            dot += K * gv1 * c10 * o0
+            dot += K * gv1 * c11 * o1
+            acc0 = 0.0 + gv0 * c00 + gv1 * c10
+            acc1 = 0.0 + gv0 * c01 + gv1 * c11
+            x0 += _grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot - K * wt * acc0
+            x1 += _grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot - K * wt * acc1
+        g_x[p, 0] = x0
+        g_x[p, 1] = x1
         return
     for a in range(D):
         g_x[p, a] = g_x_next[p, a]
@@ -425,18 +542,27 @@ def _g2p_vjp_grid_particle(p, D, weight, node, offsets, fx, dx, g_new_v, g_new_C
         c00, c01, c02 = g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 0, 2]
         c10, c11, c12 = g_new_C[p, 1, 0], g_new_C[p, 1, 1], g_new_C[p, 1, 2]
         c20, c21, c22 = g_new_C[p, 2, 0], g_new_C[p, 2, 1], g_new_C[p, 2, 2]
-        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
         for s in range(S):
             i = node[p, s]
             wt = weight[p, s]
-            # stencil offsets in C order (see step.stencil_offsets)
-            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
-            o0 = (i0 - f0) * dx
-            o1 = (i1 - f1) * dx
-            o2 = (i2 - f2) * dx
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            o2 = _offset(offsets, fx, p, s, 2, dx)
             g_grid_v[i, 0] += wt * (v0 + K * c00 * o0 + K * c01 * o1 + K * c02 * o2)
             g_grid_v[i, 1] += wt * (v1 + K * c10 * o0 + K * c11 * o1 + K * c12 * o2)
             g_grid_v[i, 2] += wt * (v2 + K * c20 * o0 + K * c21 * o1 + K * c22 * o2)
+        return
+    if D == 2:
+        v0, v1 = g_new_v[p, 0], g_new_v[p, 1]
+        c00, c01, c10, c11 = (g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 1, 0],
+                              g_new_C[p, 1, 1])
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            g_grid_v[i, 0] += wt * (v0 + K * c00 * o0 + K * c01 * o1)
+            g_grid_v[i, 1] += wt * (v1 + K * c10 * o0 + K * c11 * o1)
         return
     for s in range(S):
         i = node[p, s]
@@ -449,11 +575,16 @@ def _g2p_vjp_grid_particle(p, D, weight, node, offsets, fx, dx, g_new_v, g_new_C
 
 
 @_dual
-def _g2p_vjp_grid(weight, node, offsets, fx, dx, g_new_v, g_new_C, K, g_grid_v):
-    """Grid side of the G2P adjoint: scatter ∂L/∂(grid v) (zeroed here), serially."""
+def _g2p_vjp_grid(weight, node, offsets, fx, dx, g_new_v, g_new_C, K, g_grid_v, row_start,
+                  row_length):
+    """Grid side of the G2P adjoint: scatter ∂L/∂(grid v) (zeroed here over the node box),
+    serially."""
     n = weight.shape[0]
     d = fx.shape[1]
-    g_grid_v[:] = 0.0
+    for r in range(row_start.shape[0]):
+        for i in range(row_start[r], row_start[r] + row_length):
+            for a in range(d):
+                g_grid_v[i, a] = 0.0
     for p in range(n):
         if d == 2:
             _g2p_vjp_grid_particle(p, 2, weight, node, offsets, fx, dx, g_new_v, g_new_C, K,
@@ -464,14 +595,15 @@ def _g2p_vjp_grid(weight, node, offsets, fx, dx, g_new_v, g_new_C, K, g_grid_v):
 
 
 @_dual
-def _grid_update_vjp(g_grid_v0, grid_v_free, inv_m, g_mv, g_m):
-    G, d = g_grid_v0.shape
-    for i in numba.prange(G):
-        acc = 0.0
-        for a in range(d):
-            g_mv[i, a] = g_grid_v0[i, a] * inv_m[i]
-            acc += g_grid_v0[i, a] * grid_v_free[i, a]
-        g_m[i] = -acc * inv_m[i]
+def _grid_update_vjp(g_grid_v0, grid_v_free, inv_m, g_mv, g_m, row_start, row_length):
+    d = g_grid_v0.shape[1]
+    for r in numba.prange(row_start.shape[0]):
+        for i in range(row_start[r], row_start[r] + row_length):
+            acc = 0.0
+            for a in range(d):
+                g_mv[i, a] = g_grid_v0[i, a] * inv_m[i]
+                acc += g_grid_v0[i, a] * grid_v_free[i, a]
+            g_m[i] = -acc * inv_m[i]
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
@@ -491,15 +623,12 @@ def _p2g_vjp_particle(p, D, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, mom
         gp0 = gp1 = gp2 = 0.0
         gx0 = gx1 = gx2 = 0.0
         ga00 = ga01 = ga02 = ga10 = ga11 = ga12 = ga20 = ga21 = ga22 = 0.0
-        f0, f1, f2 = fx[p, 0], fx[p, 1], fx[p, 2]
         for s in range(S):
             i = node[p, s]
             wt = weight[p, s]
-            # stencil offsets in C order (see step.stencil_offsets)
-            i0, i1, i2 = s // 9, (s // 3) % 3, s % 3
-            o0 = (i0 - f0) * dx
-            o1 = (i1 - f1) * dx
-            o2 = (i2 - f2) * dx
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            o2 = _offset(offsets, fx, p, s, 2, dx)
             G0, G1, G2 = g_mv[i, 0], g_mv[i, 1], g_mv[i, 2]
             gmi = g_m[i]
             dot = gmi * mp
@@ -519,11 +648,11 @@ def _p2g_vjp_particle(p, D, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, mom
             ga22 += wt * G2 * o2
             dot += G2 * (m2 + a20 * o0 + a21 * o1 + a22 * o2)
             gm += wt * gmi
-            gx0 += (dw[p, 0, i0] * inv_dx * w[p, 1, i1] * w[p, 2, i2] * dot
+            gx0 += (_grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot
                     - wt * (0.0 + G0 * a00 + G1 * a10 + G2 * a20))
-            gx1 += (dw[p, 1, i1] * inv_dx * w[p, 0, i0] * w[p, 2, i2] * dot
+            gx1 += (_grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot
                     - wt * (0.0 + G0 * a01 + G1 * a11 + G2 * a21))
-            gx2 += (dw[p, 2, i2] * inv_dx * w[p, 0, i0] * w[p, 1, i1] * dot
+            gx2 += (_grad(offsets, w, dw, p, s, 2, inv_dx, D) * dot
                     - wt * (0.0 + G0 * a02 + G1 * a12 + G2 * a22))
         g_mass[p] = gm
         g_momentum[p, 0], g_momentum[p, 1], g_momentum[p, 2] = gp0, gp1, gp2
@@ -531,6 +660,38 @@ def _p2g_vjp_particle(p, D, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, mom
         g_affine[p, 0, 0], g_affine[p, 0, 1], g_affine[p, 0, 2] = ga00, ga01, ga02
         g_affine[p, 1, 0], g_affine[p, 1, 1], g_affine[p, 1, 2] = ga10, ga11, ga12
         g_affine[p, 2, 0], g_affine[p, 2, 1], g_affine[p, 2, 2] = ga20, ga21, ga22
+        return
+    if D == 2:
+        m0, m1 = momentum[p, 0], momentum[p, 1]
+        a00, a01, a10, a11 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 1, 0], affine[p, 1, 1]
+        mp = mass[p]
+        gm = gp0 = gp1 = gx0 = gx1 = ga00 = ga01 = ga10 = ga11 = 0.0
+        for s in range(S):
+            i = node[p, s]
+            wt = weight[p, s]
+            o0 = _offset(offsets, fx, p, s, 0, dx)
+            o1 = _offset(offsets, fx, p, s, 1, dx)
+            G0, G1 = g_mv[i, 0], g_mv[i, 1]
+            gmi = g_m[i]
+            dot = gmi * mp
+            gp0 += wt * G0
+            ga00 += wt * G0 * o0
+            ga01 += wt * G0 * o1
+            dot += G0 * (m0 + a00 * o0 + a01 * o1)
+            gp1 += wt * G1
+            ga10 += wt * G1 * o0
+            ga11 += wt * G1 * o1
+            dot += G1 * (m1 + a10 * o0 + a11 * o1)
+            gm += wt * gmi
+            gx0 += (_grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot
+                    - wt * (0.0 + G0 * a00 + G1 * a10))
+            gx1 += (_grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot
+                    - wt * (0.0 + G0 * a01 + G1 * a11))
+        g_mass[p] = gm
+        g_momentum[p, 0], g_momentum[p, 1] = gp0, gp1
+        g_x[p, 0], g_x[p, 1] = gx0, gx1
+        g_affine[p, 0, 0], g_affine[p, 0, 1] = ga00, ga01
+        g_affine[p, 1, 0], g_affine[p, 1, 1] = ga10, ga11
         return
     g_mass[p] = 0.0
     for a in range(D):
@@ -639,7 +800,7 @@ def _polar(F, R, X, Y, eps, p, D):
             for j in range(3):
                 nx += X[p, i, j] * X[p, i, j]
                 ny += Y[p, i, j] * Y[p, i, j]
-        zeta = (ny / nx) ** 0.25
+        zeta = np.sqrt(np.sqrt(ny / nx))  # (ny/nx)^¼ without a pow call
         change = 0.0
         for i in range(3):
             for j in range(3):
@@ -941,7 +1102,10 @@ def _flat_layers(c: StepConstants):
         normal = np.zeros((0, c.dim), dtype=c.dtype)
     kinds = np.array([layer.kind for layer in layers], dtype=np.int64)
     frictions = np.array([layer.friction for layer in layers], dtype=c.dtype)
-    return node_index, normal, start, kinds, frictions
+    node_cell = np.ascontiguousarray(
+        np.stack(np.unravel_index(node_index, (c.grid_resolution,) * c.dim), axis=1),
+        dtype=np.int64).reshape(-1, c.dim)
+    return node_index, node_cell, normal, start, kinds, frictions
 
 
 _LAYER_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -1060,21 +1224,27 @@ def _forward(c: StepConstants, state: MPMState, action, params: dict, dt: float,
     fx, w, dw = ws.get("fx", (n, d), dtype), ws.get("w", (n, d, 3), dtype), \
         ws.get("dw", (n, d, 3), dtype)
     weight, node = ws.get("weight", (n, S), dtype), ws.get("node", (n, S), np.int64)
-    _pick(_stencil, parallel)(x, dx, c.grid_resolution, c.offsets, c.strides, fx, w, dw,
+    _pick(_stencil, parallel)(x, dx, c.grid_resolution, c.strides, fx, w, dw,
                               weight, node)
+    lo, hi, row_start = _node_box(x, dx, c.grid_resolution, c.strides)
+    row_length = int(hi[-1] - lo[-1])
     grid_mv, grid_m = ws.get("grid_mv", (G, d), dtype), ws.get("grid_m", (G,), dtype)
-    _p2g.serial(weight, node, c.offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m)
+    _p2g.serial(weight, node, c.offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m,
+                row_start, row_length)
     grid_v, grid_v_free = ws.get("grid_v", (G, d), dtype), ws.get("grid_v_free", (G, d), dtype)
     inv_m = ws.get("inv_m", (G,), dtype)
-    _pick(_grid_update, parallel)(grid_mv, grid_m, c.gravity, dt_t, grid_v, grid_v_free, inv_m)
-    node_index, normal, start, kinds, frictions = _layers(c)
+    _pick(_grid_update, parallel)(grid_mv, grid_m, c.gravity, dt_t, grid_v, grid_v_free, inv_m,
+                                  row_start, row_length)
+    node_index, node_cell, normal, start, kinds, frictions = _layers(c)
     inputs = ws.get("inputs", (node_index.shape[0], d), dtype)
-    _pick(_project, parallel)(grid_v, node_index, normal, start, kinds, frictions, inputs)
+    _pick(_project, parallel)(grid_v, node_index, node_cell, normal, start, kinds, frictions,
+                              inputs, lo, hi)
     new_x, new_v, new_C, new_F = _pick(_g2p, parallel)(weight, node, c.offsets, fx, dx, grid_v,
                                                        x, F, dt_t, K)
     saved.update(mass=mass, affine=affine, momentum=momentum, fx=fx, w=w, dw=dw,
                  weight=weight, node=node, grid_v=grid_v, grid_v_free=grid_v_free,
-                 inv_m=inv_m, inputs=inputs, new_C=new_C, dx=dx)
+                 inv_m=inv_m, inputs=inputs, new_C=new_C, dx=dx, lo=lo, hi=hi,
+                 row_start=row_start, row_length=row_length)
     return MPMState(new_x, new_v, new_F, new_C), saved
 
 
@@ -1106,12 +1276,13 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
         g_next.particle_F, g_next.particle_C, dt_t, K, g_x, g_F, g_new_v, g_new_C)
     g_grid_v = ws.get("g_grid_v", (G, d), dtype)
     _g2p_vjp_grid.serial(s["weight"], s["node"], c.offsets, s["fx"], dx, g_new_v, g_new_C, K,
-                         g_grid_v)
-    node_index, normal, start, kinds, frictions = _layers(c)
-    _pick(_project_vjp, parallel)(g_grid_v, node_index, normal, start, kinds, frictions,
-                                  s["inputs"])
+                         g_grid_v, s["row_start"], s["row_length"])
+    node_index, node_cell, normal, start, kinds, frictions = _layers(c)
+    _pick(_project_vjp, parallel)(g_grid_v, node_index, node_cell, normal, start, kinds,
+                                  frictions, s["inputs"], s["lo"], s["hi"])
     g_mv, g_m = ws.get("g_mv", (G, d), dtype), ws.get("g_m", (G,), dtype)
-    _pick(_grid_update_vjp, parallel)(g_grid_v, s["grid_v_free"], s["inv_m"], g_mv, g_m)
+    _pick(_grid_update_vjp, parallel)(g_grid_v, s["grid_v_free"], s["inv_m"], g_mv, g_m,
+                                      s["row_start"], s["row_length"])
     g_momentum, g_xp = ws.get("g_momentum", (n, d), dtype), ws.get("g_xp", (n, d), dtype)
     g_affine, g_mass = ws.get("g_affine", (n, d, d), dtype), ws.get("g_mass", (n,), dtype)
     _pick(_p2g_vjp, parallel)(
