@@ -125,7 +125,7 @@ def _node_box(x, dx, res, strides):
             b = int(np.floor(x[p, k] / dx - 0.5))
             b = min(max(b, 0), res - 3)
             lo[k] = min(lo[k], b)
-            hi[k] = max(hi[k], b + 2)
+            hi[k] = max(hi[k], b + 3)
     if n == 0:
         lo[:] = 0
         hi[:] = 0
@@ -443,6 +443,11 @@ def _g2p_vjp_particles_particle(p, D, weight, node, offsets, fx, w, dw, dx, grid
         c00, c01, c02 = g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 0, 2]
         c10, c11, c12 = g_new_C[p, 1, 0], g_new_C[p, 1, 1], g_new_C[p, 1, 2]
         c20, c21, c22 = g_new_C[p, 2, 0], g_new_C[p, 2, 1], g_new_C[p, 2, 2]
+        # K·C̄ once per particle: dot = gv·(ū + K C̄ o) and K C̄ᵀ gv (round-off differs
+        # from the generic loop, not the value)
+        c00, c01, c02 = K * c00, K * c01, K * c02
+        c10, c11, c12 = K * c10, K * c11, K * c12
+        c20, c21, c22 = K * c20, K * c21, K * c22
         x0, x1, x2 = g_x_next[p, 0], g_x_next[p, 1], g_x_next[p, 2]
         for s in range(S):
             i = node[p, s]
@@ -451,33 +456,23 @@ def _g2p_vjp_particles_particle(p, D, weight, node, offsets, fx, w, dw, dx, grid
             o1 = _offset(offsets, fx, p, s, 1, dx)
             o2 = _offset(offsets, fx, p, s, 2, dx)
             gv0, gv1, gv2 = grid_v[i, 0], grid_v[i, 1], grid_v[i, 2]
-            dot = 0.0
-            dot += gv0 * u0
-            dot += K * gv0 * c00 * o0
-            dot += K * gv0 * c01 * o1
-            dot += K * gv0 * c02 * o2
-            dot += gv1 * u1
-            dot += K * gv1 * c10 * o0
-            dot += K * gv1 * c11 * o1
-            dot += K * gv1 * c12 * o2
-            dot += gv2 * u2
-            dot += K * gv2 * c20 * o0
-            dot += K * gv2 * c21 * o1
-            dot += K * gv2 * c22 * o2
-            acc0 = 0.0 + gv0 * c00 + gv1 * c10 + gv2 * c20
-            acc1 = 0.0 + gv0 * c01 + gv1 * c11 + gv2 * c21
-            acc2 = 0.0 + gv0 * c02 + gv1 * c12 + gv2 * c22
-            x0 += _grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot - K * wt * acc0
-            x1 += _grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot - K * wt * acc1
-            x2 += _grad(offsets, w, dw, p, s, 2, inv_dx, D) * dot - K * wt * acc2
+            dot = (gv0 * (u0 + c00 * o0 + c01 * o1 + c02 * o2)
+                   + gv1 * (u1 + c10 * o0 + c11 * o1 + c12 * o2)
+                   + gv2 * (u2 + c20 * o0 + c21 * o1 + c22 * o2))
+            x0 += (_grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot
+                   - wt * (gv0 * c00 + gv1 * c10 + gv2 * c20))
+            x1 += (_grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot
+                   - wt * (gv0 * c01 + gv1 * c11 + gv2 * c21))
+            x2 += (_grad(offsets, w, dw, p, s, 2, inv_dx, D) * dot
+                   - wt * (gv0 * c02 + gv1 * c12 + gv2 * c22))
         g_x[p, 0] = x0
         g_x[p, 1] = x1
         g_x[p, 2] = x2
         return
     if D == 2:
         u0, u1 = g_new_v[p, 0], g_new_v[p, 1]
-        c00, c01, c10, c11 = (g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 1, 0],
-                              g_new_C[p, 1, 1])
+        c00, c01, c10, c11 = (K * g_new_C[p, 0, 0], K * g_new_C[p, 0, 1],
+                              K * g_new_C[p, 1, 0], K * g_new_C[p, 1, 1])
         x0, x1 = g_x_next[p, 0], g_x_next[p, 1]
         for s in range(S):
             i = node[p, s]
@@ -485,17 +480,11 @@ def _g2p_vjp_particles_particle(p, D, weight, node, offsets, fx, w, dw, dx, grid
             o0 = _offset(offsets, fx, p, s, 0, dx)
             o1 = _offset(offsets, fx, p, s, 1, dx)
             gv0, gv1 = grid_v[i, 0], grid_v[i, 1]
-            dot = 0.0
-            dot += gv0 * u0
-            dot += K * gv0 * c00 * o0
-            dot += K * gv0 * c01 * o1
-            dot += gv1 * u1
-            dot += K * gv1 * c10 * o0
-            dot += K * gv1 * c11 * o1
-            acc0 = 0.0 + gv0 * c00 + gv1 * c10
-            acc1 = 0.0 + gv0 * c01 + gv1 * c11
-            x0 += _grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot - K * wt * acc0
-            x1 += _grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot - K * wt * acc1
+            dot = gv0 * (u0 + c00 * o0 + c01 * o1) + gv1 * (u1 + c10 * o0 + c11 * o1)
+            x0 += (_grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot
+                   - wt * (gv0 * c00 + gv1 * c10))
+            x1 += (_grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot
+                   - wt * (gv0 * c01 + gv1 * c11))
         g_x[p, 0] = x0
         g_x[p, 1] = x1
         return
@@ -751,17 +740,18 @@ def _det(A, p, D):
 def _inverse_transpose(A, out, p, D):
     """out = A⁻ᵀ = cof(A) / det(A); returns det(A)."""
     J = _det(A, p, D)
+    inv = 1.0 / J  # one division instead of d²
     if D == 2:
-        out[p, 0, 0] = A[p, 1, 1] / J
-        out[p, 0, 1] = -A[p, 1, 0] / J
-        out[p, 1, 0] = -A[p, 0, 1] / J
-        out[p, 1, 1] = A[p, 0, 0] / J
+        out[p, 0, 0] = A[p, 1, 1] * inv
+        out[p, 0, 1] = -A[p, 1, 0] * inv
+        out[p, 1, 0] = -A[p, 0, 1] * inv
+        out[p, 1, 1] = A[p, 0, 0] * inv
     else:
         for i in range(3):
             i1, i2 = (i + 1) % 3, (i + 2) % 3
             for j in range(3):
                 j1, j2 = (j + 1) % 3, (j + 2) % 3
-                out[p, i, j] = (A[p, i1, j1] * A[p, i2, j2] - A[p, i1, j2] * A[p, i2, j1]) / J
+                out[p, i, j] = (A[p, i1, j1] * A[p, i2, j2] - A[p, i1, j2] * A[p, i2, j1]) * inv
     return J
 
 
@@ -772,11 +762,11 @@ def _polar(F, R, X, Y, eps, p, D):
     if d == 2:
         a = F[p, 0, 0] + F[p, 1, 1]
         b = F[p, 1, 0] - F[p, 0, 1]
-        r = np.sqrt(a * a + b * b)
-        R[p, 0, 0] = a / r
-        R[p, 0, 1] = -b / r
-        R[p, 1, 0] = b / r
-        R[p, 1, 1] = a / r
+        inv_r = 1.0 / np.sqrt(a * a + b * b)
+        R[p, 0, 0] = a * inv_r
+        R[p, 0, 1] = -b * inv_r
+        R[p, 1, 0] = b * inv_r
+        R[p, 1, 1] = a * inv_r
         return
     if _det(F, p, D) <= 0:
         U, _, Vt = np.linalg.svd(F[p].astype(np.float64))
@@ -958,8 +948,52 @@ def _piola_vjp(F, E, nu, corotated, exponent, G, g_F, H, R, T, S, J, p, D):
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
+def _impulses_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, mass,
+                                    affine, momentum, tau, P, H, R):
+    """_impulses_particle for the common 2D fixed-corotated case with every matrix entry in
+    a local (the generic path re-reads them from memory after each store)."""
+    f00, f01, f10, f11 = F[p, 0, 0], F[p, 0, 1], F[p, 1, 0], F[p, 1, 1]
+    mu, lam = _lame(E[p], nu[p])
+    J = f00 * f11 - f01 * f10
+    inv = 1.0 / J
+    h00, h01, h10, h11 = f11 * inv, -f10 * inv, -f01 * inv, f00 * inv
+    a = f00 + f11
+    b = f10 - f01
+    inv_r = 1.0 / np.sqrt(a * a + b * b)
+    r00, r01, r10, r11 = a * inv_r, -b * inv_r, b * inv_r, a * inv_r
+    c = lam * (J - 1.0) * J
+    p00 = 2.0 * mu * (f00 - r00) + c * h00
+    p01 = 2.0 * mu * (f01 - r01) + c * h01
+    p10 = 2.0 * mu * (f10 - r10) + c * h10
+    p11 = 2.0 * mu * (f11 - r11) + c * h11
+    H[p, 0, 0], H[p, 0, 1], H[p, 1, 0], H[p, 1, 1] = h00, h01, h10, h11
+    R[p, 0, 0], R[p, 0, 1], R[p, 1, 0], R[p, 1, 1] = r00, r01, r10, r11
+    P[p, 0, 0], P[p, 0, 1], P[p, 1, 0], P[p, 1, 1] = p00, p01, p10, p11
+    s0, s1 = sigma[p, 0], sigma[p, 1]
+    # τ = P Fᵀ + F σ Fᵀ
+    t00 = 0.0 + (p00 * f00 + f00 * s0 * f00) + (p01 * f01 + f01 * s1 * f01)
+    t01 = 0.0 + (p00 * f10 + f00 * s0 * f10) + (p01 * f11 + f01 * s1 * f11)
+    t10 = 0.0 + (p10 * f00 + f10 * s0 * f00) + (p11 * f01 + f11 * s1 * f01)
+    t11 = 0.0 + (p10 * f10 + f10 * s0 * f10) + (p11 * f11 + f11 * s1 * f11)
+    tau[p, 0, 0], tau[p, 0, 1], tau[p, 1, 0], tau[p, 1, 1] = t00, t01, t10, t11
+    m = rho[p] * V[p]
+    mass[p] = m
+    momentum[p, 0] = m * v[p, 0] + dt * cable_f[p, 0]
+    momentum[p, 1] = m * v[p, 1] + dt * cable_f[p, 1]
+    q = -dt * K * V[p]
+    affine[p, 0, 0] = q * t00 + m * C[p, 0, 0]
+    affine[p, 0, 1] = q * t01 + m * C[p, 0, 1]
+    affine[p, 1, 0] = q * t10 + m * C[p, 1, 0]
+    affine[p, 1, 1] = q * t11 + m * C[p, 1, 1]
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _impulses_particle(p, D, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated, exponent,
                        eps, mass, affine, momentum, tau, P, H, R, X, Y):
+    if D == 2 and corotated and not exponent:
+        _impulses_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, mass,
+                                        affine, momentum, tau, P, H, R)
+        return
     _piola(F, E[p], nu[p], corotated, exponent, P, H, R, X, Y, eps, p, D)
     m = rho[p] * V[p]
     mass[p] = m
