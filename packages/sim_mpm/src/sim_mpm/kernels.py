@@ -17,7 +17,16 @@ loop that takes 0.004 ms serially).
 
 Each per-particle loop body is an inlined function of the dimension D, called with the
 constant 2 or 3, so that numba/LLVM unroll the d-loops (2.4× faster in 2D than loops over
-a runtime d).
+a runtime d). The hottest bodies (P2G, G2P and their adjoints in 2D and 3D, the 2D fixed
+corotated stress and its adjoint) also have explicit branches that hold the particle's
+matrices and accumulators in local variables: written as loops over (n, d, d) arrays,
+every store may alias the other arrays, so LLVM reloads them (measured 1.5-5× per kernel).
+
+Grid passes (zeroing, momentum to velocity, boundary projections and their adjoints) run
+only over the box of nodes the particles' stencils touch (_node_box): nodes outside it
+receive no mass, so whatever the workspace holds there never reaches a particle. The
+material adjoint reuses P, F⁻ᵀ and R from the forward pass that substep_vjp runs first
+instead of recomputing them (the 3D polar iteration dominated it).
 
 Intermediates (stencil weights, grid fields, scratch matrices) live in a workspace per
 model, reused across calls: fresh multi-megabyte arrays every substep cost more in page
@@ -1025,6 +1034,85 @@ def _impulses(F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated, exponent
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
+def _impulses_vjp_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, tau, dt, K,
+                                        g_mass_in, g_affine, g_momentum, P, H, R, g_v, g_F,
+                                        g_C, g_sigma, g_E, g_nu, g_rho, g_V):
+    """_impulses_vjp_particle for 2D fixed corotated with entries in locals (see
+    _impulses_particle_corotated_2d); P, H, R come from the forward pass."""
+    f00, f01, f10, f11 = F[p, 0, 0], F[p, 0, 1], F[p, 1, 0], F[p, 1, 1]
+    p00, p01, p10, p11 = P[p, 0, 0], P[p, 0, 1], P[p, 1, 0], P[p, 1, 1]
+    h00, h01, h10, h11 = H[p, 0, 0], H[p, 0, 1], H[p, 1, 0], H[p, 1, 1]
+    r00, r01, r10, r11 = R[p, 0, 0], R[p, 0, 1], R[p, 1, 0], R[p, 1, 1]
+    a00, a01, a10, a11 = g_affine[p, 0, 0], g_affine[p, 0, 1], g_affine[p, 1, 0], \
+        g_affine[p, 1, 1]
+    gm0, gm1 = g_momentum[p, 0], g_momentum[p, 1]
+    J = f00 * f11 - f01 * f10
+    Vp = V[p]
+    m = rho[p] * Vp
+    g_v[p, 0] = m * gm0
+    g_v[p, 1] = m * gm1
+    g_m = (g_mass_in[p] + v[p, 0] * gm0 + C[p, 0, 0] * a00 + C[p, 0, 1] * a01
+           + v[p, 1] * gm1 + C[p, 1, 0] * a10 + C[p, 1, 1] * a11)
+    g_C[p, 0, 0], g_C[p, 0, 1], g_C[p, 1, 0], g_C[p, 1, 1] = m * a00, m * a01, m * a10, m * a11
+    q = -dt * K * Vp
+    t00, t01, t10, t11 = q * a00, q * a01, q * a10, q * a11
+    g_vol = -dt * K * (tau[p, 0, 0] * a00 + tau[p, 0, 1] * a01 + tau[p, 1, 0] * a10
+                       + tau[p, 1, 1] * a11)
+    g_rho[p] = g_m * Vp
+    g_V[p] = g_vol + g_m * rho[p]
+    s0, s1 = sigma[p, 0], sigma[p, 1]
+    # τ = P Fᵀ + F σ Fᵀ: ∂/∂P = ḡ F, ∂/∂F = ḡᵀ P + (ḡ + ḡᵀ) F σ, ∂/∂σ_i = (Fᵀ ḡ F)_ii
+    G00 = t00 * f00 + t01 * f10
+    G01 = t00 * f01 + t01 * f11
+    G10 = t10 * f00 + t11 * f10
+    G11 = t10 * f01 + t11 * f11
+    u00, u01, u11 = t00 + t00, t01 + t10, t11 + t11
+    gf00 = t00 * p00 + t10 * p10 + (u00 * f00 + u01 * f10) * s0
+    gf01 = t00 * p01 + t10 * p11 + (u00 * f01 + u01 * f11) * s1
+    gf10 = t01 * p00 + t11 * p10 + (u01 * f00 + u11 * f10) * s0
+    gf11 = t01 * p01 + t11 * p11 + (u01 * f01 + u11 * f11) * s1
+    g_sigma[p, 0] = (f00 * (t00 * f00 + t01 * f10) + f10 * (t10 * f00 + t11 * f10))
+    g_sigma[p, 1] = (f01 * (t00 * f01 + t01 * f11) + f11 * (t10 * f01 + t11 * f11))
+    # P = 2μ(F − R) + λ(J − 1)J H with H = F⁻ᵀ; the VJP of H is −H Gᵀ H
+    Ep, nup = E[p], nu[p]
+    mu, lam = _lame(Ep, nup)
+    gH = G00 * h00 + G01 * h01 + G10 * h10 + G11 * h11
+    # T = H Gᵀ H
+    k00 = G00 * h00 + G10 * h10  # (Gᵀ H)_00
+    k01 = G00 * h01 + G10 * h11
+    k10 = G01 * h00 + G11 * h10
+    k11 = G01 * h01 + G11 * h11
+    T00 = h00 * k00 + h01 * k10
+    T01 = h00 * k01 + h01 * k11
+    T10 = h10 * k00 + h11 * k10
+    T11 = h10 * k01 + h11 * k11
+    c = lam * (J - 1.0) * J
+    dc = lam * (2.0 * J - 1.0) * J * gH
+    two_mu = 2.0 * mu
+    gf00 += two_mu * G00 + dc * h00 - c * T00
+    gf01 += two_mu * G01 + dc * h01 - c * T01
+    gf10 += two_mu * G10 + dc * h10 - c * T10
+    gf11 += two_mu * G11 + dc * h11 - c * T11
+    g_mu = 2.0 * (G00 * (f00 - r00) + G01 * (f01 - r01) + G10 * (f10 - r10)
+                  + G11 * (f11 - r11))
+    # polar rotation (materials.py): ω = (m21 − m12) / tr(RᵀF) with M = Rᵀ(−2μG)
+    trace = r00 * f00 + r10 * f10 + r01 * f01 + r11 * f11
+    m21 = -two_mu * (r01 * G00 + r11 * G10)
+    m12 = -two_mu * (r00 * G01 + r10 * G11)
+    w = (m21 - m12) / trace
+    gf00 += r01 * w
+    gf10 += r11 * w
+    gf01 -= r00 * w
+    gf11 -= r10 * w
+    g_F[p, 0, 0], g_F[p, 0, 1], g_F[p, 1, 0], g_F[p, 1, 1] = gf00, gf01, gf10, gf11
+    g_lam = (J - 1.0) * J * gH
+    g_E[p] = g_mu / (2.0 * (1.0 + nup)) + g_lam * nup / ((1.0 + nup) * (1.0 - 2.0 * nup))
+    g_nu[p] = (-g_mu * Ep / (2.0 * (1.0 + nup) ** 2)
+               + g_lam * Ep * (1.0 + 2.0 * nup * nup)
+               / ((1.0 + nup) * (1.0 - 2.0 * nup)) ** 2)
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
 def _impulses_vjp_particle(p, D, F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent,
                            g_mass_in, g_affine, g_momentum, scratch, outputs):
     # tuples keep the call under CPython's 30-argument limit for plain calls, beyond which
@@ -1087,7 +1175,11 @@ def _impulses_vjp(F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated, exponent
     scratch = (P, H, R, X, Y, g_tau, g_P)
     outputs = (g_v, g_F, g_C, g_sigma, g_E, g_nu, g_rho, g_V)
     for p in numba.prange(n):
-        if d == 2:
+        if d == 2 and corotated and not exponent:
+            _impulses_vjp_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, tau, dt, K,
+                                                g_mass_in, g_affine, g_momentum, P, H, R, g_v,
+                                                g_F, g_C, g_sigma, g_E, g_nu, g_rho, g_V)
+        elif d == 2:
             _impulses_vjp_particle(p, 2, F, C, v, E, nu, rho, V, sigma, tau, dt, K, corotated,
                                    exponent, g_mass_in, g_affine, g_momentum, scratch,
                                    outputs)
