@@ -1,0 +1,99 @@
+"""Fitting stiffness and damping to keypoints: shooting and joint state-parameter estimation.
+
+A small cantilever released from a bent pose is simulated with known K and C; its keypoints
+at 30 fps (model at 90 Hz) are the recording. Both fits start away from the truth.
+"""
+
+import numpy as np
+import pytest
+
+from codesign.testing import gradcheck
+from sim_vine.estimation import casadi_available, estimate
+from sim_vine.fitting import (
+    FitError,
+    KeypointObserver,
+    VideoRecording,
+    fit_shooting,
+    frame_schedule,
+    simulate_keypoints,
+    tip_errors_mm,
+)
+from sim_vine.keypoints import Keypoints
+from sim_vine.scene import make_simulator
+
+TRUTH = {"joint.stiffness": 0.05, "joint.damping": 0.0005}
+FRAMES, POINTS = 16, 6
+
+
+def cantilever(bodies=4):
+    return make_simulator(bodies=bodies, length=0.2, stiffness=0.05, damping=0.0005,
+                          initial_angles=0.15)
+
+
+@pytest.fixture(scope="module")
+def recording():
+    sim = cantilever()
+    times = np.arange(FRAMES) / 30.0
+    schedule = frame_schedule(times, model_rate=90.0)
+    design = sim.design_space().defaults()
+    points = simulate_keypoints(sim, design, initial_state=sim.initial_state(design),
+                                growth_rate=0.0, schedule=schedule, frames=FRAMES,
+                                points=POINTS)
+    return VideoRecording(keypoints=Keypoints(times=times, points=points), name="release")
+
+
+def test_frames_align_with_model_steps():
+    schedule = frame_schedule(np.arange(5) / 30.0, model_rate=90.0)
+    assert schedule.substeps == 3 and schedule.dt == pytest.approx(1 / 90)
+    with pytest.raises(FitError):
+        frame_schedule(np.array([0.0, 0.1, 0.15]), model_rate=90.0)
+
+
+def test_keypoint_observer_gradients():
+    sim = cantilever()
+    observer = KeypointObserver(simulator=sim, points=POINTS)
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    w = np.random.default_rng(0).standard_normal(observer.size)
+    g_state, _ = observer.observe_vjp(state, design, w)
+    report = gradcheck(lambda d: float(w @ observer.observe(d["s"], design)), {"s": state},
+                       {"s": g_state})
+    assert report.passed, str(report)
+
+
+def test_shooting_recovers_stiffness_and_damping_within_two_percent(recording):
+    fit = fit_shooting(cantilever(), [recording], model_rate=90.0, max_iterations=30,
+                       overrides={"joint.stiffness": {"init": 0.035},
+                                  "joint.damping": {"init": 0.0008}})
+    for name, truth in TRUTH.items():
+        assert float(np.mean(fit.fitted[name])) == pytest.approx(truth, rel=0.02), name
+    assert fit.loss < fit.initial_loss
+    assert fit.tip_error_mm[0]["mae"] < 0.1
+
+
+def test_tip_errors_ignore_missing_frames_and_check_shapes():
+    measured = np.zeros((3, 2, 2))
+    measured[1] = np.nan
+    predicted = np.zeros((3, 2, 2))
+    predicted[:, -1, 0] = 0.001  # 1 mm off in x
+    errors = tip_errors_mm(predicted, measured)
+    assert errors["mae"] == pytest.approx(1.0) and errors["mae_y"] == 0.0
+    with pytest.raises(FitError, match="differ in shape"):
+        tip_errors_mm(predicted[:, :1], measured[:2])
+
+
+def test_bad_growth_input_is_refused(recording):
+    bad = VideoRecording(keypoints=recording.keypoints, growth_rate=[0.1, np.nan])
+    with pytest.raises(FitError, match="growth_rate"):
+        bad.growth_table()
+
+
+@pytest.mark.skipif(not casadi_available(), reason="joint estimation needs casadi (sim_vine[fit])")
+def test_joint_estimation_with_ipopt_recovers_stiffness_and_damping(recording):
+    start = dict(cantilever().design_space().defaults())
+    start["joint.stiffness"] = np.full_like(start["joint.stiffness"], 0.035)
+    start["joint.damping"] = np.full_like(start["joint.damping"], 0.0008)
+    result = estimate(cantilever(), recording, design=start, model_rate=90.0)
+    assert "Succeeded" in result.status
+    for name, truth in TRUTH.items():
+        assert float(np.mean(result.fitted[name])) == pytest.approx(truth, rel=0.02), name
