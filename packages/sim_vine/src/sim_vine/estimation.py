@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 
 from .fitting import (
-    FitError,
     FrameSchedule,
     VideoRecording,
     frame_schedule,
@@ -557,7 +556,7 @@ def estimate(
     n_x = x.shape[0]
     lower = np.full(n_x, -np.inf)
     upper = np.full(n_x, np.inf)
-    for name, size, scale, low, high in layout:
+    for name, _size, scale, low, high in layout:
         sl = param_slices[name]
         lower[sl], upper[sl] = low / scale, high / scale
     lower[n_x - len(active):] = 0.0  # contact impulses push
@@ -587,7 +586,7 @@ def estimate(
 
     theta_opt = x_opt[:n_theta]
     fitted, fitted_design = {}, dict(base_design)
-    for name, size, scale, _, _ in layout:
+    for name, _size, scale, _, _ in layout:
         value = theta_opt[param_slices[name]] * scale
         fitted[name] = value.copy() if name in per_joint else np.asarray(float(value[0]))
         shape = np.shape(base_design[name])
