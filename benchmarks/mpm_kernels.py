@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from peers.scene import SCENES, BenchmarkScene  # noqa: E402
+from peers.scene import SCENES, BenchmarkScene, build_sim_mpm  # noqa: E402
 
 # issue 3's reference figures, ms per substep (forward, backward); quoted, not measured here
 QUOTED_WARP_CPU = {"2d_6400": (0.52, 1.47), "3d_64000": (16.0, 98.0)}
@@ -32,16 +32,7 @@ QUOTED_WARP_CPU = {"2d_6400": (0.52, 1.47), "3d_64000": (16.0, 98.0)}
 
 def build(scene: BenchmarkScene, dtype: str):
     """(simulator, design, state) of the scene with numba kernels, serial."""
-    from sim_mpm import BoxWalls, MPMSimulator, build_model
-
-    model = build_model(
-        particle_x=scene.particle_x, particle_v=scene.particle_v, dim=scene.dim,
-        grid_resolution=scene.grid_resolution, dx=scene.dx, gravity=scene.gravity,
-        youngs_modulus=scene.youngs_modulus, poissons_ratio=scene.poissons_ratio,
-        density=scene.density, volume=scene.volume, material="corotated",
-        boundaries=(BoxWalls(kind="sticky", margin=scene.wall_margin),), dtype=dtype)
-    simulator = MPMSimulator(model, kernels="numba")
-    design = simulator.design_space().defaults()
+    simulator, design = build_sim_mpm(scene, dtype)
     return simulator, design, simulator.initial_state(design)
 
 

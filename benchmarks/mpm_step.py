@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from peers.scene import SCENES, BenchmarkScene  # noqa: E402
+from peers.scene import SCENES, BenchmarkScene, build_sim_mpm  # noqa: E402
 
 # (forward substeps timed, reverse substeps timed) per scene
 _REPEATS = {"2d_6400": (200, 50), "3d_8000": (50, 20), "3d_64000": (10, 5)}
@@ -44,26 +44,12 @@ _TOLERANCE = 1e-5  # [m] largest position difference accepted after the check su
 _GRADIENT_TOLERANCE = 1e-3  # largest relative one-substep gradient difference in float32
 
 
-def build_ours(scene: BenchmarkScene, dtype: str):
-    """The scene as an MPMSimulator (numba kernels) with its default design."""
-    from sim_mpm import BoxWalls, MPMSimulator, build_model
-
-    model = build_model(
-        particle_x=scene.particle_x, particle_v=scene.particle_v, dim=scene.dim,
-        grid_resolution=scene.grid_resolution, dx=scene.dx, gravity=scene.gravity,
-        youngs_modulus=scene.youngs_modulus, poissons_ratio=scene.poissons_ratio,
-        density=scene.density, volume=scene.volume, material="corotated",
-        boundaries=(BoxWalls(kind="sticky", margin=scene.wall_margin),), dtype=dtype)
-    simulator = MPMSimulator(model, kernels="numba")
-    return simulator, simulator.design_space().defaults()
-
-
 class Ours:
     """sim_mpm behind the peers' interface (run, positions, time_forward, time_backward)."""
 
     def __init__(self, scene: BenchmarkScene, dtype: str = "float32"):
         self.scene = scene
-        self.simulator, self.design = build_ours(scene, dtype)
+        self.simulator, self.design = build_sim_mpm(scene, dtype)
         self.state = self.simulator.initial_state(self.design)
         self.action = np.zeros(0)
 
@@ -175,7 +161,7 @@ def memory_sweep(substeps: int) -> None:
             return np.zeros(0)
 
     scene = SCENES["3d_64000"]()
-    simulator, design = build_ours(scene, "float32")
+    simulator, design = build_sim_mpm(scene, "float32")
     rollout = Rollout(simulator, controller=NoActuation(), steps=substeps, substeps=1,
                       dt=scene.dt)
     objective = Objective.of(MeanPosition(simulator=simulator, axis=0))

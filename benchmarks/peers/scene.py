@@ -71,3 +71,17 @@ SCENES = {
     "3d_64000": lambda: block_scene("3D cube, 64,000 particles, 64³ grid", dim=3, per_axis=40,
                                     grid_resolution=64),
 }
+
+
+def build_sim_mpm(scene: BenchmarkScene, dtype: str):
+    """The scene as an ``MPMSimulator`` (numba kernels, serial) and its default design."""
+    from sim_mpm import BoxWalls, MPMSimulator, build_model
+
+    model = build_model(
+        particle_x=scene.particle_x, particle_v=scene.particle_v, dim=scene.dim,
+        grid_resolution=scene.grid_resolution, dx=scene.dx, gravity=scene.gravity,
+        youngs_modulus=scene.youngs_modulus, poissons_ratio=scene.poissons_ratio,
+        density=scene.density, volume=scene.volume, material="corotated",
+        boundaries=(BoxWalls(kind="sticky", margin=scene.wall_margin),), dtype=dtype)
+    simulator = MPMSimulator(model, kernels="numba")
+    return simulator, simulator.design_space().defaults()

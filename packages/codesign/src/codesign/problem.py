@@ -19,7 +19,7 @@ from .optim.base import Evaluation
 from .rollout import Rollout
 from .terms import Constraint, Objective
 
-__all__ = ["RolloutProblem", "apply_overrides"]
+__all__ = ["RolloutProblem", "apply_overrides", "evaluate_point"]
 
 
 def apply_overrides(space: DesignSpace, overrides: Mapping[str, Mapping[str, Any]]) -> DesignSpace:
@@ -45,7 +45,8 @@ def apply_overrides(space: DesignSpace, overrides: Mapping[str, Mapping[str, Any
     return space
 
 
-def _evaluate_remote(problem: RolloutProblem, x: np.ndarray, grad: bool) -> Evaluation:
+def evaluate_point(problem, x: np.ndarray, grad: bool) -> Evaluation:
+    """``problem.evaluate(x, grad=grad)`` as a module-level function executors can pickle."""
     return problem.evaluate(x, grad=grad)
 
 
@@ -143,7 +144,7 @@ class RolloutProblem:
         """Evaluate a batch; through the executor when one is set."""
         if self.executor is None:
             return [self.evaluate(x, grad=grad) for x in xs]
-        futures = [self.executor.submit(_evaluate_remote, self, np.asarray(x), grad) for x in xs]
+        futures = [self.executor.submit(evaluate_point, self, np.asarray(x), grad) for x in xs]
         return [f.result() for f in futures]
 
     def describe(self, x: np.ndarray) -> dict[str, Any]:

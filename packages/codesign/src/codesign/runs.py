@@ -50,6 +50,7 @@ from .outputs import (
     write_text,
     write_video,
 )
+from .problem import evaluate_point
 
 __all__ = [
     "RunError",
@@ -179,7 +180,7 @@ class JournaledFunction:
         if executor is None:
             pending = {i: None for i in missing}
         else:
-            pending = {i: executor.submit(_evaluate, self.problem, xs[i], grad) for i in missing}
+            pending = {i: executor.submit(evaluate_point, self.problem, xs[i], grad) for i in missing}
         for i, future in pending.items():
             evaluation = self.problem.evaluate(xs[i], grad=grad) if future is None \
                 else future.result()
@@ -187,10 +188,6 @@ class JournaledFunction:
             results[i] = evaluation
             self.computed += 1
         return results  # type: ignore[return-value]
-
-
-def _evaluate(problem, x: np.ndarray, grad: bool) -> Evaluation:
-    return problem.evaluate(x, grad=grad)
 
 
 def plugin_table(plugin_manager) -> list[dict[str, Any]]:
