@@ -1,37 +1,39 @@
 """numba CPU kernels for the MLS-MPM substep and its adjoint, equal to :mod:`.step`.
 
-Everything per particle or per node is a compiled loop: stencil weights, stress
-(materials and stress actuation), P2G, grid update, boundary projections, G2P, and the
-adjoint of each. Only the cable forces (a few route particles) reuse the array-level
-functions of :mod:`.actuators`. The 3D polar rotation uses scaled Newton iterations
-X ← ½(ζX + X⁻ᵀ/ζ) (the reference uses an SVD; both give the same R to round-off for
-det F > 0) and falls back to a per-particle SVD for inverted particles.
+Everything per particle or per node is a compiled loop: stress (materials and stress
+actuation), P2G, grid update, boundary projections, G2P, and the adjoint of each. Only the
+cable forces (a few route particles) reuse the array-level functions of :mod:`.actuators`.
+The 3D polar rotation uses scaled Newton iterations X ← ½(ζX + X⁻ᵀ/ζ) (the reference uses
+an SVD; both give the same R to round-off for det F > 0) and falls back to a per-particle
+SVD for inverted particles.
 
-Parallelism: each loop nest is compiled twice, serial and with ``prange`` over particles or
-nodes; ``parallel=True`` selects the threaded build. The two scatters (P2G and the grid
-side of the G2P adjoint) always run serially in particle order: threads would need atomics
-or colouring, and the serial scatter keeps results bitwise reproducible. Serial is the
-default because on small machines a threaded launch costs more than these loops (measured
-on a busy 2-core machine: 0.2 ms with numba's workqueue layer, 8 ms with OpenMP, for a
-loop that takes 0.004 ms serially).
+Transfers recompute the particle's quadratic B-spline stencil (base node, weights and
+their derivatives, three per axis) in registers in every pass that needs it (_axis):
+storing (n, 3^d) weights and node indices cost more memory traffic than the arithmetic
+(measured 1.5-1.8x on the 2D benchmark block). The stencil loops are written per
+dimension (2D and 3D) with the particle's matrices and accumulators in locals, so numba/LLVM
+unroll them and never reload values that a grid store could alias. Arithmetic stays in the
+arrays' precision: float literals would promote float32 to float64 (2x slower in G2P).
 
-Each per-particle loop body is an inlined function of the dimension D, called with the
-constant 2 or 3, so that numba/LLVM unroll the d-loops (2.4× faster in 2D than loops over
-a runtime d). The hottest bodies (P2G, G2P and their adjoints in 2D and 3D, the 2D fixed
-corotated stress and its adjoint) also have explicit branches that hold the particle's
-matrices and accumulators in local variables: written as loops over (n, d, d) arrays,
-every store may alias the other arrays, so LLVM reloads them (measured 1.5-5× per kernel).
+Parallelism: each loop nest that has no scatter is compiled twice, serial and with
+``prange`` over particles or nodes; ``parallel=True`` selects the threaded build. The two
+scatters (P2G and the G2P adjoint, which scatters ∂L/∂(grid v)) always run serially in
+particle order: threads would need atomics or colouring, and the serial scatter keeps
+results bitwise reproducible. Serial is the default because on small machines a threaded
+launch costs more than these loops (measured on a busy 2-core machine: 0.2 ms with numba's
+workqueue layer, 8 ms with OpenMP, for a loop that takes 0.004 ms serially).
 
-Grid passes (zeroing, momentum to velocity, boundary projections and their adjoints) run
-only over the box of nodes the particles' stencils touch (_node_box): nodes outside it
-receive no mass, so whatever the workspace holds there never reaches a particle. The
-material adjoint reuses P, F⁻ᵀ and R from the forward pass that substep_vjp runs first
-instead of recomputing them (the 3D polar iteration dominated it).
+Grid passes run only over the box of nodes the particles' stencils touch, which P2G
+records: nodes outside it receive no mass, so whatever the workspace holds there never
+reaches a particle. The scatter targets (grid momentum and mass, ∂L/∂(grid v)) are zeroed
+by the pass that consumes them, so no pass clears the grid. The material adjoint reuses P,
+F⁻ᵀ and R from the forward pass that substep_vjp runs first instead of recomputing them
+(the 3D polar iteration dominated it).
 
-Intermediates (stencil weights, grid fields, scratch matrices) live in a workspace per
-model, reused across calls: fresh multi-megabyte arrays every substep cost more in page
-faults than the arithmetic. Returned arrays are always new, so steps stay pure, but one
-simulator must not be stepped from two threads at once.
+Intermediates (grid fields, scratch matrices) live in a workspace per model, reused across
+calls: fresh multi-megabyte arrays every substep cost more in page faults than the
+arithmetic. Returned arrays are always new, so steps stay pure, but one simulator must not
+be stepped from two threads at once.
 """
 
 from __future__ import annotations
@@ -61,88 +63,107 @@ def _dual(fn):
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _offset(offsets, fx, p, s, k, dx):
-    """x_i − x_p along axis k [m] for stencil node s of particle p."""
-    return (offsets[s, k] - fx[p, k]) * dx
+def _axis(x, p, k, dx, res):
+    """Stencil along axis k of particle p: base node b, fraction f = x/Δx − b, the three
+    quadratic B-spline weights w(f) and their derivatives dw/df, in x's precision (float
+    literals would promote float32 arithmetic to float64)."""
+    T = x.dtype.type
+    xs = x[p, k] / dx
+    b = min(max(int(np.floor(xs - T(0.5))), 0), res - 3)
+    f = xs - T(b)
+    u = T(1.5) - f
+    v = f - T(1.0)
+    z = f - T(0.5)
+    return b, f, T(0.5) * u * u, T(0.75) - v * v, T(0.5) * z * z, -u, T(-2.0) * v, z
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _grad(offsets, w, dw, p, s, k, inv_dx, D):
-    """∂w_ip/∂x_p along axis k [1/m]."""
-    g = dw[p, k, offsets[s, k]] * inv_dx
-    for j in range(D):
-        if j != k:
-            g *= w[p, j, offsets[s, j]]
-    return g
-
-
-@_dual
-def _stencil(x, dx, res, strides, fx, w, dw, weight, node):
-    """Fill per-axis B-spline weights w, dw/dfx (n, d, 3), fx (n, d), and per-node weight
-    and flat index (n, 3^d). Offsets and weight gradients are recomputed where needed
-    rather than stored: (n, 3^d, d) arrays cost more memory traffic than the arithmetic."""
-    n, d = x.shape
-    for p in numba.prange(n):
-        b0 = 0
-        for k in range(d):
-            xs = x[p, k] / dx
-            b = int(np.floor(xs - 0.5))
-            b = min(max(b, 0), res - 3)
-            b0 += b * strides[k]
-            f = xs - b
-            fx[p, k] = f
-            w[p, k, 0] = 0.5 * (1.5 - f) * (1.5 - f)
-            w[p, k, 1] = 0.75 - (f - 1.0) * (f - 1.0)
-            w[p, k, 2] = 0.5 * (f - 0.5) * (f - 0.5)
-            dw[p, k, 0] = f - 1.5
-            dw[p, k, 1] = -2.0 * (f - 1.0)
-            dw[p, k, 2] = f - 0.5
-        if d == 3:
-            # the C-order stencil of step.stencil_offsets, products hoisted per axis
-            s = 0
-            for i0 in range(3):
-                for i1 in range(3):
-                    w01 = w[p, 0, i0] * w[p, 1, i1]
-                    flat01 = b0 + i0 * strides[0] + i1 * strides[1]
-                    for i2 in range(3):
-                        weight[p, s] = w01 * w[p, 2, i2]
-                        node[p, s] = flat01 + i2 * strides[2]
-                        s += 1
-        else:
-            s = 0
-            for i0 in range(3):
-                for i1 in range(3):
-                    weight[p, s] = w[p, 0, i0] * w[p, 1, i1]
-                    node[p, s] = b0 + i0 * strides[0] + i1 * strides[1]
-                    s += 1
+def _pick3(i, a0, a1, a2):
+    """a_i for a compile-time i in {0, 1, 2} (the stencil loops are unrolled)."""
+    return a0 if i == 0 else (a1 if i == 1 else a2)
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _node_box(x, dx, res, strides):
-    """The box of grid nodes the particles' stencils touch, as rows along the last axis.
+def _p2g(x, dx, res, momentum, affine, mass, grid_mv, grid_m, lo, hi):
+    """Scatter mass and momentum (with the MLS stress impulse in ``affine``) to the grid,
+    serially in particle order, and record the node box the stencils touch in lo, hi (d,).
 
-    Returns (lo (d,), hi (d,), row_start (rows,)): node cells lo ≤ cell < hi on each
-    axis, and the flat index of each row's first node; every row holds hi[-1] − lo[-1]
-    consecutive nodes. Grid passes run over this box only: nodes outside it get no mass,
-    so their values never reach a particle (base cells as in _stencil).
-    """
+    grid_mv, grid_m must be zero where the particles scatter: _grid_update zeroes them again
+    as it reads them, so the workspace stays zero between substeps."""
     n, d = x.shape
-    lo = np.full(d, res, dtype=np.int64)
-    hi = np.zeros(d, dtype=np.int64)
+    T = x.dtype.type
+    lo0 = lo1 = lo2 = res
+    hi0 = hi1 = hi2 = 0
     for p in range(n):
-        for k in range(d):
-            b = int(np.floor(x[p, k] / dx - 0.5))
-            b = min(max(b, 0), res - 3)
-            lo[k] = min(lo[k], b)
-            hi[k] = max(hi[k], b + 3)
+        if d == 2:
+            b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
+            b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
+            lo0, hi0 = min(lo0, b0), max(hi0, b0 + 3)
+            lo1, hi1 = min(lo1, b1), max(hi1, b1 + 3)
+            m0, m1 = momentum[p, 0], momentum[p, 1]
+            a00, a01 = affine[p, 0, 0], affine[p, 0, 1]
+            a10, a11 = affine[p, 1, 0], affine[p, 1, 1]
+            mp = mass[p]
+            for i0 in range(3):
+                w0 = _pick3(i0, wa0, wa1, wa2)
+                o0 = (T(i0) - f0) * dx
+                q0 = m0 + a00 * o0
+                q1 = m1 + a10 * o0
+                row = (b0 + i0) * res + b1
+                for i1 in range(3):
+                    wt = w0 * _pick3(i1, wb0, wb1, wb2)
+                    o1 = (T(i1) - f1) * dx
+                    i = row + i1
+                    grid_mv[i, 0] += wt * (q0 + a01 * o1)
+                    grid_mv[i, 1] += wt * (q1 + a11 * o1)
+                    grid_m[i] += wt * mp
+        else:
+            b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
+            b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
+            b2, f2, wc0, wc1, wc2, _, _, _ = _axis(x, p, 2, dx, res)
+            lo0, hi0 = min(lo0, b0), max(hi0, b0 + 3)
+            lo1, hi1 = min(lo1, b1), max(hi1, b1 + 3)
+            lo2, hi2 = min(lo2, b2), max(hi2, b2 + 3)
+            m0, m1, m2 = momentum[p, 0], momentum[p, 1], momentum[p, 2]
+            a00, a01, a02 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 0, 2]
+            a10, a11, a12 = affine[p, 1, 0], affine[p, 1, 1], affine[p, 1, 2]
+            a20, a21, a22 = affine[p, 2, 0], affine[p, 2, 1], affine[p, 2, 2]
+            mp = mass[p]
+            for i0 in range(3):
+                w0 = _pick3(i0, wa0, wa1, wa2)
+                o0 = (T(i0) - f0) * dx
+                for i1 in range(3):
+                    w01 = w0 * _pick3(i1, wb0, wb1, wb2)
+                    o1 = (T(i1) - f1) * dx
+                    q0 = m0 + a00 * o0 + a01 * o1
+                    q1 = m1 + a10 * o0 + a11 * o1
+                    q2 = m2 + a20 * o0 + a21 * o1
+                    row = ((b0 + i0) * res + b1 + i1) * res + b2
+                    for i2 in range(3):
+                        wt = w01 * _pick3(i2, wc0, wc1, wc2)
+                        o2 = (T(i2) - f2) * dx
+                        i = row + i2
+                        grid_mv[i, 0] += wt * (q0 + a02 * o2)
+                        grid_mv[i, 1] += wt * (q1 + a12 * o2)
+                        grid_mv[i, 2] += wt * (q2 + a22 * o2)
+                        grid_m[i] += wt * mp
     if n == 0:
-        lo[:] = 0
-        hi[:] = 0
+        lo0 = lo1 = lo2 = hi0 = hi1 = hi2 = 0
+    lo[0], hi[0], lo[1], hi[1] = lo0, hi0, lo1, hi1
+    if d == 3:
+        lo[2], hi[2] = lo2, hi2
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _box_rows(lo, hi, strides):
+    """Flat index of the first node of every row (along the last axis) of the node box
+    lo ≤ cell < hi; each row holds hi[-1] − lo[-1] consecutive nodes."""
+    d = lo.shape[0]
     rows = 1
     for k in range(d - 1):
         rows *= hi[k] - lo[k]
-    row_start = np.empty(rows, dtype=np.int64)
-    for r in range(rows):
+    row_start = np.empty(max(rows, 0), dtype=np.int64)
+    for r in range(row_start.shape[0]):
         flat = lo[d - 1]
         rest = r
         for k in range(d - 2, -1, -1):
@@ -150,99 +171,40 @@ def _node_box(x, dx, res, strides):
             flat += (lo[k] + rest % extent) * strides[k]
             rest //= extent
         row_start[r] = flat
-    return lo, hi, row_start
-
-
-@numba.njit(cache=True, error_model="numpy", inline="always")
-def _p2g_particle(p, D, weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m):
-    S = weight.shape[1]
-    if D == 3:
-        # particle values in locals: the grid stores could alias them, so LLVM would
-        # otherwise reload them for every node
-        m0, m1, m2 = momentum[p, 0], momentum[p, 1], momentum[p, 2]
-        a00, a01, a02 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 0, 2]
-        a10, a11, a12 = affine[p, 1, 0], affine[p, 1, 1], affine[p, 1, 2]
-        a20, a21, a22 = affine[p, 2, 0], affine[p, 2, 1], affine[p, 2, 2]
-        mp = mass[p]
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            o2 = _offset(offsets, fx, p, s, 2, dx)
-            grid_mv[i, 0] += wt * (m0 + a00 * o0 + a01 * o1 + a02 * o2)
-            grid_mv[i, 1] += wt * (m1 + a10 * o0 + a11 * o1 + a12 * o2)
-            grid_mv[i, 2] += wt * (m2 + a20 * o0 + a21 * o1 + a22 * o2)
-            grid_m[i] += wt * mp
-        return
-    if D == 2:
-        m0, m1 = momentum[p, 0], momentum[p, 1]
-        a00, a01, a10, a11 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 1, 0], affine[p, 1, 1]
-        mp = mass[p]
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            grid_mv[i, 0] += wt * (m0 + a00 * o0 + a01 * o1)
-            grid_mv[i, 1] += wt * (m1 + a10 * o0 + a11 * o1)
-            grid_m[i] += wt * mp
-        return
-    for s in range(S):
-        i = node[p, s]
-        wt = weight[p, s]
-        for a in range(D):
-            acc = momentum[p, a]
-            for b in range(D):
-                acc += affine[p, a, b] * _offset(offsets, fx, p, s, b, dx)
-            grid_mv[i, a] += wt * acc
-        grid_m[i] += wt * mass[p]
-
-
-@_dual
-def _p2g(weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m, row_start,
-         row_length):
-    """Scatter mass and momentum to the grid (zeroed here over the node box); serial in
-    particle order."""
-    n = weight.shape[0]
-    d = fx.shape[1]
-    for r in range(row_start.shape[0]):
-        for i in range(row_start[r], row_start[r] + row_length):
-            grid_m[i] = 0.0
-            for a in range(d):
-                grid_mv[i, a] = 0.0
-    for p in range(n):
-        if d == 2:
-            _p2g_particle(p, 2, weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv,
-                          grid_m)
-        else:
-            _p2g_particle(p, 3, weight, node, offsets, fx, dx, momentum, affine, mass, grid_mv,
-                          grid_m)
+    return row_start
 
 
 @_dual
 def _grid_update(grid_mv, grid_m, gravity, dt, grid_v, grid_v_free, inv_m, row_start,
                  row_length):
+    """Momentum to velocity plus gravity over the node box; zeroes grid_mv, grid_m behind it
+    (see _p2g)."""
     d = grid_mv.shape[1]
+    zero = grid_m.dtype.type(0.0)
+    one = grid_m.dtype.type(1.0)
     for r in numba.prange(row_start.shape[0]):
         for i in range(row_start[r], row_start[r] + row_length):
             if grid_m[i] > 0:
-                inv = 1.0 / grid_m[i]
+                inv = one / grid_m[i]
                 inv_m[i] = inv
                 for a in range(d):
                     vf = grid_mv[i, a] * inv
                     grid_v_free[i, a] = vf
                     grid_v[i, a] = vf + dt * gravity[a]
             else:
-                inv_m[i] = 0.0
+                inv_m[i] = zero
                 for a in range(d):
-                    grid_v_free[i, a] = 0.0
-                    grid_v[i, a] = 0.0
+                    grid_v_free[i, a] = zero
+                    grid_v[i, a] = zero
+            grid_m[i] = zero
+            for a in range(d):
+                grid_mv[i, a] = zero
+
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
 def _in_box(node_cell, e, lo, hi):
-    """Whether boundary entry e's node lies in the node box (see _node_box)."""
+    """Whether boundary entry e's node lies in the node box that _p2g recorded."""
     for k in range(lo.shape[0]):
         if node_cell[e, k] < lo[k] or node_cell[e, k] >= hi[k]:
             return False
@@ -323,414 +285,326 @@ def _project_vjp(g, node_index, node_cell, normal, start, kinds, frictions, inpu
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _g2p_particle(p, D, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_x, new_v, new_C,
-                  new_F):
-    S = weight.shape[1]
-    if D == 3:
-        v0 = v1 = v2 = 0.0
-        c00 = c01 = c02 = c10 = c11 = c12 = c20 = c21 = c22 = 0.0
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            o2 = _offset(offsets, fx, p, s, 2, dx)
-            g0 = grid_v[i, 0]
-            g1 = grid_v[i, 1]
-            g2 = grid_v[i, 2]
-            v0 += wt * g0
-            v1 += wt * g1
-            v2 += wt * g2
-            k0 = K * wt * g0
-            k1 = K * wt * g1
-            k2 = K * wt * g2
-            c00 += k0 * o0
-            c01 += k0 * o1
-            c02 += k0 * o2
-            c10 += k1 * o0
-            c11 += k1 * o1
-            c12 += k1 * o2
-            c20 += k2 * o0
-            c21 += k2 * o1
-            c22 += k2 * o2
-        new_v[p, 0] = v0
-        new_v[p, 1] = v1
-        new_v[p, 2] = v2
-        new_C[p, 0, 0] = c00
-        new_C[p, 0, 1] = c01
-        new_C[p, 0, 2] = c02
-        new_C[p, 1, 0] = c10
-        new_C[p, 1, 1] = c11
-        new_C[p, 1, 2] = c12
-        new_C[p, 2, 0] = c20
-        new_C[p, 2, 1] = c21
-        new_C[p, 2, 2] = c22
-    elif D == 2:
-        v0 = v1 = 0.0
-        c00 = c01 = c10 = c11 = 0.0
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            g0 = grid_v[i, 0]
-            g1 = grid_v[i, 1]
-            v0 += wt * g0
-            v1 += wt * g1
-            k0 = K * wt * g0
-            k1 = K * wt * g1
-            c00 += k0 * o0
-            c01 += k0 * o1
-            c10 += k1 * o0
-            c11 += k1 * o1
-        new_v[p, 0] = v0
-        new_v[p, 1] = v1
-        new_C[p, 0, 0] = c00
-        new_C[p, 0, 1] = c01
-        new_C[p, 1, 0] = c10
-        new_C[p, 1, 1] = c11
-    else:
-        for a in range(D):
-            new_v[p, a] = 0.0
-            for b in range(D):
-                new_C[p, a, b] = 0.0
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            for a in range(D):
-                gv = grid_v[i, a]
-                new_v[p, a] += wt * gv
-                for b in range(D):
-                    new_C[p, a, b] += K * wt * gv * _offset(offsets, fx, p, s, b, dx)
+def _gather(p, D, x, grid_v, dx, res, K, new_v, new_C):
+    """Particle p's velocity and APIC affine velocity C from the grid into new_v, new_C."""
+    T = x.dtype.type
+    zero = T(0.0)
+    if D == 2:
+        b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
+        b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
+        v0 = v1 = zero
+        c00 = c01 = c10 = c11 = zero
+        for i0 in range(3):
+            w0 = _pick3(i0, wa0, wa1, wa2)
+            o0 = (T(i0) - f0) * dx
+            row = (b0 + i0) * res + b1
+            for i1 in range(3):
+                wt = w0 * _pick3(i1, wb0, wb1, wb2)
+                o1 = (T(i1) - f1) * dx
+                i = row + i1
+                g0, g1 = grid_v[i, 0], grid_v[i, 1]
+                v0 += wt * g0
+                v1 += wt * g1
+                k0, k1 = K * wt * g0, K * wt * g1
+                c00 += k0 * o0
+                c01 += k0 * o1
+                c10 += k1 * o0
+                c11 += k1 * o1
+        new_v[p, 0], new_v[p, 1] = v0, v1
+        new_C[p, 0, 0], new_C[p, 0, 1], new_C[p, 1, 0], new_C[p, 1, 1] = c00, c01, c10, c11
+        return
+    b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
+    b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
+    b2, f2, wc0, wc1, wc2, _, _, _ = _axis(x, p, 2, dx, res)
+    v0 = v1 = v2 = zero
+    c00 = c01 = c02 = c10 = c11 = c12 = c20 = c21 = c22 = zero
+    for i0 in range(3):
+        w0 = _pick3(i0, wa0, wa1, wa2)
+        o0 = (T(i0) - f0) * dx
+        for i1 in range(3):
+            w01 = w0 * _pick3(i1, wb0, wb1, wb2)
+            o1 = (T(i1) - f1) * dx
+            row = ((b0 + i0) * res + b1 + i1) * res + b2
+            for i2 in range(3):
+                wt = w01 * _pick3(i2, wc0, wc1, wc2)
+                o2 = (T(i2) - f2) * dx
+                i = row + i2
+                g0, g1, g2 = grid_v[i, 0], grid_v[i, 1], grid_v[i, 2]
+                v0 += wt * g0
+                v1 += wt * g1
+                v2 += wt * g2
+                k0, k1, k2 = K * wt * g0, K * wt * g1, K * wt * g2
+                c00 += k0 * o0
+                c01 += k0 * o1
+                c02 += k0 * o2
+                c10 += k1 * o0
+                c11 += k1 * o1
+                c12 += k1 * o2
+                c20 += k2 * o0
+                c21 += k2 * o1
+                c22 += k2 * o2
+    new_v[p, 0], new_v[p, 1], new_v[p, 2] = v0, v1, v2
+    new_C[p, 0, 0], new_C[p, 0, 1], new_C[p, 0, 2] = c00, c01, c02
+    new_C[p, 1, 0], new_C[p, 1, 1], new_C[p, 1, 2] = c10, c11, c12
+    new_C[p, 2, 0], new_C[p, 2, 1], new_C[p, 2, 2] = c20, c21, c22
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _g2p_particle(p, D, x, F, grid_v, dx, res, dt, K, new_x, new_v, new_C, new_F):
+    _gather(p, D, x, grid_v, dx, res, K, new_v, new_C)
     for a in range(D):
         new_x[p, a] = x[p, a] + dt * new_v[p, a]
         for b in range(D):
-            acc = 0.0
-            for c in range(D):
+            acc = F[p, 0, b] * new_C[p, a, 0]
+            for c in range(1, D):
                 acc += new_C[p, a, c] * F[p, c, b]
             new_F[p, a, b] = F[p, a, b] + dt * acc
 
 
 @_dual
-def _g2p(weight, node, offsets, fx, dx, grid_v, x, F, dt, K):
-    n = weight.shape[0]
-    d = fx.shape[1]
+def _g2p(x, F, grid_v, dx, res, dt, K):
+    """Gather velocity and affine velocity C from the grid; advance x and F."""
+    n, d = x.shape
     new_x = np.empty_like(x)
     new_v = np.empty_like(x)
     new_C = np.empty_like(F)
     new_F = np.empty_like(F)
     for p in numba.prange(n):
         if d == 2:
-            _g2p_particle(p, 2, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_x, new_v,
-                          new_C, new_F)
+            _g2p_particle(p, 2, x, F, grid_v, dx, res, dt, K, new_x, new_v, new_C, new_F)
         else:
-            _g2p_particle(p, 3, weight, node, offsets, fx, dx, grid_v, x, F, dt, K, new_x, new_v,
-                          new_C, new_F)
+            _g2p_particle(p, 3, x, F, grid_v, dx, res, dt, K, new_x, new_v, new_C, new_F)
     return new_x, new_v, new_C, new_F
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _g2p_vjp_particles_particle(p, D, weight, node, offsets, fx, w, dw, dx, grid_v, F, new_C,
-                                g_x_next, g_v_next, g_F_next, g_C_next, dt, K, g_x, g_F, g_new_v,
-                                g_new_C):
-    S = weight.shape[1]
-    inv_dx = 1.0 / dx
+def _g2p_vjp_particle(p, D, x, F, grid_v, dx, inv_dx, res, g_x_next, g_v_next, g_F_next,
+                      g_C_next, dt, K, g_x, g_F, g_new_v, g_new_C, g_grid_v, new_v, new_C):
+    T = x.dtype.type
+    zero = T(0.0)
+    _gather(p, D, x, grid_v, dx, res, K, new_v, new_C)
     for a in range(D):
         g_new_v[p, a] = g_v_next[p, a] + dt * g_x_next[p, a]
         for b in range(D):
-            acc_f = 0.0
-            acc_c = 0.0
+            acc_f = zero
+            acc_c = zero
             for c in range(D):
                 # (I + dt C')ᵀ g_F' and g_F' Fᵀ
                 acc_f += new_C[p, c, a] * g_F_next[p, c, b]
                 acc_c += g_F_next[p, a, c] * F[p, b, c]
             g_F[p, a, b] = g_F_next[p, a, b] + dt * acc_f
             g_new_C[p, a, b] = g_C_next[p, a, b] + dt * acc_c
-    if D == 3:
-        # cotangents in locals (see _p2g_particle); sums keep the generic loop's order
-        u0, u1, u2 = g_new_v[p, 0], g_new_v[p, 1], g_new_v[p, 2]
-        c00, c01, c02 = g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 0, 2]
-        c10, c11, c12 = g_new_C[p, 1, 0], g_new_C[p, 1, 1], g_new_C[p, 1, 2]
-        c20, c21, c22 = g_new_C[p, 2, 0], g_new_C[p, 2, 1], g_new_C[p, 2, 2]
-        # K·C̄ once per particle: dot = gv·(ū + K C̄ o) and K C̄ᵀ gv (round-off differs
-        # from the generic loop, not the value)
-        c00, c01, c02 = K * c00, K * c01, K * c02
-        c10, c11, c12 = K * c10, K * c11, K * c12
-        c20, c21, c22 = K * c20, K * c21, K * c22
-        x0, x1, x2 = g_x_next[p, 0], g_x_next[p, 1], g_x_next[p, 2]
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            o2 = _offset(offsets, fx, p, s, 2, dx)
-            gv0, gv1, gv2 = grid_v[i, 0], grid_v[i, 1], grid_v[i, 2]
-            dot = (gv0 * (u0 + c00 * o0 + c01 * o1 + c02 * o2)
-                   + gv1 * (u1 + c10 * o0 + c11 * o1 + c12 * o2)
-                   + gv2 * (u2 + c20 * o0 + c21 * o1 + c22 * o2))
-            x0 += (_grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot
-                   - wt * (gv0 * c00 + gv1 * c10 + gv2 * c20))
-            x1 += (_grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot
-                   - wt * (gv0 * c01 + gv1 * c11 + gv2 * c21))
-            x2 += (_grad(offsets, w, dw, p, s, 2, inv_dx, D) * dot
-                   - wt * (gv0 * c02 + gv1 * c12 + gv2 * c22))
-        g_x[p, 0] = x0
-        g_x[p, 1] = x1
-        g_x[p, 2] = x2
-        return
+    # one pass over the stencil: the cotangent ū + K C̄ o reaches the node's velocity
+    # (scatter) and, through the weights and offsets, the particle's position
     if D == 2:
+        b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
+        b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
         u0, u1 = g_new_v[p, 0], g_new_v[p, 1]
-        c00, c01, c10, c11 = (K * g_new_C[p, 0, 0], K * g_new_C[p, 0, 1],
-                              K * g_new_C[p, 1, 0], K * g_new_C[p, 1, 1])
+        c00, c01 = K * g_new_C[p, 0, 0], K * g_new_C[p, 0, 1]
+        c10, c11 = K * g_new_C[p, 1, 0], K * g_new_C[p, 1, 1]
         x0, x1 = g_x_next[p, 0], g_x_next[p, 1]
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            gv0, gv1 = grid_v[i, 0], grid_v[i, 1]
-            dot = gv0 * (u0 + c00 * o0 + c01 * o1) + gv1 * (u1 + c10 * o0 + c11 * o1)
-            x0 += (_grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot
-                   - wt * (gv0 * c00 + gv1 * c10))
-            x1 += (_grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot
-                   - wt * (gv0 * c01 + gv1 * c11))
-        g_x[p, 0] = x0
-        g_x[p, 1] = x1
+        for i0 in range(3):
+            w0 = _pick3(i0, wa0, wa1, wa2)
+            d0 = _pick3(i0, da0, da1, da2) * inv_dx
+            o0 = (T(i0) - f0) * dx
+            row = (b0 + i0) * res + b1
+            for i1 in range(3):
+                w1 = _pick3(i1, wb0, wb1, wb2)
+                wt = w0 * w1
+                o1 = (T(i1) - f1) * dx
+                i = row + i1
+                gv0, gv1 = grid_v[i, 0], grid_v[i, 1]
+                e0 = u0 + c00 * o0 + c01 * o1
+                e1 = u1 + c10 * o0 + c11 * o1
+                dot = gv0 * e0 + gv1 * e1
+                x0 += d0 * w1 * dot - wt * (gv0 * c00 + gv1 * c10)
+                x1 += _pick3(i1, db0, db1, db2) * inv_dx * w0 * dot - wt * (gv0 * c01 + gv1 * c11)
+                g_grid_v[i, 0] += wt * e0
+                g_grid_v[i, 1] += wt * e1
+        g_x[p, 0], g_x[p, 1] = x0, x1
         return
-    for a in range(D):
-        g_x[p, a] = g_x_next[p, a]
-    for s in range(S):
-        i = node[p, s]
-        wt = weight[p, s]
-        dot = 0.0
-        for a in range(D):
-            gv = grid_v[i, a]
-            dot += gv * g_new_v[p, a]
-            for b in range(D):
-                dot += K * gv * g_new_C[p, a, b] * _offset(offsets, fx, p, s, b, dx)
-        for b in range(D):
-            acc = 0.0
-            for a in range(D):
-                acc += grid_v[i, a] * g_new_C[p, a, b]
-            g_x[p, b] += _grad(offsets, w, dw, p, s, b, inv_dx, D) * dot - K * wt * acc
+    b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
+    b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
+    b2, f2, wc0, wc1, wc2, dc0, dc1, dc2 = _axis(x, p, 2, dx, res)
+    u0, u1, u2 = g_new_v[p, 0], g_new_v[p, 1], g_new_v[p, 2]
+    c00, c01, c02 = K * g_new_C[p, 0, 0], K * g_new_C[p, 0, 1], K * g_new_C[p, 0, 2]
+    c10, c11, c12 = K * g_new_C[p, 1, 0], K * g_new_C[p, 1, 1], K * g_new_C[p, 1, 2]
+    c20, c21, c22 = K * g_new_C[p, 2, 0], K * g_new_C[p, 2, 1], K * g_new_C[p, 2, 2]
+    x0, x1, x2 = g_x_next[p, 0], g_x_next[p, 1], g_x_next[p, 2]
+    for i0 in range(3):
+        w0 = _pick3(i0, wa0, wa1, wa2)
+        d0 = _pick3(i0, da0, da1, da2) * inv_dx
+        o0 = (T(i0) - f0) * dx
+        for i1 in range(3):
+            w1 = _pick3(i1, wb0, wb1, wb2)
+            d1 = _pick3(i1, db0, db1, db2) * inv_dx
+            o1 = (T(i1) - f1) * dx
+            row = ((b0 + i0) * res + b1 + i1) * res + b2
+            for i2 in range(3):
+                w2 = _pick3(i2, wc0, wc1, wc2)
+                wt = w0 * w1 * w2
+                o2 = (T(i2) - f2) * dx
+                i = row + i2
+                gv0, gv1, gv2 = grid_v[i, 0], grid_v[i, 1], grid_v[i, 2]
+                e0 = u0 + c00 * o0 + c01 * o1 + c02 * o2
+                e1 = u1 + c10 * o0 + c11 * o1 + c12 * o2
+                e2 = u2 + c20 * o0 + c21 * o1 + c22 * o2
+                dot = gv0 * e0 + gv1 * e1 + gv2 * e2
+                x0 += d0 * w1 * w2 * dot - wt * (gv0 * c00 + gv1 * c10 + gv2 * c20)
+                x1 += d1 * w0 * w2 * dot - wt * (gv0 * c01 + gv1 * c11 + gv2 * c21)
+                x2 += (_pick3(i2, dc0, dc1, dc2) * inv_dx * w0 * w1 * dot
+                       - wt * (gv0 * c02 + gv1 * c12 + gv2 * c22))
+                g_grid_v[i, 0] += wt * e0
+                g_grid_v[i, 1] += wt * e1
+                g_grid_v[i, 2] += wt * e2
+    g_x[p, 0], g_x[p, 1], g_x[p, 2] = x0, x1, x2
 
 
-@_dual
-def _g2p_vjp_particles(weight, node, offsets, fx, w, dw, dx, grid_v, F, new_C, g_x_next,
-                       g_v_next, g_F_next, g_C_next, dt, K, g_x, g_F, g_new_v, g_new_C):
-    """Particle side of the G2P adjoint: fill g_x, g_F and the per-particle cotangents."""
-    n = weight.shape[0]
-    d = fx.shape[1]
-    for p in numba.prange(n):
-        if d == 2:
-            _g2p_vjp_particles_particle(p, 2, weight, node, offsets, fx, w, dw, dx, grid_v, F,
-                                        new_C, g_x_next, g_v_next, g_F_next, g_C_next, dt, K, g_x,
-                                        g_F, g_new_v, g_new_C)
-        else:
-            _g2p_vjp_particles_particle(p, 3, weight, node, offsets, fx, w, dw, dx, grid_v, F,
-                                        new_C, g_x_next, g_v_next, g_F_next, g_C_next, dt, K, g_x,
-                                        g_F, g_new_v, g_new_C)
-
-
-@numba.njit(cache=True, error_model="numpy", inline="always")
-def _g2p_vjp_grid_particle(p, D, weight, node, offsets, fx, dx, g_new_v, g_new_C, K, g_grid_v):
-    S = weight.shape[1]
-    if D == 3:
-        v0, v1, v2 = g_new_v[p, 0], g_new_v[p, 1], g_new_v[p, 2]
-        c00, c01, c02 = g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 0, 2]
-        c10, c11, c12 = g_new_C[p, 1, 0], g_new_C[p, 1, 1], g_new_C[p, 1, 2]
-        c20, c21, c22 = g_new_C[p, 2, 0], g_new_C[p, 2, 1], g_new_C[p, 2, 2]
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            o2 = _offset(offsets, fx, p, s, 2, dx)
-            g_grid_v[i, 0] += wt * (v0 + K * c00 * o0 + K * c01 * o1 + K * c02 * o2)
-            g_grid_v[i, 1] += wt * (v1 + K * c10 * o0 + K * c11 * o1 + K * c12 * o2)
-            g_grid_v[i, 2] += wt * (v2 + K * c20 * o0 + K * c21 * o1 + K * c22 * o2)
-        return
-    if D == 2:
-        v0, v1 = g_new_v[p, 0], g_new_v[p, 1]
-        c00, c01, c10, c11 = (g_new_C[p, 0, 0], g_new_C[p, 0, 1], g_new_C[p, 1, 0],
-                              g_new_C[p, 1, 1])
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            g_grid_v[i, 0] += wt * (v0 + K * c00 * o0 + K * c01 * o1)
-            g_grid_v[i, 1] += wt * (v1 + K * c10 * o0 + K * c11 * o1)
-        return
-    for s in range(S):
-        i = node[p, s]
-        wt = weight[p, s]
-        for a in range(D):
-            acc = g_new_v[p, a]
-            for b in range(D):
-                acc += K * g_new_C[p, a, b] * _offset(offsets, fx, p, s, b, dx)
-            g_grid_v[i, a] += wt * acc
-
-
-@_dual
-def _g2p_vjp_grid(weight, node, offsets, fx, dx, g_new_v, g_new_C, K, g_grid_v, row_start,
-                  row_length):
-    """Grid side of the G2P adjoint: scatter ∂L/∂(grid v) (zeroed here over the node box),
-    serially."""
-    n = weight.shape[0]
-    d = fx.shape[1]
-    for r in range(row_start.shape[0]):
-        for i in range(row_start[r], row_start[r] + row_length):
-            for a in range(d):
-                g_grid_v[i, a] = 0.0
+@numba.njit(cache=True, error_model="numpy")
+def _g2p_vjp(x, F, grid_v, dx, res, g_x_next, g_v_next, g_F_next, g_C_next, dt, K, g_x, g_F,
+             g_grid_v, scratch):
+    """Adjoint of G2P: fill g_x and g_F, and scatter ∂L/∂(grid v) into g_grid_v (which must be
+    zero over the node box; _grid_update_vjp zeroes it again), serially in particle order.
+    ``scratch`` holds arrays (n, d), (n, d, d), (n, d), (n, d, d) for the cotangents of the
+    gathered v and C and the gathered values themselves."""
+    n, d = x.shape
+    inv_dx = x.dtype.type(1.0) / dx
+    g_new_v, g_new_C, new_v, new_C = scratch
     for p in range(n):
         if d == 2:
-            _g2p_vjp_grid_particle(p, 2, weight, node, offsets, fx, dx, g_new_v, g_new_C, K,
-                                   g_grid_v)
+            _g2p_vjp_particle(p, 2, x, F, grid_v, dx, inv_dx, res, g_x_next, g_v_next, g_F_next,
+                              g_C_next, dt, K, g_x, g_F, g_new_v, g_new_C, g_grid_v, new_v,
+                              new_C)
         else:
-            _g2p_vjp_grid_particle(p, 3, weight, node, offsets, fx, dx, g_new_v, g_new_C, K,
-                                   g_grid_v)
+            _g2p_vjp_particle(p, 3, x, F, grid_v, dx, inv_dx, res, g_x_next, g_v_next, g_F_next,
+                              g_C_next, dt, K, g_x, g_F, g_new_v, g_new_C, g_grid_v, new_v,
+                              new_C)
 
 
 @_dual
 def _grid_update_vjp(g_grid_v0, grid_v_free, inv_m, g_mv, g_m, row_start, row_length):
+    """Adjoint of _grid_update over the node box; zeroes g_grid_v0 behind it (see _g2p_vjp)."""
     d = g_grid_v0.shape[1]
+    zero = inv_m.dtype.type(0.0)
     for r in numba.prange(row_start.shape[0]):
         for i in range(row_start[r], row_start[r] + row_length):
-            acc = 0.0
+            acc = zero
             for a in range(d):
                 g_mv[i, a] = g_grid_v0[i, a] * inv_m[i]
                 acc += g_grid_v0[i, a] * grid_v_free[i, a]
+                g_grid_v0[i, a] = zero
             g_m[i] = -acc * inv_m[i]
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _p2g_vjp_particle(p, D, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, momentum, affine, mass,
-                      g_momentum, g_affine, g_mass, g_x):
-    S = weight.shape[1]
-    inv_dx = 1.0 / dx
-    if D == 3:
-        # particle values and accumulators in locals (see _p2g_particle); sums keep the
-        # generic loop's order
-        m0, m1, m2 = momentum[p, 0], momentum[p, 1], momentum[p, 2]
-        a00, a01, a02 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 0, 2]
-        a10, a11, a12 = affine[p, 1, 0], affine[p, 1, 1], affine[p, 1, 2]
-        a20, a21, a22 = affine[p, 2, 0], affine[p, 2, 1], affine[p, 2, 2]
-        mp = mass[p]
-        gm = 0.0
-        gp0 = gp1 = gp2 = 0.0
-        gx0 = gx1 = gx2 = 0.0
-        ga00 = ga01 = ga02 = ga10 = ga11 = ga12 = ga20 = ga21 = ga22 = 0.0
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            o2 = _offset(offsets, fx, p, s, 2, dx)
-            G0, G1, G2 = g_mv[i, 0], g_mv[i, 1], g_mv[i, 2]
-            gmi = g_m[i]
-            dot = gmi * mp
-            gp0 += wt * G0
-            ga00 += wt * G0 * o0
-            ga01 += wt * G0 * o1
-            ga02 += wt * G0 * o2
-            dot += G0 * (m0 + a00 * o0 + a01 * o1 + a02 * o2)
-            gp1 += wt * G1
-            ga10 += wt * G1 * o0
-            ga11 += wt * G1 * o1
-            ga12 += wt * G1 * o2
-            dot += G1 * (m1 + a10 * o0 + a11 * o1 + a12 * o2)
-            gp2 += wt * G2
-            ga20 += wt * G2 * o0
-            ga21 += wt * G2 * o1
-            ga22 += wt * G2 * o2
-            dot += G2 * (m2 + a20 * o0 + a21 * o1 + a22 * o2)
-            gm += wt * gmi
-            gx0 += (_grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot
-                    - wt * (0.0 + G0 * a00 + G1 * a10 + G2 * a20))
-            gx1 += (_grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot
-                    - wt * (0.0 + G0 * a01 + G1 * a11 + G2 * a21))
-            gx2 += (_grad(offsets, w, dw, p, s, 2, inv_dx, D) * dot
-                    - wt * (0.0 + G0 * a02 + G1 * a12 + G2 * a22))
-        g_mass[p] = gm
-        g_momentum[p, 0], g_momentum[p, 1], g_momentum[p, 2] = gp0, gp1, gp2
-        g_x[p, 0], g_x[p, 1], g_x[p, 2] = gx0, gx1, gx2
-        g_affine[p, 0, 0], g_affine[p, 0, 1], g_affine[p, 0, 2] = ga00, ga01, ga02
-        g_affine[p, 1, 0], g_affine[p, 1, 1], g_affine[p, 1, 2] = ga10, ga11, ga12
-        g_affine[p, 2, 0], g_affine[p, 2, 1], g_affine[p, 2, 2] = ga20, ga21, ga22
-        return
+def _p2g_vjp_particle(p, D, x, dx, inv_dx, res, g_mv, g_m, momentum, affine, mass, g_momentum,
+                      g_affine, g_mass, g_x):
+    T = x.dtype.type
+    zero = T(0.0)
     if D == 2:
+        b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
+        b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
         m0, m1 = momentum[p, 0], momentum[p, 1]
         a00, a01, a10, a11 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 1, 0], affine[p, 1, 1]
         mp = mass[p]
-        gm = gp0 = gp1 = gx0 = gx1 = ga00 = ga01 = ga10 = ga11 = 0.0
-        for s in range(S):
-            i = node[p, s]
-            wt = weight[p, s]
-            o0 = _offset(offsets, fx, p, s, 0, dx)
-            o1 = _offset(offsets, fx, p, s, 1, dx)
-            G0, G1 = g_mv[i, 0], g_mv[i, 1]
-            gmi = g_m[i]
-            dot = gmi * mp
-            gp0 += wt * G0
-            ga00 += wt * G0 * o0
-            ga01 += wt * G0 * o1
-            dot += G0 * (m0 + a00 * o0 + a01 * o1)
-            gp1 += wt * G1
-            ga10 += wt * G1 * o0
-            ga11 += wt * G1 * o1
-            dot += G1 * (m1 + a10 * o0 + a11 * o1)
-            gm += wt * gmi
-            gx0 += (_grad(offsets, w, dw, p, s, 0, inv_dx, D) * dot
-                    - wt * (0.0 + G0 * a00 + G1 * a10))
-            gx1 += (_grad(offsets, w, dw, p, s, 1, inv_dx, D) * dot
-                    - wt * (0.0 + G0 * a01 + G1 * a11))
+        gm = gp0 = gp1 = gx0 = gx1 = ga00 = ga01 = ga10 = ga11 = zero
+        for i0 in range(3):
+            w0 = _pick3(i0, wa0, wa1, wa2)
+            d0 = _pick3(i0, da0, da1, da2) * inv_dx
+            o0 = (T(i0) - f0) * dx
+            row = (b0 + i0) * res + b1
+            for i1 in range(3):
+                w1 = _pick3(i1, wb0, wb1, wb2)
+                wt = w0 * w1
+                o1 = (T(i1) - f1) * dx
+                i = row + i1
+                G0, G1 = g_mv[i, 0], g_mv[i, 1]
+                gmi = g_m[i]
+                dot = gmi * mp
+                gp0 += wt * G0
+                ga00 += wt * G0 * o0
+                ga01 += wt * G0 * o1
+                dot += G0 * (m0 + a00 * o0 + a01 * o1)
+                gp1 += wt * G1
+                ga10 += wt * G1 * o0
+                ga11 += wt * G1 * o1
+                dot += G1 * (m1 + a10 * o0 + a11 * o1)
+                gm += wt * gmi
+                gx0 += d0 * w1 * dot - wt * (G0 * a00 + G1 * a10)
+                gx1 += _pick3(i1, db0, db1, db2) * inv_dx * w0 * dot - wt * (G0 * a01 + G1 * a11)
         g_mass[p] = gm
         g_momentum[p, 0], g_momentum[p, 1] = gp0, gp1
         g_x[p, 0], g_x[p, 1] = gx0, gx1
         g_affine[p, 0, 0], g_affine[p, 0, 1] = ga00, ga01
         g_affine[p, 1, 0], g_affine[p, 1, 1] = ga10, ga11
         return
-    g_mass[p] = 0.0
-    for a in range(D):
-        g_momentum[p, a] = 0.0
-        g_x[p, a] = 0.0
-        for b in range(D):
-            g_affine[p, a, b] = 0.0
-    for s in range(S):
-        i = node[p, s]
-        wt = weight[p, s]
-        dot = g_m[i] * mass[p]
-        for a in range(D):
-            G = g_mv[i, a]
-            g_momentum[p, a] += wt * G
-            moved = momentum[p, a]
-            for b in range(D):
-                off = _offset(offsets, fx, p, s, b, dx)
-                g_affine[p, a, b] += wt * G * off
-                moved += affine[p, a, b] * off
-            dot += G * moved
-        g_mass[p] += wt * g_m[i]
-        for b in range(D):
-            acc = 0.0
-            for a in range(D):
-                acc += g_mv[i, a] * affine[p, a, b]
-            g_x[p, b] += _grad(offsets, w, dw, p, s, b, inv_dx, D) * dot - wt * acc
+    b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
+    b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
+    b2, f2, wc0, wc1, wc2, dc0, dc1, dc2 = _axis(x, p, 2, dx, res)
+    m0, m1, m2 = momentum[p, 0], momentum[p, 1], momentum[p, 2]
+    a00, a01, a02 = affine[p, 0, 0], affine[p, 0, 1], affine[p, 0, 2]
+    a10, a11, a12 = affine[p, 1, 0], affine[p, 1, 1], affine[p, 1, 2]
+    a20, a21, a22 = affine[p, 2, 0], affine[p, 2, 1], affine[p, 2, 2]
+    mp = mass[p]
+    gm = gp0 = gp1 = gp2 = gx0 = gx1 = gx2 = zero
+    ga00 = ga01 = ga02 = ga10 = ga11 = ga12 = ga20 = ga21 = ga22 = zero
+    for i0 in range(3):
+        w0 = _pick3(i0, wa0, wa1, wa2)
+        d0 = _pick3(i0, da0, da1, da2) * inv_dx
+        o0 = (T(i0) - f0) * dx
+        for i1 in range(3):
+            w1 = _pick3(i1, wb0, wb1, wb2)
+            d1 = _pick3(i1, db0, db1, db2) * inv_dx
+            o1 = (T(i1) - f1) * dx
+            row = ((b0 + i0) * res + b1 + i1) * res + b2
+            for i2 in range(3):
+                w2 = _pick3(i2, wc0, wc1, wc2)
+                wt = w0 * w1 * w2
+                o2 = (T(i2) - f2) * dx
+                i = row + i2
+                G0, G1, G2 = g_mv[i, 0], g_mv[i, 1], g_mv[i, 2]
+                gmi = g_m[i]
+                dot = gmi * mp
+                gp0 += wt * G0
+                ga00 += wt * G0 * o0
+                ga01 += wt * G0 * o1
+                ga02 += wt * G0 * o2
+                dot += G0 * (m0 + a00 * o0 + a01 * o1 + a02 * o2)
+                gp1 += wt * G1
+                ga10 += wt * G1 * o0
+                ga11 += wt * G1 * o1
+                ga12 += wt * G1 * o2
+                dot += G1 * (m1 + a10 * o0 + a11 * o1 + a12 * o2)
+                gp2 += wt * G2
+                ga20 += wt * G2 * o0
+                ga21 += wt * G2 * o1
+                ga22 += wt * G2 * o2
+                dot += G2 * (m2 + a20 * o0 + a21 * o1 + a22 * o2)
+                gm += wt * gmi
+                gx0 += d0 * w1 * w2 * dot - wt * (G0 * a00 + G1 * a10 + G2 * a20)
+                gx1 += d1 * w0 * w2 * dot - wt * (G0 * a01 + G1 * a11 + G2 * a21)
+                gx2 += (_pick3(i2, dc0, dc1, dc2) * inv_dx * w0 * w1 * dot
+                        - wt * (G0 * a02 + G1 * a12 + G2 * a22))
+    g_mass[p] = gm
+    g_momentum[p, 0], g_momentum[p, 1], g_momentum[p, 2] = gp0, gp1, gp2
+    g_x[p, 0], g_x[p, 1], g_x[p, 2] = gx0, gx1, gx2
+    g_affine[p, 0, 0], g_affine[p, 0, 1], g_affine[p, 0, 2] = ga00, ga01, ga02
+    g_affine[p, 1, 0], g_affine[p, 1, 1], g_affine[p, 1, 2] = ga10, ga11, ga12
+    g_affine[p, 2, 0], g_affine[p, 2, 1], g_affine[p, 2, 2] = ga20, ga21, ga22
 
 
 @_dual
-def _p2g_vjp(weight, node, offsets, fx, w, dw, dx, g_mv, g_m, momentum, affine, mass,
-             g_momentum, g_affine, g_mass, g_x):
-    """Fill (zeroing first) the particle cotangents of P2G's inputs."""
-    n = weight.shape[0]
-    d = fx.shape[1]
+def _p2g_vjp(x, dx, res, g_mv, g_m, momentum, affine, mass, g_momentum, g_affine, g_mass, g_x):
+    """Fill the particle cotangents of P2G's inputs (gathered from the grid)."""
+    n, d = x.shape
+    inv_dx = x.dtype.type(1.0) / dx
     for p in numba.prange(n):
         if d == 2:
-            _p2g_vjp_particle(p, 2, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, momentum,
-                              affine, mass, g_momentum, g_affine, g_mass, g_x)
+            _p2g_vjp_particle(p, 2, x, dx, inv_dx, res, g_mv, g_m, momentum, affine, mass,
+                              g_momentum, g_affine, g_mass, g_x)
         else:
-            _p2g_vjp_particle(p, 3, weight, node, offsets, fx, w, dw, dx, g_mv, g_m, momentum,
-                              affine, mass, g_momentum, g_affine, g_mass, g_x)
+            _p2g_vjp_particle(p, 3, x, dx, inv_dx, res, g_mv, g_m, momentum, affine, mass,
+                              g_momentum, g_affine, g_mass, g_x)
 
 
 # -- constitutive models, per particle p of (n, d, d) arrays -----------------------------------
@@ -765,7 +639,12 @@ def _inverse_transpose(A, out, p, D):
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _polar(F, R, X, Y, eps, p, D):
+def _square(a):
+    return a * a
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _polar(F, R, eps, p, D):
     """R = rotation of the polar decomposition of F (det R = +1)."""
     d = D
     if d == 2:
@@ -788,29 +667,46 @@ def _polar(F, R, X, Y, eps, p, D):
             for j in range(3):
                 R[p, i, j] = Q[i, j]
         return
-    for i in range(3):
-        for j in range(3):
-            X[p, i, j] = F[p, i, j]
+    # scaled Newton iteration on the nine entries in locals (array scratch would be
+    # reloaded after every store: 5x slower)
+    T = F.dtype.type
+    half = T(0.5)
+    x00, x01, x02 = F[p, 0, 0], F[p, 0, 1], F[p, 0, 2]
+    x10, x11, x12 = F[p, 1, 0], F[p, 1, 1], F[p, 1, 2]
+    x20, x21, x22 = F[p, 2, 0], F[p, 2, 1], F[p, 2, 2]
+    tolerance = (T(4.0) * eps) * (T(4.0) * eps)
     for _ in range(60):
-        _inverse_transpose(X, Y, p, D)
-        nx = 0.0
-        ny = 0.0
-        for i in range(3):
-            for j in range(3):
-                nx += X[p, i, j] * X[p, i, j]
-                ny += Y[p, i, j] * Y[p, i, j]
+        # Y = X⁻ᵀ = cof(X) / det(X)
+        c00 = x11 * x22 - x12 * x21
+        c01 = x12 * x20 - x10 * x22
+        c02 = x10 * x21 - x11 * x20
+        inv = T(1.0) / (x00 * c00 + x01 * c01 + x02 * c02)
+        y00, y01, y02 = c00 * inv, c01 * inv, c02 * inv
+        y10 = (x21 * x02 - x22 * x01) * inv
+        y11 = (x22 * x00 - x20 * x02) * inv
+        y12 = (x20 * x01 - x21 * x00) * inv
+        y20 = (x01 * x12 - x02 * x11) * inv
+        y21 = (x02 * x10 - x00 * x12) * inv
+        y22 = (x00 * x11 - x01 * x10) * inv
+        nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
+              + x20 * x20 + x21 * x21 + x22 * x22)
+        ny = (y00 * y00 + y01 * y01 + y02 * y02 + y10 * y10 + y11 * y11 + y12 * y12
+              + y20 * y20 + y21 * y21 + y22 * y22)
         zeta = np.sqrt(np.sqrt(ny / nx))  # (ny/nx)^¼ without a pow call
-        change = 0.0
-        for i in range(3):
-            for j in range(3):
-                new = 0.5 * (zeta * X[p, i, j] + Y[p, i, j] / zeta)
-                change += (new - X[p, i, j]) ** 2
-                X[p, i, j] = new
-        if change <= (4.0 * eps) ** 2:
+        a = half * zeta
+        b = half / zeta
+        n00, n01, n02 = a * x00 + b * y00, a * x01 + b * y01, a * x02 + b * y02
+        n10, n11, n12 = a * x10 + b * y10, a * x11 + b * y11, a * x12 + b * y12
+        n20, n21, n22 = a * x20 + b * y20, a * x21 + b * y21, a * x22 + b * y22
+        change = (_square(n00 - x00) + _square(n01 - x01) + _square(n02 - x02)
+                  + _square(n10 - x10) + _square(n11 - x11) + _square(n12 - x12)
+                  + _square(n20 - x20) + _square(n21 - x21) + _square(n22 - x22))
+        x00, x01, x02, x10, x11, x12, x20, x21, x22 = n00, n01, n02, n10, n11, n12, n20, n21, n22
+        if change <= tolerance:
             break
-    for i in range(3):
-        for j in range(3):
-            R[p, i, j] = X[p, i, j]
+    R[p, 0, 0], R[p, 0, 1], R[p, 0, 2] = x00, x01, x02
+    R[p, 1, 0], R[p, 1, 1], R[p, 1, 2] = x10, x11, x12
+    R[p, 2, 0], R[p, 2, 1], R[p, 2, 2] = x20, x21, x22
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
@@ -870,18 +766,20 @@ def _polar_vjp(F, R, G, out, S, p, D):
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _lame(E, nu):
-    return E / (2.0 * (1.0 + nu)), E * nu / ((1.0 + nu) * (1.0 - 2.0 * nu))
+def _lame(E, nu, one):
+    """Lamé parameters (μ, λ) [Pa]; ``one`` is 1 in the arithmetic's precision."""
+    two = one + one
+    return E / (two * (one + nu)), E * nu / ((one + nu) * (one - two * nu))
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
-def _piola(F, E, nu, corotated, exponent, P, H, R, X, Y, eps, p, D):
+def _piola(F, E, nu, corotated, exponent, P, H, R, eps, p, D):
     """P = first Piola-Kirchhoff stress of F; fills H = F⁻ᵀ and (corotated) R."""
     d = D
-    mu, lam = _lame(E, nu)
+    mu, lam = _lame(E, nu, 1.0)
     J = _inverse_transpose(F, H, p, D)
     if corotated:
-        _polar(F, R, X, Y, eps, p, D)
+        _polar(F, R, eps, p, D)
         c = lam * (J - 1.0) * J
         for i in range(d):
             for j in range(d):
@@ -904,7 +802,7 @@ def _piola(F, E, nu, corotated, exponent, P, H, R, X, Y, eps, p, D):
 def _piola_vjp(F, E, nu, corotated, exponent, G, g_F, H, R, T, S, J, p, D):
     """g_F += ∂L/∂F given ∂L/∂P = G; returns (∂L/∂E, ∂L/∂ν). H, R from _piola."""
     d = D
-    mu, lam = _lame(E, nu)
+    mu, lam = _lame(E, nu, 1.0)
     gH = 0.0
     for i in range(d):
         for j in range(d):
@@ -961,29 +859,31 @@ def _impulses_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, cable_f, d
                                     affine, momentum, tau, P, H, R):
     """_impulses_particle for the common 2D fixed-corotated case with every matrix entry in
     a local (the generic path re-reads them from memory after each store)."""
+    T = F.dtype.type
+    zero, one, two = T(0.0), T(1.0), T(2.0)
     f00, f01, f10, f11 = F[p, 0, 0], F[p, 0, 1], F[p, 1, 0], F[p, 1, 1]
-    mu, lam = _lame(E[p], nu[p])
+    mu, lam = _lame(E[p], nu[p], one)
     J = f00 * f11 - f01 * f10
-    inv = 1.0 / J
+    inv = one / J
     h00, h01, h10, h11 = f11 * inv, -f10 * inv, -f01 * inv, f00 * inv
     a = f00 + f11
     b = f10 - f01
-    inv_r = 1.0 / np.sqrt(a * a + b * b)
+    inv_r = one / np.sqrt(a * a + b * b)
     r00, r01, r10, r11 = a * inv_r, -b * inv_r, b * inv_r, a * inv_r
-    c = lam * (J - 1.0) * J
-    p00 = 2.0 * mu * (f00 - r00) + c * h00
-    p01 = 2.0 * mu * (f01 - r01) + c * h01
-    p10 = 2.0 * mu * (f10 - r10) + c * h10
-    p11 = 2.0 * mu * (f11 - r11) + c * h11
+    c = lam * (J - one) * J
+    p00 = two * mu * (f00 - r00) + c * h00
+    p01 = two * mu * (f01 - r01) + c * h01
+    p10 = two * mu * (f10 - r10) + c * h10
+    p11 = two * mu * (f11 - r11) + c * h11
     H[p, 0, 0], H[p, 0, 1], H[p, 1, 0], H[p, 1, 1] = h00, h01, h10, h11
     R[p, 0, 0], R[p, 0, 1], R[p, 1, 0], R[p, 1, 1] = r00, r01, r10, r11
     P[p, 0, 0], P[p, 0, 1], P[p, 1, 0], P[p, 1, 1] = p00, p01, p10, p11
     s0, s1 = sigma[p, 0], sigma[p, 1]
     # τ = P Fᵀ + F σ Fᵀ
-    t00 = 0.0 + (p00 * f00 + f00 * s0 * f00) + (p01 * f01 + f01 * s1 * f01)
-    t01 = 0.0 + (p00 * f10 + f00 * s0 * f10) + (p01 * f11 + f01 * s1 * f11)
-    t10 = 0.0 + (p10 * f00 + f10 * s0 * f00) + (p11 * f01 + f11 * s1 * f01)
-    t11 = 0.0 + (p10 * f10 + f10 * s0 * f10) + (p11 * f11 + f11 * s1 * f11)
+    t00 = zero + (p00 * f00 + f00 * s0 * f00) + (p01 * f01 + f01 * s1 * f01)
+    t01 = zero + (p00 * f10 + f00 * s0 * f10) + (p01 * f11 + f01 * s1 * f11)
+    t10 = zero + (p10 * f00 + f10 * s0 * f00) + (p11 * f01 + f11 * s1 * f01)
+    t11 = zero + (p10 * f10 + f10 * s0 * f10) + (p11 * f11 + f11 * s1 * f11)
     tau[p, 0, 0], tau[p, 0, 1], tau[p, 1, 0], tau[p, 1, 1] = t00, t01, t10, t11
     m = rho[p] * V[p]
     mass[p] = m
@@ -998,18 +898,19 @@ def _impulses_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, cable_f, d
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
 def _impulses_particle(p, D, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated, exponent,
-                       eps, mass, affine, momentum, tau, P, H, R, X, Y):
+                       eps, mass, affine, momentum, tau, P, H, R):
     if D == 2 and corotated and not exponent:
         _impulses_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, mass,
                                         affine, momentum, tau, P, H, R)
         return
-    _piola(F, E[p], nu[p], corotated, exponent, P, H, R, X, Y, eps, p, D)
+    _piola(F, E[p], nu[p], corotated, exponent, P, H, R, eps, p, D)
     m = rho[p] * V[p]
     mass[p] = m
+    zero = F.dtype.type(0.0)
     for i in range(D):
         momentum[p, i] = m * v[p, i] + dt * cable_f[p, i]
         for j in range(D):
-            acc = 0.0
+            acc = zero
             for k in range(D):
                 acc += P[p, i, k] * F[p, j, k] + F[p, i, k] * sigma[p, k] * F[p, j, k]
             tau[p, i, j] = acc
@@ -1020,17 +921,17 @@ def _impulses_particle(p, D, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, coro
 
 @_dual
 def _impulses(F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated, exponent, eps,
-              mass, affine, momentum, tau, P, H, R, X, Y):
+              mass, affine, momentum, tau, P, H, R):
     """Fill mass (n,), affine (n, d, d), momentum (n, d), τ (n, d, d) (see
-    step.particle_impulses); P, H, R, X, Y are (n, d, d) scratch."""
+    step.particle_impulses); P, H, R are (n, d, d) scratch."""
     n, d = v.shape
     for p in numba.prange(n):
         if d == 2:
             _impulses_particle(p, 2, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated,
-                               exponent, eps, mass, affine, momentum, tau, P, H, R, X, Y)
+                               exponent, eps, mass, affine, momentum, tau, P, H, R)
         else:
             _impulses_particle(p, 3, F, C, v, E, nu, rho, V, sigma, cable_f, dt, K, corotated,
-                               exponent, eps, mass, affine, momentum, tau, P, H, R, X, Y)
+                               exponent, eps, mass, affine, momentum, tau, P, H, R)
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
@@ -1039,6 +940,8 @@ def _impulses_vjp_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, tau, d
                                         g_C, g_sigma, g_E, g_nu, g_rho, g_V):
     """_impulses_vjp_particle for 2D fixed corotated with entries in locals (see
     _impulses_particle_corotated_2d); P, H, R come from the forward pass."""
+    T = F.dtype.type
+    one, two = T(1.0), T(2.0)
     f00, f01, f10, f11 = F[p, 0, 0], F[p, 0, 1], F[p, 1, 0], F[p, 1, 1]
     p00, p01, p10, p11 = P[p, 0, 0], P[p, 0, 1], P[p, 1, 0], P[p, 1, 1]
     h00, h01, h10, h11 = H[p, 0, 0], H[p, 0, 1], H[p, 1, 0], H[p, 1, 1]
@@ -1075,7 +978,7 @@ def _impulses_vjp_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, tau, d
     g_sigma[p, 1] = (f01 * (t00 * f01 + t01 * f11) + f11 * (t10 * f01 + t11 * f11))
     # P = 2μ(F − R) + λ(J − 1)J H with H = F⁻ᵀ; the VJP of H is −H Gᵀ H
     Ep, nup = E[p], nu[p]
-    mu, lam = _lame(Ep, nup)
+    mu, lam = _lame(Ep, nup, one)
     gH = G00 * h00 + G01 * h01 + G10 * h10 + G11 * h11
     # T = H Gᵀ H
     k00 = G00 * h00 + G10 * h10  # (Gᵀ H)_00
@@ -1086,14 +989,14 @@ def _impulses_vjp_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, tau, d
     T01 = h00 * k01 + h01 * k11
     T10 = h10 * k00 + h11 * k10
     T11 = h10 * k01 + h11 * k11
-    c = lam * (J - 1.0) * J
-    dc = lam * (2.0 * J - 1.0) * J * gH
-    two_mu = 2.0 * mu
+    c = lam * (J - one) * J
+    dc = lam * (two * J - one) * J * gH
+    two_mu = two * mu
     gf00 += two_mu * G00 + dc * h00 - c * T00
     gf01 += two_mu * G01 + dc * h01 - c * T01
     gf10 += two_mu * G10 + dc * h10 - c * T10
     gf11 += two_mu * G11 + dc * h11 - c * T11
-    g_mu = 2.0 * (G00 * (f00 - r00) + G01 * (f01 - r01) + G10 * (f10 - r10)
+    g_mu = two * (G00 * (f00 - r00) + G01 * (f01 - r01) + G10 * (f10 - r10)
                   + G11 * (f11 - r11))
     # polar rotation (materials.py): ω = (m21 − m12) / tr(RᵀF) with M = Rᵀ(−2μG)
     trace = r00 * f00 + r10 * f10 + r01 * f01 + r11 * f11
@@ -1105,11 +1008,12 @@ def _impulses_vjp_particle_corotated_2d(p, F, C, v, E, nu, rho, V, sigma, tau, d
     gf01 -= r00 * w
     gf11 -= r10 * w
     g_F[p, 0, 0], g_F[p, 0, 1], g_F[p, 1, 0], g_F[p, 1, 1] = gf00, gf01, gf10, gf11
-    g_lam = (J - 1.0) * J * gH
-    g_E[p] = g_mu / (2.0 * (1.0 + nup)) + g_lam * nup / ((1.0 + nup) * (1.0 - 2.0 * nup))
-    g_nu[p] = (-g_mu * Ep / (2.0 * (1.0 + nup) ** 2)
-               + g_lam * Ep * (1.0 + 2.0 * nup * nup)
-               / ((1.0 + nup) * (1.0 - 2.0 * nup)) ** 2)
+    g_lam = (J - one) * J * gH
+    g_E[p] = g_mu / (two * (one + nup)) + g_lam * nup / ((one + nup) * (one - two * nup))
+    shear = one + nup
+    bulk = (one + nup) * (one - two * nup)
+    g_nu[p] = (-g_mu * Ep / (two * shear * shear)
+               + g_lam * Ep * (one + two * nup * nup) / (bulk * bulk))
 
 
 @numba.njit(cache=True, error_model="numpy", inline="always")
@@ -1272,7 +1176,7 @@ def _particle_terms(c: StepConstants, state: MPMState, action, params: dict, dt:
         params["poissons_ratio"], params["density"], params["volume"], sigma, cable_f,
         dtype.type(dt), dtype.type(4.0 / c.dx**2), c.material == "corotated", c.exponent,
         dtype.type(np.finfo(dtype).eps), mass, affine, momentum, tau,
-        *_matrices(ws, "scratch", 5, n, d, dtype))
+        *_matrices(ws, "scratch", 3, n, d, dtype))
     saved = dict(sigma=sigma, tau=tau, cable_signals=cable_signals)
     return mass, affine, momentum, saved
 
@@ -1311,6 +1215,7 @@ class _Workspace:
 
     def __init__(self):
         self._arrays: dict[str, np.ndarray] = {}
+        self._dirty: set[str] = set()
 
     def get(self, name: str, shape: tuple, dtype) -> np.ndarray:
         array = self._arrays.get(name)
@@ -1318,6 +1223,25 @@ class _Workspace:
             array = np.empty(shape, dtype=dtype)
             self._arrays[name] = array
         return array
+
+    def accumulator(self, name: str, shape: tuple, dtype) -> np.ndarray:
+        """A zero array for a scatter whose consumer zeroes it again (then call ``settle``).
+
+        One left dirty by an interrupted step (KeyboardInterrupt between the two kernels) is
+        cleared here, so a later step never adds to stale sums.
+        """
+        array = self._arrays.get(name)
+        if array is None or array.shape != shape or array.dtype != dtype:
+            array = np.zeros(shape, dtype=dtype)
+            self._arrays[name] = array
+        elif name in self._dirty:
+            array.fill(0)
+        self._dirty.add(name)
+        return array
+
+    def settle(self, *names: str) -> None:
+        """Mark accumulators as zero again (their consumer kernel has cleared them)."""
+        self._dirty.difference_update(names)
 
 
 _WORKSPACES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -1335,50 +1259,51 @@ def _matrices(ws: _Workspace, name: str, count: int, n: int, d: int, dtype) -> l
     return [ws.get(f"{name}{k}", (n, d, d), dtype) for k in range(count)]
 
 
-def _forward(c: StepConstants, state: MPMState, action, params: dict, dt: float,
-             parallel: bool):
+def _to_grid(c: StepConstants, state: MPMState, action, params: dict, dt: float,
+             parallel: bool) -> dict:
+    """Particle stresses, P2G, grid update and boundaries; returns what G2P and the
+    adjoint read (the grid velocities live in the workspace until the next call)."""
     dtype = c.dtype
-    K = dtype.type(4.0 / c.dx**2)
     dt_t = dtype.type(dt)
     dx = dtype.type(c.dx)
-    state = _contiguous(state)
-    x, F = state.particle_x, state.particle_F
-    n, d = x.shape
-    S, G = c.offsets.shape[0], c.node_count
+    res = c.grid_resolution
+    x = state.particle_x
+    d = x.shape[1]
+    G = c.node_count
     ws = _workspace(c)
     mass, affine, momentum, saved = _particle_terms(c, state, action, params, dt, parallel)
-    fx, w, dw = ws.get("fx", (n, d), dtype), ws.get("w", (n, d, 3), dtype), \
-        ws.get("dw", (n, d, 3), dtype)
-    weight, node = ws.get("weight", (n, S), dtype), ws.get("node", (n, S), np.int64)
-    _pick(_stencil, parallel)(x, dx, c.grid_resolution, c.strides, fx, w, dw,
-                              weight, node)
-    lo, hi, row_start = _node_box(x, dx, c.grid_resolution, c.strides)
+    grid_mv = ws.accumulator("grid_mv", (G, d), dtype)
+    grid_m = ws.accumulator("grid_m", (G,), dtype)
+    lo, hi = np.empty(d, dtype=np.int64), np.empty(d, dtype=np.int64)
+    _p2g(x, dx, res, momentum, affine, mass, grid_mv, grid_m, lo, hi)
+    row_start = _box_rows(lo, hi, c.strides)
     row_length = int(hi[-1] - lo[-1])
-    grid_mv, grid_m = ws.get("grid_mv", (G, d), dtype), ws.get("grid_m", (G,), dtype)
-    _p2g.serial(weight, node, c.offsets, fx, dx, momentum, affine, mass, grid_mv, grid_m,
-                row_start, row_length)
     grid_v, grid_v_free = ws.get("grid_v", (G, d), dtype), ws.get("grid_v_free", (G, d), dtype)
     inv_m = ws.get("inv_m", (G,), dtype)
     _pick(_grid_update, parallel)(grid_mv, grid_m, c.gravity, dt_t, grid_v, grid_v_free, inv_m,
                                   row_start, row_length)
+    ws.settle("grid_mv", "grid_m")
     node_index, node_cell, normal, start, kinds, frictions = _layers(c)
     inputs = ws.get("inputs", (node_index.shape[0], d), dtype)
     _pick(_project, parallel)(grid_v, node_index, node_cell, normal, start, kinds, frictions,
                               inputs, lo, hi)
-    new_x, new_v, new_C, new_F = _pick(_g2p, parallel)(weight, node, c.offsets, fx, dx, grid_v,
-                                                       x, F, dt_t, K)
-    saved.update(mass=mass, affine=affine, momentum=momentum, fx=fx, w=w, dw=dw,
-                 weight=weight, node=node, grid_v=grid_v, grid_v_free=grid_v_free,
-                 inv_m=inv_m, inputs=inputs, new_C=new_C, dx=dx, lo=lo, hi=hi,
+    saved.update(mass=mass, affine=affine, momentum=momentum, grid_v=grid_v,
+                 grid_v_free=grid_v_free, inv_m=inv_m, inputs=inputs, dx=dx, lo=lo, hi=hi,
                  row_start=row_start, row_length=row_length)
-    return MPMState(new_x, new_v, new_F, new_C), saved
+    return saved
 
 
 def substep(c: StepConstants, state: MPMState, action, params: dict, dt: float, *,
             parallel: bool = False) -> MPMState:
     """Same contract as :func:`sim_mpm.step.substep` (NumPy arrays); ``parallel`` selects
     the multithreaded builds."""
-    return _forward(c, state, action, params, dt, parallel)[0]
+    state = _contiguous(state)
+    s = _to_grid(c, state, action, params, dt, parallel)
+    dtype = c.dtype
+    new_x, new_v, new_C, new_F = _pick(_g2p, parallel)(
+        state.particle_x, state.particle_F, s["grid_v"], s["dx"], c.grid_resolution,
+        dtype.type(dt), dtype.type(4.0 / c.dx**2))
+    return MPMState(new_x, new_v, new_F, new_C)
 
 
 def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
@@ -1389,31 +1314,30 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
     dt_t = dtype.type(dt)
     state = _contiguous(state)
     g_next = _contiguous(g_next)
-    _, s = _forward(c, state, action, params, dt, parallel)
+    s = _to_grid(c, state, action, params, dt, parallel)
     ws = _workspace(c)
     G, d = s["grid_v"].shape
     dx = s["dx"]
-    n = state.particle_x.shape[0]
-    g_x, g_new_v = ws.get("g_x", (n, d), dtype), ws.get("g_new_v", (n, d), dtype)
-    g_F, g_new_C = ws.get("g_F", (n, d, d), dtype), ws.get("g_new_C", (n, d, d), dtype)
-    _pick(_g2p_vjp_particles, parallel)(
-        s["weight"], s["node"], c.offsets, s["fx"], s["w"], s["dw"], dx, s["grid_v"],
-        state.particle_F, s["new_C"], g_next.particle_x, g_next.particle_v,
-        g_next.particle_F, g_next.particle_C, dt_t, K, g_x, g_F, g_new_v, g_new_C)
-    g_grid_v = ws.get("g_grid_v", (G, d), dtype)
-    _g2p_vjp_grid.serial(s["weight"], s["node"], c.offsets, s["fx"], dx, g_new_v, g_new_C, K,
-                         g_grid_v, s["row_start"], s["row_length"])
+    res = c.grid_resolution
+    x = state.particle_x
+    n = x.shape[0]
+    g_x, g_F = ws.get("g_x", (n, d), dtype), ws.get("g_F", (n, d, d), dtype)
+    g_grid_v = ws.accumulator("g_grid_v", (G, d), dtype)
+    scratch = (ws.get("g_new_v", (n, d), dtype), ws.get("g_new_C", (n, d, d), dtype),
+               ws.get("new_v", (n, d), dtype), ws.get("new_C", (n, d, d), dtype))
+    _g2p_vjp(x, state.particle_F, s["grid_v"], dx, res, g_next.particle_x, g_next.particle_v,
+             g_next.particle_F, g_next.particle_C, dt_t, K, g_x, g_F, g_grid_v, scratch)
     node_index, node_cell, normal, start, kinds, frictions = _layers(c)
     _pick(_project_vjp, parallel)(g_grid_v, node_index, node_cell, normal, start, kinds,
                                   frictions, s["inputs"], s["lo"], s["hi"])
     g_mv, g_m = ws.get("g_mv", (G, d), dtype), ws.get("g_m", (G,), dtype)
     _pick(_grid_update_vjp, parallel)(g_grid_v, s["grid_v_free"], s["inv_m"], g_mv, g_m,
                                       s["row_start"], s["row_length"])
+    ws.settle("g_grid_v")
     g_momentum, g_xp = ws.get("g_momentum", (n, d), dtype), ws.get("g_xp", (n, d), dtype)
     g_affine, g_mass = ws.get("g_affine", (n, d, d), dtype), ws.get("g_mass", (n,), dtype)
-    _pick(_p2g_vjp, parallel)(
-        s["weight"], s["node"], c.offsets, s["fx"], s["w"], s["dw"], dx, g_mv, g_m,
-        s["momentum"], s["affine"], s["mass"], g_momentum, g_affine, g_mass, g_xp)
+    _pick(_p2g_vjp, parallel)(x, dx, res, g_mv, g_m, s["momentum"], s["affine"], s["mass"],
+                              g_momentum, g_affine, g_mass, g_xp)
     g_xi, g_v, g_Fi, g_C, g_action, g_params = _particle_terms_vjp(
         c, state, params, dt, s, g_mass, g_affine, g_momentum, parallel)
     return MPMState(g_x + g_xp + g_xi, g_v, g_F + g_Fi, g_C), g_action, g_params
