@@ -32,8 +32,10 @@ def test_every_registered_example_exists():
 def test_example_parses_with_safe_load(path):
     tree = yaml.safe_load(path.read_text())
     assert tree["simulator"]["name"] == "mpm"
-    for section in ("simulator", "controller", "observer", "objective", "optimizer", "run",
-                    "quick"):
+    sections = ("simulator", "identification", "optimizer", "run", "quick") \
+        if "identification" in tree else ("simulator", "controller", "observer", "objective",
+                                          "optimizer", "run", "quick")
+    for section in sections:
         assert section in tree, f"{path.name} lacks the {section} section"
     assert "Runtime:" in path.read_text().split("simulator:")[0]
 
@@ -45,7 +47,11 @@ def test_example_builds(path, quick, registry):
     experiment = build_experiment(config, registry)
     simulator = experiment.simulator
     assert simulator.model.particle_count > 0
-    assert simulator.action_size == experiment.controller.action_size
+    if config.identification:
+        assert all(r.actions.shape[1] == simulator.action_size
+                   for r in experiment.problem.recordings)
+    else:
+        assert simulator.action_size == experiment.controller.action_size
     frame = simulator.render(simulator.initial_state(simulator.design_space().defaults()), {},
                              width=64, height=48)
     assert frame.shape == (48, 64, 3)

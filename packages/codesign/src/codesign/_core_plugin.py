@@ -32,6 +32,15 @@ def codesign_register_terms(register):
 
 
 @hookimpl
+def codesign_register_recordings(register):
+    from .recordings import file_recordings, synthetic_recordings
+
+    register("file", file_recordings, description="recordings from an .npz file")
+    register("synthetic", synthetic_recordings,
+             description="simulated at a truth design with smooth random actions and noise")
+
+
+@hookimpl
 def codesign_register_optimizers(register):
     from .optim import CMAES, LBFGSB, SLSQP, Adam, OnePlusOneES, TrustConstr
 

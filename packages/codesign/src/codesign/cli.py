@@ -1,6 +1,8 @@
 """The ``codesign`` command line: run, validate, plugins, demo.
 
-- ``codesign run exp.yaml --out DIR [--quick] [--resume]``: optimize and write DIR.
+- ``codesign run exp.yaml --out DIR [--quick] [--resume]``: optimize (or, for an
+  experiment with an ``identification`` section, fit parameters to recordings and print
+  the recovered values against the truth) and write DIR.
 - ``codesign validate exp.yaml [--quick]``: check the experiment (both phases), print OK or
   every problem.
 - ``codesign plugins``: every registered component with its plugin and distribution.
@@ -27,7 +29,7 @@ from .config import ConfigError, load_config, validate_config
 from .design import DesignError
 from .experiment import build_experiment
 from .plugins import COMPONENT_KINDS, RegistryError, get_plugin_manager, get_registry
-from .runs import RunError, RunInterrupted, run_experiment
+from .runs import RunError, RunInterrupted, format_identification_table, run_experiment
 from .simulator import SimulationError
 
 __all__ = ["main", "build_parser", "DEMO_HELP"]
@@ -108,6 +110,11 @@ def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
           f"iteration(s), {summary['evaluations']} evaluation(s), {summary['wall_time_s']:.1f} s")
     for note in summary["notes"]:
         print(f"  {note}")
+    if "identification" in summary:
+        found = summary["identification"]
+        print(f"identified from {found['recordings']} recording(s) ({found['source']}):")
+        for line in format_identification_table(found["parameters"]):
+            print(f"  {line}")
     return 0
 
 
@@ -118,6 +125,14 @@ def _validate(args, plugin_manager) -> int:
         problem = experiment.problem
         free = [p.name.removeprefix("design.") for p in problem.space
                 if p.name.startswith("design.")]
+        if config.identification:
+            print(f"OK: {args.experiment}: identification with simulator "
+                  f"{config.data['simulator']['name']!r}, {len(problem.recordings)} "
+                  f"recording(s) from {config.data['identification']['recordings']['name']!r}, "
+                  f"fitting {', '.join(free) or 'initial states only'} ({problem.size} "
+                  f"value(s)), optimizer {config.data['optimizer']['name']!r} for "
+                  f"{experiment.iterations} iteration(s)")
+            return 0
         print(f"OK: {args.experiment}: simulator {config.data['simulator']['name']!r}, "
               f"{len(free)} free design parameter(s) ({', '.join(free) or 'none'}), "
               f"{problem.size} optimized value(s), optimizer "

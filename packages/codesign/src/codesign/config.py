@@ -2,13 +2,15 @@
 
 An experiment file has the sections ``simulator``, ``design``, ``controller``, ``observer``,
 ``objective``, ``optimizer``, ``run`` and optionally ``quick`` (a partial experiment merged
-over the rest by ``--quick``). :func:`load_config` parses the file with a
-:class:`yaml.SafeLoader` subclass that records the line of every key and list item;
-:func:`validate_config` checks the structure, the types, the component names against the
-plugin registry and every ``options`` mapping against its factory's signature. Every problem
-is collected and reported together in one :class:`ConfigError`, each naming its YAML path,
-line and what is allowed. Checks that need the built simulator (design parameter names,
-shapes) happen when the experiment is built (:mod:`codesign.experiment`).
+over the rest by ``--quick``). An identification experiment has an ``identification``
+section instead of ``controller``, ``observer`` and ``objective`` (see below).
+:func:`load_config` parses the file with a :class:`yaml.SafeLoader` subclass that records
+the line of every key and list item; :func:`validate_config` checks the structure, the
+types, the component names against the plugin registry and every ``options`` mapping against
+its factory's signature. Every problem is collected and reported together in one
+:class:`ConfigError`, each naming its YAML path, line and what is allowed. Checks that need
+the built simulator (design parameter names, shapes) happen when the
+experiment is built (:mod:`codesign.experiment`).
 
 The sections (``*`` marks required keys; defaults in parentheses)::
 
@@ -23,6 +25,19 @@ The sections (``*`` marks required keys; defaults in parentheses)::
                  ("inline" | "process"), workers, video: {fps (30), width (480), height (360),
                  every (1)}}
     quick:      a partial experiment merged over the rest by --quick
+    identification: {recordings*: {source*, options}, measurement*: {name*, options},
+                     batch_size (null: every recording), fit_initial_state (false)}
+
+An identification experiment fits the parameters named in ``design`` (their ``init`` is the
+starting guess) to recorded trajectories: ``identification.recordings`` names a recording
+source (``file``, ``synthetic`` or one a plugin registers) and its options,
+``identification.measurement`` the observer that maps simulated states to the measured
+values. Each recording's actions are replayed open loop, one per control step of
+``run.substeps`` substeps of ``run.dt`` seconds; ``run.steps`` is optional there and, when
+given, is the default ``steps`` option of a source that takes one (the ``synthetic``
+trajectory length), as ``run.seed`` is the default ``seed`` of sources, controllers and
+optimizers. ``batch_size`` below the number of recordings makes the fit stochastic over
+recordings (minibatches drawn with ``run.seed``; Adam only).
 
 ``run.seed`` is the default ``seed`` option of the controller and optimizer factories that
 take one, so a run is reproducible (and resumable) unless a seed is set explicitly.
@@ -52,6 +67,7 @@ __all__ = [
     "ConfigIssue",
     "DesignConfigError",
     "ExperimentConfig",
+    "RECORDING_INJECTED",
     "RawConfig",
     "SECTIONS",
     "check_options",
@@ -63,8 +79,12 @@ __all__ = [
 ]
 
 SECTIONS = ("simulator", "design", "controller", "observer", "objective", "optimizer", "run",
-            "quick")
+            "identification", "quick")
 _REQUIRED_SECTIONS = ("simulator", "controller", "objective", "optimizer", "run")
+_IDENTIFICATION_REQUIRED = ("simulator", "optimizer", "run")
+_NOT_IN_IDENTIFICATION = ("controller", "observer", "objective")
+RECORDING_INJECTED = ("simulator", "measurement", "dt", "substeps", "base_dir")
+"""Arguments of a recording source that the run supplies (not settable in YAML)."""
 _DESIGN_KEYS = ("init", "lower", "upper", "scale")
 CONTROLLER_SIZING = ("observation_size", "action_size", "control_steps", "control_dt")
 
@@ -295,6 +315,17 @@ class ExperimentConfig:
     def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
         """A :class:`ConfigIssue` at ``path`` with its line."""
         return ConfigIssue(format_path(path), self.line_of(path), message)
+
+    @property
+    def identification(self) -> bool:
+        """Whether this is an identification experiment (it has that section)."""
+        return "identification" in self.data
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder of the experiment file (relative data paths start here)."""
+        path = Path(self.source)
+        return path.parent if path.suffix else Path.cwd()
 
     def to_yaml(self) -> str:
         """The resolved experiment as YAML text (what a run directory's config.yaml holds)."""
@@ -610,9 +641,11 @@ class _Checker:
 
     def component(self, node: Any, path: tuple, kind: str, *, injected: Sequence[str],
                   name_key: str = "name", default_name: str | None = None,
-                  extra_keys: Sequence[str] = (), seed: int | None = None) -> dict:
+                  extra_keys: Sequence[str] = (), seed: int | None = None,
+                  defaults: dict[str, Any] | None = None) -> dict:
         """Check a ``{name, options}`` section against the registry and the factory.
 
+        ``seed`` and ``defaults`` fill options the factory takes and the YAML leaves out.
         Returns ``{"name": ..., "options": resolved options}``, or ``{}`` when the section
         is not a mapping.
         """
@@ -642,10 +675,13 @@ class _Checker:
             return resolved
         factory = self.registry.get(kind, name).factory
         options = dict(options)
-        if seed is not None and "seed" not in options:
-            parameters, _, _ = _signature(factory)
-            if "seed" in parameters:
-                options["seed"] = seed
+        fill = dict(defaults or {})
+        if seed is not None:
+            fill["seed"] = seed
+        parameters, _, _ = _signature(factory)
+        for key, value in fill.items():
+            if key not in options and key in parameters:
+                options[key] = value
         checked, problems = check_options(factory, options, injected=injected,
                                           what=f"{kind[:-1]} {name!r}")
         for sub_path, message in problems:
@@ -767,15 +803,20 @@ def _check_objective(ck: _Checker, node: Any) -> dict:
     return {"terms": terms, "constraints": constraints}
 
 
-def _check_run(ck: _Checker, node: Any) -> dict:
+def _check_run(ck: _Checker, node: Any, *, identification: bool = False) -> dict:
     path = ("run",)
     keys = ("steps", "substeps", "dt", "seed", "checkpoint_every", "executor", "workers",
             "video")
-    section = ck.mapping(node, path, keys, required=("steps", "dt"), what="the run section")
+    section = ck.mapping(node, path, keys, required=("dt",) if identification else
+                         ("steps", "dt"), what="the run section")
     if section is None:
         return {}
     run: dict[str, Any] = {}
-    run["steps"] = ck.number(section.get("steps", 1), (*path, "steps"), integer=True, minimum=1)
+    if identification and "steps" not in section:
+        run["steps"] = None  # the recordings set the trajectory lengths
+    else:
+        run["steps"] = ck.number(section.get("steps", 1), (*path, "steps"), integer=True,
+                                 minimum=1)
     run["substeps"] = ck.number(section.get("substeps", 1), (*path, "substeps"), integer=True,
                                 minimum=1)
     run["dt"] = ck.number(section.get("dt", 1.0), (*path, "dt"), positive=True)
@@ -802,21 +843,68 @@ def _check_run(ck: _Checker, node: Any) -> dict:
     return run
 
 
+def _check_optimizer(ck: _Checker, tree: dict, seed: int) -> dict:
+    optimizer = ck.component(tree.get("optimizer"), ("optimizer",), "optimizers", injected=(),
+                             extra_keys=("iterations",), seed=seed) if "optimizer" in tree else {}
+    if isinstance(tree.get("optimizer"), dict):
+        optimizer["iterations"] = ck.number(tree["optimizer"].get("iterations", 100),
+                                            ("optimizer", "iterations"), integer=True, minimum=1)
+    return optimizer
+
+
+def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict:
+    path = ("identification",)
+    section = ck.mapping(node, path, ("recordings", "measurement", "batch_size",
+                                      "fit_initial_state"),
+                         required=("recordings", "measurement"),
+                         what="the identification section")
+    if section is None:
+        return {}
+    defaults = {} if run.get("steps") is None else {"steps": run["steps"]}
+    out: dict[str, Any] = {}
+    out["recordings"] = ck.component(section.get("recordings"), (*path, "recordings"),
+                                     "recordings", injected=RECORDING_INJECTED,
+                                     name_key="source", seed=seed, defaults=defaults) \
+        if "recordings" in section else {}
+    out["measurement"] = ck.component(section.get("measurement"), (*path, "measurement"),
+                                      "observers", injected=("simulator",)) \
+        if "measurement" in section else {}
+    batch_size = section.get("batch_size")
+    out["batch_size"] = None if batch_size is None else ck.number(
+        batch_size, (*path, "batch_size"), integer=True, minimum=1)
+    fit = section.get("fit_initial_state", False)
+    if not isinstance(fit, bool):
+        ck.error((*path, "fit_initial_state"), f"must be true or false, got {_type_name(fit)}")
+    out["fit_initial_state"] = fit is True
+    return out
+
+
 def _validate_tree(tree: dict, registry) -> tuple[dict, list[ConfigIssue]]:
     ck = _Checker(tree, registry)
+    identification = "identification" in tree
     for key in tree:
         if key not in SECTIONS:
             ck.error((key,), f"unknown section {key!r}{_suggest(key, SECTIONS)}; allowed: "
                              f"{', '.join(SECTIONS)}")
-    for key in _REQUIRED_SECTIONS:
+        elif identification and key in _NOT_IN_IDENTIFICATION:
+            ck.error((key,), f"an identification experiment has no {key!r} section: the "
+                             "recordings' actions are replayed open loop and the loss is the "
+                             "tracking error through identification.measurement; remove it")
+    for key in _IDENTIFICATION_REQUIRED if identification else _REQUIRED_SECTIONS:
         if key not in tree:
             ck.error((), f"missing required section {key!r}")
-    run = _check_run(ck, tree.get("run", {})) if "run" in tree else {}
+    run = _check_run(ck, tree.get("run", {}), identification=identification) \
+        if "run" in tree else {}
     seed = run.get("seed") if run.get("seed") is not None else 0
     data: dict[str, Any] = {}
     data["simulator"] = ck.component(tree.get("simulator"), ("simulator",), "simulators",
                                      injected=()) if "simulator" in tree else {}
     data["design"] = _check_design(ck, tree.get("design"))
+    if identification:
+        data["identification"] = _check_identification(ck, tree["identification"], run, seed)
+        data["optimizer"] = _check_optimizer(ck, tree, seed)
+        data["run"] = run
+        return _to_plain(data), ck.issues
     controller = ck.component(tree.get("controller"), ("controller",), "controllers",
                               injected=CONTROLLER_SIZING, extra_keys=("optimize",), seed=seed) \
         if "controller" in tree else {}
@@ -830,12 +918,7 @@ def _validate_tree(tree: dict, registry) -> tuple[dict, list[ConfigIssue]]:
                                     injected=("simulator",), default_name="none")
     data["objective"] = _check_objective(ck, tree.get("objective")) if "objective" in tree \
         else {}
-    optimizer = ck.component(tree.get("optimizer"), ("optimizer",), "optimizers", injected=(),
-                             extra_keys=("iterations",), seed=seed) if "optimizer" in tree else {}
-    if isinstance(tree.get("optimizer"), dict):
-        optimizer["iterations"] = ck.number(tree["optimizer"].get("iterations", 100),
-                                            ("optimizer", "iterations"), integer=True, minimum=1)
-    data["optimizer"] = optimizer
+    data["optimizer"] = _check_optimizer(ck, tree, seed)
     data["run"] = run
     return _to_plain(data), ck.issues
 

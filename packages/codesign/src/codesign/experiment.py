@@ -2,9 +2,11 @@
 
 This is phase two of validation: it constructs the simulator, checks the design section
 against the simulator's design space, constructs the observer, objective terms, constraints,
-controller and optimizer, and checks the initial design, all before any run directory
-exists. Every problem is reported with its YAML path and line in one :class:`ConfigError`
-(a :class:`DesignConfigError` when design values are at fault).
+controller and optimizer (an identification experiment: the measurement, the recordings
+and the :class:`~codesign.identification.IdentificationProblem`), and checks the initial
+design, all before any run directory exists. Every problem is reported with its YAML path
+and line in one :class:`ConfigError` (a :class:`DesignConfigError` when design values are at
+fault).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from .config import (
 )
 from .design import DesignError
 from .executors import get_executor
+from .identification import IdentificationProblem, Recording
+from .optim.adam import Adam
 from .problem import RolloutProblem, apply_overrides
 from .rollout import Rollout
 from .simulator import UnstableTimeStepError
 from .terms import Constraint, Objective, WeightedTerm
 
-__all__ = ["Experiment", "build_experiment", "check_initial_design"]
+__all__ = ["Experiment", "IdentificationExperiment", "build_experiment", "check_initial_design"]
 
 
 @dataclasses.dataclass
@@ -69,6 +73,50 @@ class Experiment:
             self.executor = None
 
     def __enter__(self) -> Experiment:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclasses.dataclass
+class IdentificationExperiment:
+    """Everything an identification run needs, built from one config.
+
+    Attributes:
+        config: the validated experiment.
+        simulator: the constructed simulator.
+        measurement: the observer mapping simulated states to measurements.
+        recordings: the recordings the source delivered.
+        truth: ``parameter -> value`` behind the recordings when the source knows it
+            (``RecordingSet.truth``), else ``None``.
+        problem: the :class:`IdentificationProblem` over the design section's parameters.
+        optimizer: the constructed optimizer.
+        iterations: the optimizer's iteration budget (minibatch steps when stochastic).
+        batch_size: recordings per stochastic step, or ``None`` for full batch.
+        seed: seed of the minibatch sampler (``run.seed``).
+        executor: the executor of the recordings' rollouts, or ``None`` for inline.
+    """
+
+    config: ExperimentConfig
+    simulator: Any
+    measurement: Any
+    recordings: list
+    truth: dict[str, np.ndarray] | None
+    problem: IdentificationProblem
+    optimizer: Any
+    iterations: int
+    batch_size: int | None
+    seed: int
+    executor: Executor | None = None
+
+    def close(self) -> None:
+        """Shut down the executor's workers, if any."""
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+            self.executor = None
+
+    def __enter__(self) -> IdentificationExperiment:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -185,12 +233,15 @@ def check_initial_design(problem: RolloutProblem) -> None:
                           f"{', '.join(names)}); move init inside [lower, upper]")
 
 
-def build_experiment(config: ExperimentConfig, registry) -> Experiment:
+def build_experiment(config: ExperimentConfig,
+                     registry) -> Experiment | IdentificationExperiment:
     """Construct every component of ``config``; raise ConfigError/DesignError before running.
 
     The controller factory receives only the sizing arguments its signature accepts
     (``observation_size``, ``action_size``, ``control_steps``, ``control_dt``); observers and
-    terms receive ``simulator``.
+    terms receive ``simulator``. An identification experiment (``config.identification``)
+    becomes an :class:`IdentificationExperiment`; its recording source receives
+    ``simulator``, ``measurement``, ``dt``, ``substeps`` and ``base_dir``.
     """
     data = config.data
     builder = _Builder(config, registry)
@@ -207,6 +258,8 @@ def build_experiment(config: ExperimentConfig, registry) -> Experiment:
             check(space.defaults(), run["dt"])
         except UnstableTimeStepError as exc:
             builder.fail(("run", "dt"), exc)
+    if config.identification:
+        return _build_identification(builder, simulator, overrides)
 
     observer = builder.construct("observers", data["observer"]["name"],
                                  data["observer"]["options"], ("observer",), simulator=simulator)
@@ -286,3 +339,60 @@ def build_experiment(config: ExperimentConfig, registry) -> Experiment:
                       constraints=tuple(constraints), rollout=rollout, problem=problem,
                       optimizer=optimizer, iterations=data["optimizer"]["iterations"],
                       executor=executor)
+
+
+def _build_identification(builder: _Builder, simulator,
+                          overrides: dict) -> IdentificationExperiment:
+    config = builder.config
+    data, run = config.data, config.data["run"]
+    section = data["identification"]
+    path = ("identification",)
+    measurement = builder.construct("observers", section["measurement"]["name"],
+                                    section["measurement"]["options"], (*path, "measurement"),
+                                    simulator=simulator)
+    optimizer = builder.construct("optimizers", data["optimizer"]["name"],
+                                  data["optimizer"]["options"], ("optimizer",))
+    builder.raise_if_any()
+    source = section["recordings"]
+    recordings = builder.construct(
+        "recordings", source["name"], source["options"], (*path, "recordings"),
+        simulator=simulator, measurement=measurement, dt=run["dt"], substeps=run["substeps"],
+        base_dir=config.base_dir)
+    builder.raise_if_any()
+    if not isinstance(recordings, list) or not recordings or not all(
+            isinstance(r, Recording) for r in recordings):
+        builder.fail((*path, "recordings", "source"),
+                     f"recording source {source['name']!r} must return a non-empty list of "
+                     f"codesign.identification.Recording, got {type(recordings).__name__}")
+        builder.raise_if_any()
+    if not overrides and not section["fit_initial_state"]:
+        builder.fail(("design",), "nothing to identify: list the parameters to fit under "
+                                  "design (init: the starting guess, lower, upper) or set "
+                                  "identification.fit_initial_state: true")
+    batch_size = section["batch_size"]
+    if batch_size is not None and batch_size < len(recordings) and optimizer is not None \
+            and not isinstance(optimizer, Adam):
+        builder.fail((*path, "batch_size"), f"stochastic identification (batch_size "
+                                            f"{batch_size} < {len(recordings)} recordings) "
+                                            "steps with Adam; set optimizer.name: adam or "
+                                            "remove batch_size")
+    builder.raise_if_any()
+    try:
+        problem = IdentificationProblem(
+            simulator, recordings, measurement=measurement, free=list(overrides),
+            overrides=overrides, fit_initial_state=section["fit_initial_state"],
+            substeps=run["substeps"], dt=run["dt"], checkpoint_every=run["checkpoint_every"])
+    except ValueError as exc:  # recordings that do not fit the simulator or measurement
+        builder.design_fault = isinstance(exc, DesignError)
+        builder.fail((*path, "recordings"), exc)
+        builder.raise_if_any()
+    executor = None
+    if run["executor"] != "inline":
+        executor = get_executor(run["executor"], max_workers=run["workers"])
+        problem.executor = executor
+    truth = getattr(recordings, "truth", None)
+    return IdentificationExperiment(
+        config=config, simulator=simulator, measurement=measurement, recordings=recordings,
+        truth=None if not truth else dict(truth), problem=problem, optimizer=optimizer,
+        iterations=data["optimizer"]["iterations"], batch_size=batch_size,
+        seed=run["seed"], executor=executor)

@@ -9,6 +9,12 @@ experiment may set, and the config validator checks YAML against them.
 - controllers: ``factory(*, observation_size, action_size, control_steps, control_dt, **options)``
   (a factory may omit the size arguments it does not use only by accepting ``**_``)
 - optimizers: ``factory(**options) -> Optimizer``
+- recordings (identification data sources): ``factory(*, simulator, measurement, dt: float,
+  substeps: int, base_dir: pathlib.Path, **options) -> list[codesign.identification.Recording]``;
+  ``measurement`` is the built observer of the experiment's identification section,
+  ``base_dir`` the folder of the experiment file (for relative paths). A source that knows
+  the parameters behind its data returns a :class:`codesign.recordings.RecordingSet` (a list
+  with a ``truth`` dict) so runs report truth against recovered values.
 - examples: ``register(name, path_to_yaml, description=..., default=False)``; the default
   example is what ``codesign demo`` runs.
 
@@ -49,6 +55,11 @@ def codesign_register_controllers(register) -> None:
 @hookspec
 def codesign_register_optimizers(register) -> None:
     """Register optimizer factories: ``register("adam", Adam)``."""
+
+
+@hookspec
+def codesign_register_recordings(register) -> None:
+    """Register recording sources of identification runs: ``register("file", load_npz)``."""
 
 
 @hookspec

@@ -25,7 +25,8 @@ __all__ = [
     "get_registry",
 ]
 
-COMPONENT_KINDS = ("simulators", "terms", "observers", "controllers", "optimizers", "examples")
+COMPONENT_KINDS = ("simulators", "terms", "observers", "controllers", "optimizers",
+                   "recordings", "examples")
 
 
 class PluginWarning(UserWarning):

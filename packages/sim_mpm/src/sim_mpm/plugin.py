@@ -25,8 +25,19 @@ EXAMPLES = {
     "terrain_walker_2d": "2D biped walking up graded terrain",
     "png_animal_2d": "a four-legged animal loaded from a PNG, four actuators marked by color",
     "quadruped_3d": "3D quadruped with pressure chambers in its legs",
+    "hexapod_3d": "the 3D quadruped with six legs (24 pressure chambers)",
+    "octoped_3d": "the 3D quadruped with eight legs (32 pressure chambers)",
+    "hanging_arm_3d_fixed": "3D arm hanging from a sticky ceiling swings its tip to a goal "
+                            "and stops (SLSQP, equality constraints), fixed stiffness",
+    "hanging_arm_3d_cooptimized": "the hanging arm with its per-particle stiffness "
+                                  "co-optimized with the actuation",
+    "stl_robot_3d": "a soft starfish from a binary STL mesh, four actuated arm regions, "
+                    "crawling along +x",
     "arm_length_2d": "an arm whose length (geometry.scale) is the only design parameter, "
                      "reaching a target beyond its reach",
+    "finger_identification": "identification of a two-cable finger's Young's modulus, density "
+                             "and Poisson's ratio from ten noisy synthetic trajectories",
+    "ball_density_2d": "the density of ball A that makes ball B, hit by A, reach a target",
 }
 """Example name -> description; each is ``EXAMPLES_DIR / f"{name}.yaml"``."""
 

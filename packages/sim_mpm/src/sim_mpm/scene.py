@@ -17,6 +17,9 @@ their colors unless ``group`` is set), ``actuator`` (stress actuator index of th
 body), ``youngs_modulus``, ``poissons_ratio``, ``density``, ``velocity``,
 ``geometry_group`` and ``anchor`` (the fixed point of that group's ``geometry.scale``).
 
+Regions (``regions``): ``{lower: [x, y], upper: [x, y], group: g}`` moves the particles
+inside that axis-aligned box (of any body) to group ``g``, in order, after the bodies set
+their groups; this marks actuator groups on a single mesh or image body.
 Stress actuators (``actuators``): ``{groups: [g, ...], axes: [1, 0], max_stress: s}``;
 actuator k acts on bodies with ``actuator: k`` and on particles of the listed groups.
 Cables (``cables``): ``{points: [[x, y], ...], stiffness: k, max_contraction: R}``; each
@@ -40,6 +43,7 @@ from .materials import MATERIALS
 from .model import MPMModel, build_model
 from .render import COLOR_MODES, render_frame
 from .simulator import MPMSimulator
+from .tied import TIE_MODES, TiedMaterialSimulator
 
 __all__ = [
     "EXAMPLES_DIR",
@@ -207,6 +211,7 @@ def build_scene_model(
     jitter: float = 0.0,
     seed: int = 0,
     bodies: list[dict] | None = None,
+    regions: list[dict] | None = None,
     actuators: list[dict] | None = None,
     cables: list[dict] | None = None,
     boundaries: list[dict] | None = None,
@@ -228,6 +233,7 @@ def build_scene_model(
             each particle's volume is spacing^dim.
         jitter: random particle offsets as a fraction of the spacing (seeded by ``seed``).
         bodies: shape dicts, at least one.
+        regions: boxes ``{lower, upper, group}`` [m] that regroup the particles inside them.
         actuators: stress actuators ``{groups, axes, max_stress}``.
         cables: cable actuators ``{points | particles, stiffness, max_contraction}``.
         boundaries: default ``[{type: walls, condition: sticky}]``.
@@ -261,6 +267,9 @@ def build_scene_model(
         group = body.get("group", None if body["shape"] == "image" else i)
         if group is not None:
             particle_group[body_index == i] = int(group)
+    for i, region in enumerate(regions or []):
+        inside, group = _region(region, i, particle_x)
+        particle_group[inside] = group
     n = len(particle_x)
 
     def per_body(key, default):
@@ -336,6 +345,26 @@ def build_scene_model(
         raise SceneError(f"invalid scene: {exc}") from exc
 
 
+def _region(region: Mapping, index: int, particle_x: np.ndarray) -> tuple[np.ndarray, int]:
+    """The particles (mask, shape (n,)) in the box of ``regions[index]``, at least one, and
+    the group they move to."""
+    where = f"regions[{index}]"
+    if not isinstance(region, Mapping):
+        raise SceneError(f"{where} must be a mapping {{lower, upper, group}}, got {region!r}")
+    _check_keys(region, {"lower", "upper", "group"}, where)
+    dim = particle_x.shape[1]
+    lower = _vector(_require(region, "lower", where), dim, f"{where}.lower")
+    upper = _vector(_require(region, "upper", where), dim, f"{where}.upper")
+    group = _require(region, "group", where)
+    if not (isinstance(group, int | np.integer) and group >= 0):
+        raise SceneError(f"{where}.group must be an integer ≥ 0, got {group!r}")
+    inside = np.all((particle_x >= lower) & (particle_x < upper), axis=1)
+    if not np.any(inside):
+        raise SceneError(f"{where} (box {lower.tolist()} to {upper.tolist()}) contains no "
+                         "particle; move or enlarge it")
+    return inside, int(group)
+
+
 def _vector(value, dim: int, name: str) -> np.ndarray:
     array = np.asarray(value, dtype=np.float64).reshape(-1)
     if array.size != dim or not np.all(np.isfinite(array)):
@@ -381,6 +410,7 @@ def make_simulator(
     jitter: float = 0.0,
     seed: int = 0,
     bodies: list[dict] | None = None,
+    regions: list[dict] | None = None,
     actuators: list[dict] | None = None,
     cables: list[dict] | None = None,
     boundaries: list[dict] | None = None,
@@ -390,7 +420,8 @@ def make_simulator(
     backend: str = "numpy",
     kernels: str = "numba",
     color_by: str = "group",
-) -> SceneSimulator:
+    material_parameters: str = "particle",
+) -> SceneSimulator | TiedMaterialSimulator:
     """The ``mpm`` simulator of a scene (registered under that name).
 
     Scene options are those of :func:`build_scene_model`; further:
@@ -399,7 +430,14 @@ def make_simulator(
         backend: "numpy" (CPU) or "cupy" (GPU arrays, with ``kernels="reference"``).
         kernels: "numba" (compiled CPU kernels) or "reference" (array-level code).
         color_by: particle colors in rendered videos: "group", "actuation" or "material".
+        material_parameters: "particle" (design ``particle.youngs_modulus`` etc., shape
+            (n,)), "uniform" (``material.youngs_modulus``, ``material.poissons_ratio``,
+            ``material.density``, shape (1,), shared by every particle) or "group" (the
+            same, one entry per particle group present, ascending); see :mod:`sim_mpm.tied`.
     """
+    if material_parameters not in ("particle", *TIE_MODES):
+        raise SceneError(f"unknown material_parameters {material_parameters!r}; choose one of "
+                         f"'particle', {', '.join(repr(m) for m in TIE_MODES)}")
     if backend not in ("numpy", "cupy"):
         raise SceneError(f"unknown backend {backend!r}; choose 'numpy' or 'cupy'")
     if kernels not in ("numba", "reference"):
@@ -409,6 +447,9 @@ def make_simulator(
         material=material, incompressibility_exponent=incompressibility_exponent,
         youngs_modulus=youngs_modulus, poissons_ratio=poissons_ratio, density=density,
         particle_spacing=particle_spacing, jitter=jitter, seed=seed, bodies=bodies,
-        actuators=actuators, cables=cables, boundaries=boundaries,
+        regions=regions, actuators=actuators, cables=cables, boundaries=boundaries,
         initial_velocity=initial_velocity, dtype=dtype, asset_dir=asset_dir)
-    return SceneSimulator(model, color_by=color_by, backend=backend, kernels=kernels)
+    simulator = SceneSimulator(model, color_by=color_by, backend=backend, kernels=kernels)
+    if material_parameters == "particle":
+        return simulator
+    return TiedMaterialSimulator(simulator, mode=material_parameters)
