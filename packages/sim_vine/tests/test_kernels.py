@@ -114,3 +114,41 @@ def test_refinement_finds_the_active_set_from_any_guess(runner, friction):
         np.testing.assert_allclose(refined.v, solved.v, rtol=1e-9, atol=1e-12)
         np.testing.assert_array_equal(refined.active, solved.active)
         np.testing.assert_allclose(refined.y, solved.y, rtol=1e-8, atol=1e-14)
+
+
+@pytest.mark.parametrize("friction", [0.0, 0.1])
+def test_compiled_exact_solution_equals_the_reference_steps(runner, friction):
+    # exact_at = banded solve + optimality check (+ the μ = 0 edge rule) in one call
+    from sim_vine._kernels import exact_at
+    from sim_vine.scene import make_simulator
+
+    sim = make_simulator(scene="wall", bodies=8, friction=friction)
+    states, design = runner(sim, 90)  # the tip slides along the wall
+    params, _ = sim._parameters(design)
+    problem = build_problem(sim.arrays, sim.layout, states[-1].body_q, states[-1].body_qd,
+                            0.1, params, 0.01)
+    solution = sim.qp.solve(problem, warm_v=states[-1].body_qd)
+    active = solution.active
+    assert active[sim.layout.contact].any()
+    Px, Ax, q_lin, lower, _, col_scale, row_scale = sim.qp.scaled_data(problem)
+    n = 3 * sim.model.body_count
+    reference = sim.qp._banded.solve_lapack(
+        Px, Ax, active, np.concatenate([-q_lin, np.where(active, lower, 0.0)]))
+    args = (*sim.qp._banded.layout(), Px, Ax, q_lin, lower, col_scale)
+    tail = (sim.layout.row_bodies, problem.row_values, problem.lower,
+            sim.layout.contact.start, 1e-9, friction == 0.0, problem.tangent_rows)
+    ok, v, scaled_y = exact_at(*args, active, *tail)
+    assert ok
+    np.testing.assert_allclose(v.reshape(-1), reference[:n] * col_scale, rtol=1e-10,
+                               atol=1e-13)
+    np.testing.assert_allclose(scaled_y, np.where(active, reference[n:], 0.0), rtol=1e-10,
+                               atol=1e-13)
+    # without its contact rows the tip would enter the wall: not optimal
+    free = active.copy()
+    free[sim.layout.contact] = False
+    assert not exact_at(*args, free, *tail)[0]
+    if friction == 0.0:  # the impulse on the other (coinciding) cone edge breaks the rule
+        start = sim.layout.contact.start
+        swapped = active.copy()
+        swapped[start::2], swapped[start + 1::2] = active[start + 1::2], active[start::2]
+        assert not exact_at(*args, swapped, *tail)[0]

@@ -130,7 +130,8 @@ def test_calibration_maps_reference_points_and_inverts():
     cal = _calibration()
     np.testing.assert_allclose(cal.to_world(PIXEL_CORNERS), WORLD_CORNERS, atol=1e-9)
     np.testing.assert_allclose(cal.to_pixels(cal.to_world(PIXEL_CORNERS)), PIXEL_CORNERS, atol=1e-9)
-    many = Calibration.from_reference_points(np.vstack([PIXEL_CORNERS, cal.to_pixels([[0.2, 0.1]])]),
+    extra = cal.to_pixels([[0.2, 0.1]])
+    many = Calibration.from_reference_points(np.vstack([PIXEL_CORNERS, extra]),
                                              np.vstack([WORLD_CORNERS, [[0.2, 0.1]]]))
     np.testing.assert_allclose(many.homography, cal.homography, atol=1e-8)
     scaled = Calibration.from_scale(0.002, (10.0, 100.0))

@@ -19,7 +19,9 @@ def test_plugin_declares_the_api_and_registers_components(registry):
     assert registry.get("simulators", "vine").factory is make_simulator
     assert {"tip", "keypoints"} <= set(registry.names("observers"))
     assert {"tip_target_distance", "growth_effort"} <= set(registry.names("terms"))
-    assert {"vine_runtime", "vine_cluttered"} <= set(registry.names("examples"))
+    assert {"vine_runtime", "vine_cluttered", "vine_oscillation",
+            "vine_wall"} <= set(registry.names("examples"))
+    assert "vine_video" in registry.names("recordings")
 
 
 @pytest.mark.parametrize("name", ["vine_runtime", "vine_cluttered"])

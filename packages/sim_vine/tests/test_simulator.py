@@ -149,3 +149,33 @@ def test_simulator_pickles_for_process_executors():
     np.testing.assert_array_equal(sim.step(state, RATE, design, 0.01).body_q,
                                   copy.step(state, RATE, design, 0.01).body_q)
     assert copy.model.friction == 0.1 and len(copy.model.obstacles) == 1
+
+
+def test_steps_recomputed_in_the_reverse_sweep_keep_their_numbers():
+    # The reverse sweep recomputes segments from checkpoints; a step there must be named
+    # by its number since initial_state (as in the forward pass), not by a local count.
+    from codesign import Objective, OpenLoopController, Rollout, WeightedTerm
+    from sim_vine.terms import TipTargetDistance
+
+    numbers = []
+
+    class Spy(VineSimulator):
+        def step(self, state, action, design, dt):
+            numbers.append(self.step_number(state))
+            return super().step(state, action, design, dt)
+
+    sim = Spy(make_simulator(bodies=4).model)
+    rollout = Rollout(sim, controller=OpenLoopController(observation_size=0, action_size=1,
+                                                         control_steps=10),
+                      steps=10, substeps=1, dt=0.01, checkpoint_every=4)
+    objective = Objective([WeightedTerm(TipTargetDistance(simulator=sim, target=[0.3, 0.1]),
+                                        1.0)])
+    rollout.value_and_grad(sim.design_space().defaults(),
+                           {"table": np.full((10, 1), 0.1)}, objective)
+    forward, recomputed = numbers[:10], numbers[10:]
+    assert forward == list(range(10))
+    # segments [8, 9], [4, 7], [0, 3]: each recomputes from its checkpoint up to its end
+    assert recomputed == [8, 4, 5, 6, 0, 1, 2]
+    start = sim.start_from(sim.initial_state(sim.design_space().defaults()))
+    assert sim.step_number(start) == 0
+    assert sim.step_number(VineState(body_q=start.body_q, body_qd=start.body_qd)) is None

@@ -33,7 +33,7 @@ Frames and steps: model step k = f × substeps is video frame f (see
 
 Solvers: IPOPT through CasADi (the ``fit`` extra: ``pip install sim_vine[fit]``; exact
 Hessians by automatic differentiation), or SciPy's ``trust-constr`` on the same CasADi
-functions for comparison. FITTING.md gives the measurements behind the default.
+functions for comparison. The package README gives the measurements behind the default.
 """
 
 from __future__ import annotations
@@ -519,7 +519,8 @@ def estimate(
             obstacle, _pair_points(model, q_guess[k])[pair])
         point, body_normal = sym.contact_point(Q[:, k], body, along)
         if kind == 0.0:
-            normal, distance = ca.DM(face_normal), ca.dot(ca.DM(face_normal), point - anchor) - radius
+            normal = ca.DM(face_normal)
+            distance = ca.dot(normal, point - anchor) - radius
         else:
             delta = point - ca.DM(anchor)
             norm = ca.sqrt(ca.dot(delta, delta) + 1e-18)
@@ -590,8 +591,11 @@ def estimate(
         value = theta_opt[param_slices[name]] * scale
         fitted[name] = value.copy() if name in per_joint else np.asarray(float(value[0]))
         shape = np.shape(base_design[name])
-        fitted_design[name] = np.broadcast_to(value if name in per_joint else value[0],
-                                              shape).copy() if shape else np.asarray(float(value[0]))
+        if shape:
+            fitted_design[name] = np.broadcast_to(value if name in per_joint else value[0],
+                                                  shape).copy()
+        else:
+            fitted_design[name] = np.asarray(float(value[0]))
     offset_q = n_theta
     body_q = x_opt[offset_q:offset_q + 3 * n * (steps + 1)].reshape(steps + 1, n, 3)
     offset_v = offset_q + 3 * n * (steps + 1)
@@ -625,7 +629,7 @@ def _solve_trust_constr(ca, x, objective, g, x0, lower, upper, max_iterations, t
     h_obj = ca.Function("ho", [x], [ca.hessian(objective, x)[0]])
 
     def csc(matrix):
-        return sp.csc_matrix(matrix.sparse()) if hasattr(matrix, "sparse") else sp.csc_matrix(matrix)
+        return sp.csc_matrix(matrix.sparse() if hasattr(matrix, "sparse") else matrix)
 
     def fun(z):
         value, grad = f_fn(z)

@@ -145,7 +145,8 @@ def frame_schedule(times, *, model_rate: float, tolerance: float = 0.01) -> Fram
     if times.ndim != 1 or len(times) < 2:
         raise FitError(f"a fit needs at least two frame timestamps, got shape {times.shape}")
     if not (np.isfinite(model_rate) and model_rate > 0):
-        raise FitError(f"model_rate must be a positive number of steps per second, got {model_rate}")
+        raise FitError(f"model_rate must be a positive number of steps per second, got "
+                       f"{model_rate}")
     intervals = np.diff(times)
     interval = float(np.mean(intervals))
     if interval <= 0 or np.max(np.abs(intervals - interval)) > tolerance * interval:
@@ -264,6 +265,9 @@ class TiedSimulator:
     def initial_state(self, design) -> VineState:
         """The fixed initial state, or the wrapped simulator's."""
         if self._initial is not None:
+            start = getattr(self.simulator, "start_from", None)
+            if start is not None:  # numbered as step 0 in the simulator's error messages
+                return start(self._initial)
             return VineState(body_q=self._initial.body_q.copy(),
                              body_qd=self._initial.body_qd.copy())
         return self.simulator.initial_state(self.expand(design))

@@ -110,7 +110,8 @@ class Calibration:
             raise KeypointError("reference points hold NaN or infinite coordinates")
         # plain least squares (method 0): exact for four points, averaging for more
         h, _ = cv2.findHomography(px, world, 0)
-        if h is None or not np.all(np.isfinite(h)) or abs(np.linalg.det(h)) < 1e-12 * np.abs(h).max() ** 3:
+        if (h is None or not np.all(np.isfinite(h))
+                or abs(np.linalg.det(h)) < 1e-12 * np.abs(h).max() ** 3):
             raise KeypointError("the reference points are degenerate (three on one line?); pick "
                                 "four points spread over the motion plane")
         return cls(h)
@@ -127,7 +128,8 @@ class Calibration:
         """
         s = float(metres_per_pixel)
         if not (np.isfinite(s) and s > 0):
-            raise KeypointError(f"metres_per_pixel must be a positive number, got {metres_per_pixel}")
+            raise KeypointError(f"metres_per_pixel must be a positive number, got "
+                                f"{metres_per_pixel}")
         ox, oy = (float(v) for v in origin_px)
         sy = -s if flip_y else s
         return cls(np.array([[s, 0.0, -s * ox], [0.0, sy, -sy * oy], [0.0, 0.0, 1.0]]))
@@ -261,7 +263,8 @@ def _base_component(mask: np.ndarray, base_px, base_radius_px: float, min_area_p
     return labels == best, None
 
 
-def _geodesic_distance(component: np.ndarray, start: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _geodesic_distance(component: np.ndarray,
+                       start: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Pixel coordinates (k, 2) as (x, y) and their 8-connected geodesic distance from start."""
     ys, xs = np.nonzero(component)
     index = -np.ones(component.shape, np.int64)
@@ -381,7 +384,8 @@ def resample_polyline(vertices, count: int) -> np.ndarray:
     """
     vertices = np.asarray(vertices, dtype=np.float64)
     if vertices.ndim != 2 or len(vertices) < 2:
-        raise KeypointError(f"a polyline needs at least two vertices, shape (m, d); got {vertices.shape}")
+        raise KeypointError(f"a polyline needs at least two vertices, shape (m, d); got "
+                            f"{vertices.shape}")
     if int(count) < 2:
         raise KeypointError(f"resampling needs count >= 2 points, got {count}")
     seg = np.linalg.norm(np.diff(vertices, axis=0), axis=1)
@@ -417,9 +421,11 @@ class Keypoints:
             raise KeypointError(f"keypoints need times (frames,) and points (frames, points, 2); "
                                 f"got {times.shape} and {points.shape}")
         if points.shape[0] != times.shape[0]:
-            raise KeypointError(f"{points.shape[0]} keypoint frames but {times.shape[0]} timestamps")
+            raise KeypointError(f"{points.shape[0]} keypoint frames but {times.shape[0]} "
+                                "timestamps")
         if points.shape[1] < 2:
-            raise KeypointError(f"keypoints need at least 2 points per frame, got {points.shape[1]}")
+            raise KeypointError(f"keypoints need at least 2 points per frame, got "
+                                f"{points.shape[1]}")
         if not np.all(np.isfinite(times)) or np.any(np.diff(times) <= 0):
             raise KeypointError("keypoint timestamps must be finite and strictly increasing")
         partial = np.isnan(points).any(axis=(1, 2)) & ~np.isnan(points).all(axis=(1, 2))
@@ -468,7 +474,8 @@ def save_keypoints(keypoints: Keypoints, path: str | Path) -> Path:
     elif path.suffix == ".csv":
         n = keypoints.point_count
         header = "time," + ",".join(f"x{i},y{i}" for i in range(n))
-        table = np.column_stack([keypoints.times, keypoints.points.reshape(keypoints.frame_count, -1)])
+        flat = keypoints.points.reshape(keypoints.frame_count, -1)
+        table = np.column_stack([keypoints.times, flat])
         np.savetxt(path, table, delimiter=",", header=header, comments="", fmt="%.9g")
     else:
         raise KeypointError(f"keypoint files end in .npz or .csv, got {str(path)!r}")

@@ -65,55 +65,59 @@ def _band_lu(band, kl, ku, pivots):
 
     ``band[i, j - i + kl]`` holds entry (i, j) for ``-kl <= j - i <= ku``, with ``kl``
     more columns on the right for the fill that row swaps bring. The multipliers stay where
-    the entries they eliminated were. Returns False for a zero pivot.
+    the entries they eliminated were. Returns False for a zero pivot. Indexes the flat
+    buffer directly: two-dimensional indexing with its negative-index checks in the inner
+    loops cost a third more.
     """
-    n = band.shape[0]
+    n, stride = band.shape
+    flat = band.reshape(-1)
     width = kl + ku
     for k in range(n):
         last = min(k + kl, n - 1)
-        pivot, best = k, abs(band[k, kl])
+        pivot, best = k, abs(flat[k * stride + kl])
         for r in range(k + 1, last + 1):
-            value = abs(band[r, k - r + kl])
+            value = abs(flat[r * stride + k - r + kl])
             if value > best:
                 pivot, best = r, value
         pivots[k] = pivot
         if best == 0.0:
             return False
         count = min(k + width, n - 1) + 1 - k  # columns k … k + width of the pivot row
-        row_k = band[k]
+        row_k = k * stride + kl
         if pivot != k:
-            row_p = band[pivot]
-            offset = k - pivot + kl
+            row_p = pivot * stride + k - pivot + kl
             for j in range(count):
-                row_k[kl + j], row_p[offset + j] = row_p[offset + j], row_k[kl + j]
-        inverse = 1.0 / row_k[kl]
+                flat[row_k + j], flat[row_p + j] = flat[row_p + j], flat[row_k + j]
+        inverse = 1.0 / flat[row_k]
         for r in range(k + 1, last + 1):
-            row_r = band[r]
-            offset = k - r + kl
-            factor = row_r[offset] * inverse
-            row_r[offset] = factor
+            row_r = r * stride + k - r + kl
+            factor = flat[row_r] * inverse
+            flat[row_r] = factor
             if factor != 0.0:
                 for j in range(1, count):
-                    row_r[offset + j] -= factor * row_k[kl + j]
+                    flat[row_r + j] -= factor * flat[row_k + j]
     return True
 
 
 @numba.njit(cache=True)
 def _band_lu_apply(band, kl, ku, pivots, b):
     """Solve with the factors of :func:`_band_lu`; ``b`` (n,) is overwritten."""
-    n = band.shape[0]
+    n, stride = band.shape
+    flat = band.reshape(-1)
     width = kl + ku
     for k in range(n):
         p = pivots[k]
         if p != k:
             b[k], b[p] = b[p], b[k]
+        value = b[k]
         for r in range(k + 1, min(k + kl, n - 1) + 1):
-            b[r] -= band[r, k - r + kl] * b[k]
+            b[r] -= flat[r * stride + k - r + kl] * value
     for k in range(n - 1, -1, -1):
         total = b[k]
+        row_k = k * stride + kl
         for j in range(k + 1, min(k + width, n - 1) + 1):
-            total -= band[k, j - k + kl] * b[j]
-        b[k] = total / band[k, kl]
+            total -= flat[row_k + j - k] * b[j]
+        b[k] = total / flat[row_k]
 
 
 @numba.njit(cache=True)
@@ -192,6 +196,13 @@ class BandedKKT:
         self._rows_band = np.zeros((n + m, 3 * width + 1))
         self._p_rows, self._p_cols = p_rows, p_cols
         self._a_rows, self._a_cols = a_rows, a_cols
+
+    def layout(self) -> tuple:
+        """The band and index arrays that :func:`_solve` takes before and between the data
+        (for compiled callers such as :func:`sim_vine._kernels.exact_at`)."""
+        pi, pj, ai, aj, diag = self._indices
+        return (self._rows_band, self.kl, self.ku, pi, pj, ai, aj, self._a_rows, diag,
+                self._position, self._p_rows, self._p_cols, self._a_cols)
 
     def solve(self, Px, Ax, active, rhs):
         """Solve ``K x = rhs`` (natural order); None when the matrix is singular.

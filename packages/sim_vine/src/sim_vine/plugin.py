@@ -1,4 +1,5 @@
-"""codesign plugin hooks: the ``vine`` simulator, its observers, terms and examples."""
+"""codesign plugin hooks: the ``vine`` simulator, its observers, terms, the ``vine_video``
+recording source and the examples."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from codesign.hookspecs import hookimpl
 
 from .scene import make_simulator
 from .terms import GrowthEffort, KeypointObserver, TipObserver, TipTargetDistance
+from .video_source import video_recordings
 
 CODESIGN_API = (1, 1)
 
@@ -18,6 +20,10 @@ EXAMPLES = {
                                      "runtime scene); tune stiffness so the tip reaches a target"),
     "vine_cluttered": ("cluttered.yaml", "40-body vine growing for 3 s through a cluttered "
                                          "environment with passages"),
+    "vine_oscillation": ("oscillation.yaml", "fit K and C of a released cantilever vine to a "
+                                             "video of its oscillation (paper Fig. 6)"),
+    "vine_wall": ("wall.yaml", "fit K and C of a vine to a video of it growing into a wall "
+                               "and sliding along it (paper Fig. 7)"),
 }
 
 __all__ = ["CODESIGN_API", "EXAMPLE_DIRECTORY", "EXAMPLES"]
@@ -42,6 +48,13 @@ def codesign_register_terms(register):
     register("tip_target_distance", TipTargetDistance,
              description="final distance from the vine tip to a target point [m]")
     register("growth_effort", GrowthEffort, description="running squared growth rate")
+
+
+@hookimpl
+def codesign_register_recordings(register):
+    register("vine_video", video_recordings,
+             description="keypoints extracted from a video of a vine (OpenCV), frames placed "
+                         "on the run's control steps")
 
 
 @hookimpl

@@ -26,7 +26,7 @@ import scipy.sparse.linalg as spla
 
 from codesign import SimulationError
 
-from ._kernels import guess_active, optimal_at, osqp_data, rows_times_fast
+from ._kernels import exact_at, guess_active, osqp_data, rows_times_fast
 from .constraints import RowLayout, rows_times
 from .kkt import BandedKKT
 from .model import VineModel
@@ -54,6 +54,9 @@ class SolverSettings:
             OSQP's iterate as it is.
         refine_iterations: most active-set changes the refinement may make.
         feasibility_tolerance: largest constraint violation [m/s] the refinement accepts.
+        reuse_active_set: first try the previous solve's active set (one banded KKT solve
+            and the optimality check) and call OSQP only when it is no longer optimal; the
+            accepted solution is the same exact KKT solution either way (with ``refine``).
     """
 
     eps_abs: float = 1e-4
@@ -63,6 +66,7 @@ class SolverSettings:
     refine: bool = True
     refine_iterations: int = 50
     feasibility_tolerance: float = 1e-9
+    reuse_active_set: bool = True
 
     def __post_init__(self):
         for name in ("eps_abs", "eps_rel", "rho", "feasibility_tolerance"):
@@ -168,6 +172,8 @@ class VineQP:
                            verbose=False, warm_starting=True, adaptive_rho_interval=25,
                            check_termination=2, scaling=0)
         self._last_y = np.zeros(m)
+        self._last_active: np.ndarray | None = None
+        self.reused = 0  # solves answered by the previous active set (no OSQP call)
         self._pair_bodies = np.stack([np.full(layout.pair_count, -1),
                                       layout.row_bodies[layout.contact][::2, 1]], axis=1)
         self._banded = BandedKKT(layout.row_bodies, self._p_rows, self._p_cols, self._a_rows,
@@ -231,6 +237,12 @@ class VineQP:
     def solve(self, problem: QPProblem, warm_v) -> QPSolution:
         """Solve one step's QP; raise :class:`QPError` when OSQP or the refinement fails."""
         Px, Ax, q, lower, upper, col_scale, row_scale = self.scaled_data(problem)
+        if self.settings.refine and self.settings.reuse_active_set:
+            # Active sets change rarely between steps: when the last one is still optimal,
+            # its exact KKT solution is the QP's unique optimum and OSQP is not needed.
+            reused = self._reuse_active_set(problem, Px, Ax, q, lower, col_scale, row_scale)
+            if reused is not None:
+                return reused
         # The extension object's methods directly: the Python wrapper's update() and
         # solve() copy the data for its derivative cache and rebuild an info namespace on
         # every call, which costs more than the solve itself at this size.
@@ -264,9 +276,12 @@ class VineQP:
         exact = self._active_set_solution(problem, Px, Ax, q, lower, col_scale, row_scale,
                                           active, iterations)
         if exact is not None:
+            self._last_active = exact.active
             return exact
         refined = self.refine(problem, active)
         if refined is not None:
+            self._last_active = refined.active
+            self._last_y = refined.y / row_scale
             return refined
         if status_val != 1:
             raise QPError(f"OSQP stopped with '{status}' after {iterations} iterations "
@@ -274,6 +289,24 @@ class VineQP:
                           "solver max_iter or loosen eps_abs/eps_rel")
         return QPSolution(v=x.reshape(-1, 3), y=y, active=active, exact=False,
                           iterations=iterations, status=status)
+
+    def _reuse_active_set(self, problem: QPProblem, Px, Ax, q, lower, col_scale,
+                          row_scale) -> QPSolution | None:
+        """The exact solution at the previous solve's active set, if it is optimal now.
+
+        At μ = 0 a pair's two cone edges coincide; the impulse must also sit on the edge
+        that opposes the sliding (the convention the friction gradient relies on).
+        """
+        active = self._last_active
+        if active is None:
+            return None
+        solution = self._active_set_solution(problem, Px, Ax, q, lower, col_scale, row_scale,
+                                             active, 0, edge_rule=problem.friction == 0.0)
+        if solution is None:
+            return None
+        self._last_y = solution.y / row_scale
+        self.reused += 1
+        return solution
 
     def guess_active_reference(self, problem: QPProblem, x, row_scale, scaled_y) -> np.ndarray:
         """Rows held with equality according to OSQP's iterate (the rule of OSQP's polishing).
@@ -296,26 +329,23 @@ class VineQP:
         return active
 
     def _active_set_solution(self, problem: QPProblem, Px, Ax, q, lower, col_scale, row_scale,
-                             active, iterations) -> QPSolution | None:
+                             active, iterations, *, edge_rule: bool = False
+                             ) -> QPSolution | None:
         """The exact solution at ``active`` (banded KKT solve), if it is optimal there.
 
-        Optimal means: inactive contact rows hold and active ones push (multiplier ≤ 0);
-        otherwise None, and :meth:`refine` searches the active set.
+        Optimal means: inactive contact rows hold and active ones push (multiplier ≤ 0),
+        and with ``edge_rule`` active μ = 0 pairs use the edge opposing the sliding;
+        otherwise None, and :meth:`refine` searches the active set. One compiled call
+        (:func:`sim_vine._kernels.exact_at`).
         """
-        n, m = 3 * self.model.body_count, self.layout.size
-        rhs = np.zeros(n + m)
-        rhs[:n] = -q
-        rhs[n:] = np.where(active, lower, 0.0)
-        solution = self._banded.solve(Px, Ax, active, rhs)
-        if solution is None or not math.isfinite(float(np.sum(solution))):
+        ok, v, scaled_y = exact_at(*self._banded.layout(), Px, Ax, q, lower, col_scale, active,
+                                   self.layout.row_bodies, problem.row_values, problem.lower,
+                                   self.layout.contact.start,
+                                   self.settings.feasibility_tolerance, edge_rule,
+                                   problem.tangent_rows)
+        if not ok:
             return None
-        v = solution[:n] * col_scale
-        y = np.where(active, solution[n:], 0.0) * row_scale
-        if not optimal_at(self.layout.row_bodies, problem.row_values, v.reshape(-1, 3),
-                          problem.lower, active, solution[n:], self.layout.contact.start,
-                          self.settings.feasibility_tolerance):
-            return None
-        return QPSolution(v=v.reshape(-1, 3), y=y, active=active, exact=True,
+        return QPSolution(v=v, y=scaled_y * row_scale, active=active, exact=True,
                           iterations=iterations, status="active-set KKT")
 
     def adjoint(self, problem: QPProblem, active, g_v) -> tuple[np.ndarray, np.ndarray]:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 import yaml
 
+from .fitting import TiedSimulator
 from .model import VineModel
 from .obstacles import obstacle_from_dict
 from .qp import SolverSettings
@@ -97,7 +98,8 @@ def make_simulator(
     eps_rel: float | None = None,
     max_iter: int | None = None,
     view: list[float] | None = None,
-) -> VineSimulator:
+    tie: list[str] | None = None,
+) -> VineSimulator | TiedSimulator:
     """Build a :class:`VineSimulator` from options, a scene file, and built-in defaults.
 
     Args:
@@ -120,8 +122,11 @@ def make_simulator(
             whose KKT system is then solved exactly).
         max_iter: OSQP iteration limit (10000).
         view: render window [x_min, x_max, y_min, y_max] [m] (framed automatically).
+        tie: per-pin design parameters to expose as one scalar shared by every pin (for
+            example ``[joint.stiffness, joint.damping]``, the paper's scalar K and C); the
+            simulator is then wrapped in a :class:`~sim_vine.fitting.TiedSimulator`.
     """
-    given = {k: v for k, v in locals().items() if k != "scene" and v is not None}
+    given = {k: v for k, v in locals().items() if k not in ("scene", "tie") and v is not None}
     options = dict(DEFAULTS)
     if scene is not None:
         options.update(load_scene(scene))
@@ -143,4 +148,5 @@ def make_simulator(
         if view.shape != (4,) or not (view[0] < view[1] and view[2] < view[3]):
             raise SceneError(f"view must be [x_min, x_max, y_min, y_max] with min < max, "
                              f"got {options['view']!r}")
-    return VineSimulator(model, settings=settings, view=view)
+    simulator = VineSimulator(model, settings=settings, view=view)
+    return TiedSimulator(simulator, tied=tie) if tie else simulator

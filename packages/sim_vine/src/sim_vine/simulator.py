@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 
 import numpy as np
 
@@ -59,7 +60,10 @@ class VineSimulator:
                 f"the vine starts inside an obstacle: contact point {point} is {-depth:.4g} m "
                 f"inside obstacle {obstacle} ({type(model.obstacles[obstacle]).__name__}); "
                 "move the base or the obstacle, or change initial_angles")
-        self._steps_since_reset = 0
+        # step number of every live state this simulator produced, so that errors name the
+        # step since initial_state also when a reverse sweep recomputes a segment from a
+        # checkpoint: id(state) -> (weak reference, step number)
+        self._step_numbers: dict[int, tuple[weakref.ref, int]] = {}
         self._design_space = self._build_design_space()
         self._design_names = self._design_space.names
         self._parameter_cache = None
@@ -101,13 +105,40 @@ class VineSimulator:
 
     def initial_state(self, design) -> VineState:
         """The straight (or ``initial_angles``-bent) vine at rest."""
-        self._steps_since_reset = 0
         q = self.model.initial_configuration()
-        return VineState(body_q=q, body_qd=np.zeros_like(q))
+        return self._numbered(VineState(body_q=q, body_qd=np.zeros_like(q)), 0)
 
     def initial_state_vjp(self, design, g_state) -> dict:
         """The initial state does not depend on the design."""
         return {}
+
+    def _numbered(self, state: VineState, number: int) -> VineState:
+        key, numbers = id(state), self._step_numbers
+
+        def forget(reference):
+            if numbers.get(key, (None,))[0] is reference:
+                del numbers[key]
+
+        numbers[key] = (weakref.ref(state, forget), number)
+        return state
+
+    def start_from(self, state: VineState) -> VineState:
+        """A copy of ``state`` that this simulator counts as step 0 (in error messages)."""
+        return self._numbered(VineState(body_q=np.array(state.body_q, dtype=np.float64),
+                                        body_qd=np.array(state.body_qd, dtype=np.float64)), 0)
+
+    def step_number(self, state) -> int | None:
+        """Steps from ``initial_state`` to ``state``, or None for a state made elsewhere."""
+        entry = self._step_numbers.get(id(state))
+        return entry[1] if entry is not None and entry[0]() is state else None
+
+    def _where(self, state, q, rate: float, dt: float, sweep: str) -> str:
+        number = self.step_number(state)
+        step = ("a step from a state not made by this simulator" if number is None
+                else f"step {number + 1} after initial_state")
+        tip = tip_position(self.model, q)
+        return (f"{step}{sweep} (tip at ({tip[0]:.4f}, {tip[1]:.4f}) m, growth rate "
+                f"{rate:.4g} m/s, dt {dt:g} s)")
 
     def _parameters(self, design) -> tuple[StepParameters, float]:
         objects = [design.get(name) for name in self._design_names]
@@ -144,10 +175,11 @@ class VineSimulator:
     def _check_inputs(self, state: VineState, action, dt: float) -> float:
         n = self.model.body_count
         for name in ("body_q", "body_qd"):
-            value = getattr(state, name)
-            if np.shape(value) != (n, 3):
-                raise ValueError(f"state.{name} must have shape ({n}, 3), got {np.shape(value)}")
-            if not math.isfinite(float(np.sum(value))):
+            value = np.asarray(getattr(state, name))
+            if value.shape != (n, 3):
+                raise ValueError(f"state.{name} must have shape ({n}, 3), got {value.shape}")
+            # the method, not np.sum: this runs every step and np.sum's dispatch costs more
+            if not math.isfinite(float(value.sum())):
                 raise SimulationError(f"state.{name} holds NaN or inf; the simulation diverged")
         if np.shape(action) != (1,):
             raise ValueError(f"the action is the growth rate, shape (1,), got {np.shape(action)}")
@@ -172,17 +204,14 @@ class VineSimulator:
         rate = self._rate(self._check_inputs(state, action, dt), offset)
         q = np.asarray(state.body_q, dtype=np.float64)
         v = np.asarray(state.body_qd, dtype=np.float64)
-        self._steps_since_reset += 1
         try:
             q_next, v_next, _, _ = step_forward(self.arrays, self.layout, self.qp, q, v, rate,
                                                 params, dt)
         except QPError as exc:
-            tip = tip_position(self.model, q)
-            raise SimulationError(
-                f"step {self._steps_since_reset} after initial_state (tip at "
-                f"({tip[0]:.4f}, {tip[1]:.4f}) m, growth rate {rate:.4g} m/s, dt {dt:g} s): "
-                f"{exc}") from exc
-        return VineState(body_q=q_next, body_qd=v_next)
+            raise SimulationError(f"{self._where(state, q, rate, dt, '')}: {exc}") from exc
+        number = self.step_number(state)
+        next_state = VineState(body_q=q_next, body_qd=v_next)
+        return next_state if number is None else self._numbered(next_state, number + 1)
 
     def step_vjp(self, state: VineState, action, design, dt: float, g_next: VineState):
         """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂next state."""
@@ -191,10 +220,15 @@ class VineSimulator:
         n = self.model.body_count
         g_q = np.zeros((n, 3)) if g_next.body_q is None else np.asarray(g_next.body_q, float)
         g_v = np.zeros((n, 3)) if g_next.body_qd is None else np.asarray(g_next.body_qd, float)
-        grad = step_backward(self.model, self.layout, self.qp,
-                             np.asarray(state.body_q, dtype=np.float64),
-                             np.asarray(state.body_qd, dtype=np.float64), rate, params, dt,
-                             g_q, g_v)
+        q = np.asarray(state.body_q, dtype=np.float64)
+        try:
+            grad = step_backward(self.model, self.layout, self.qp, q,
+                                 np.asarray(state.body_qd, dtype=np.float64), rate, params, dt,
+                                 g_q, g_v)
+        except QPError as exc:
+            raise SimulationError(
+                f"{self._where(state, q, rate, dt, ' (its gradient, in the reverse sweep)')}: "
+                f"{exc}") from exc
         g_design = {
             "joint.stiffness": grad.stiffness,
             "joint.damping": grad.damping,

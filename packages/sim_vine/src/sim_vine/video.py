@@ -64,13 +64,15 @@ def _image_files(source: str | Path) -> list[Path] | None:
         files = [Path(p) for p in glob.glob(text)]
         files = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
         if not files:
-            raise VideoError(f"the pattern {text!r} matches no image files ({', '.join(IMAGE_SUFFIXES)})")
+            raise VideoError(f"the pattern {text!r} matches no image files "
+                             f"({', '.join(IMAGE_SUFFIXES)})")
         return sorted(files, key=_natural_key)
     path = Path(source)
     if path.is_dir():
         files = [p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES]
         if not files:
-            raise VideoError(f"the folder {text!r} holds no image files ({', '.join(IMAGE_SUFFIXES)})")
+            raise VideoError(f"the folder {text!r} holds no image files "
+                             f"({', '.join(IMAGE_SUFFIXES)})")
         return sorted(files, key=_natural_key)
     if not path.exists():
         raise VideoError(f"no video or image sequence at {text!r}; give a video file, a folder "
@@ -177,7 +179,7 @@ def _checked_image(image) -> np.ndarray:
 
 
 def draw_vine_frame(
-    centerline_px: np.ndarray,
+    centerline_px: np.ndarray | None,
     *,
     width: int,
     height: int,
@@ -187,37 +189,52 @@ def draw_vine_frame(
     noise_std: float = 0.0,
     rng: np.random.Generator | None = None,
     blobs_px: Sequence[tuple[float, float, float]] = (),
+    background: np.ndarray | None = None,
 ) -> np.ndarray:
     """Draw a vine as a thick anti-aliased polyline with round ends on a plain background.
 
     Args:
-        centerline_px: centerline vertices in pixels (x right, y down), shape (m, 2).
+        centerline_px: centerline vertices in pixels (x right, y down), shape (m, 2);
+            ``None`` draws the scene without the vine.
         width, height: image size [px].
         thickness_px: vine diameter [px].
         vine_bgr, background_bgr: colours.
         noise_std: standard deviation of additive Gaussian pixel noise (0-255 scale).
         rng: random generator for the noise.
         blobs_px: distractor discs ``(x, y, radius)`` in the vine colour.
+        background: a BGR image (height, width, 3) to draw on (obstacles, a scene);
+            default a plain ``background_bgr``.
 
     Returns:
         BGR image, uint8, shape (height, width, 3).
     """
-    centerline_px = np.asarray(centerline_px, dtype=np.float64)
-    if centerline_px.ndim != 2 or centerline_px.shape[1] != 2 or len(centerline_px) < 2:
-        raise VideoError(f"centerline_px must have shape (m >= 2, 2), got {centerline_px.shape}")
-    if not np.all(np.isfinite(centerline_px)):
-        raise VideoError("centerline_px holds NaN or infinite coordinates")
-    image = np.empty((int(height), int(width), 3), np.uint8)
-    image[:] = np.asarray(background_bgr, np.uint8)
+    if centerline_px is not None:
+        centerline_px = np.asarray(centerline_px, dtype=np.float64)
+        if centerline_px.ndim != 2 or centerline_px.shape[1] != 2 or len(centerline_px) < 2:
+            raise VideoError(f"centerline_px must have shape (m >= 2, 2), got "
+                             f"{centerline_px.shape}")
+        if not np.all(np.isfinite(centerline_px)):
+            raise VideoError("centerline_px holds NaN or infinite coordinates")
+    if background is None:
+        image = np.empty((int(height), int(width), 3), np.uint8)
+        image[:] = np.asarray(background_bgr, np.uint8)
+    else:
+        image = _checked_image(background).copy()
+        if image.shape[:2] != (int(height), int(width)):
+            raise VideoError(f"the background is {image.shape[1]}×{image.shape[0]} px but the "
+                             f"frame is {int(width)}×{int(height)} px")
     scale = 1 << _SUBPIXEL_BITS
-    # OpenCV's thick lines are round-capped and joined, which is how an inflated vine looks.
-    fixed = np.round(centerline_px * scale).astype(np.int32).reshape(-1, 1, 2)
-    cv2.polylines(image, [fixed], False, tuple(int(c) for c in vine_bgr),
-                  thickness=max(1, int(round(thickness_px))), lineType=cv2.LINE_AA,
-                  shift=_SUBPIXEL_BITS)
+    if centerline_px is not None:
+        # OpenCV's thick lines are round-capped and joined, which is how an inflated vine
+        # looks.
+        fixed = np.round(centerline_px * scale).astype(np.int32).reshape(-1, 1, 2)
+        cv2.polylines(image, [fixed], False, tuple(int(c) for c in vine_bgr),
+                      thickness=max(1, int(round(thickness_px))), lineType=cv2.LINE_AA,
+                      shift=_SUBPIXEL_BITS)
     for x, y, radius in blobs_px:
-        cv2.circle(image, (int(round(x * scale)), int(round(y * scale))), int(round(radius * scale)),
-                   tuple(int(c) for c in vine_bgr), -1, cv2.LINE_AA, _SUBPIXEL_BITS)
+        centre = (int(round(x * scale)), int(round(y * scale)))
+        cv2.circle(image, centre, int(round(radius * scale)), tuple(int(c) for c in vine_bgr),
+                   -1, cv2.LINE_AA, _SUBPIXEL_BITS)
     if noise_std > 0:
         rng = rng if rng is not None else np.random.default_rng(0)
         noisy = image.astype(np.float64) + rng.normal(0.0, noise_std, image.shape)

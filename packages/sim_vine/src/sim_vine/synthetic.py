@@ -1,0 +1,190 @@
+"""Synthetic vine videos with known truth, for validating the video fitting pipeline.
+
+:func:`synthetic_video` simulates a vine at a known design, projects its centerline into a
+camera image through a known homography (a plane seen at an angle) and draws every video
+frame with OpenCV (:func:`sim_vine.video.draw_vine_frame`): obstacles in grey, the vine as a
+thick green line, Gaussian pixel noise on top. It returns the frames together with the true
+keypoints in metres and in pixels, so keypoint extraction and parameter fits can be scored
+against the truth that made the video.
+
+Frames and model steps: frame f is the state after ``f × substeps`` model steps of ``dt``,
+so the video runs at ``fps = 1 / (substeps × dt)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+
+from codesign import Objective, OpenLoopController, Rollout
+
+from .fitting import TiedSimulator
+from .keypoints import Calibration
+from .kinematics import centerline_vertices
+from .kinematics import keypoints as model_keypoints
+from .obstacles import Circle, Polygon, Wall
+from .state import VineState
+from .video import draw_vine_frame
+
+__all__ = ["SyntheticVideo", "synthetic_video", "tilted_calibration"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticVideo:
+    """A rendered video and the truth behind it.
+
+    Attributes:
+        images: BGR frames, uint8, each (height, width, 3).
+        times: frame timestamps [s], shape (frames,).
+        states: the simulated state at every frame.
+        truth: true keypoints [m], shape (frames, points, 2), base first.
+        truth_px: the same projected into the image [px], shape (frames, points, 2).
+        calibration: the homography that maps the image back to the motion plane.
+        base_px: the base pixel (x, y).
+        base_direction_px: the direction the vine leaves the base in the image, (dx, dy).
+        hidden: frames drawn without the vine (to exercise missing-frame handling).
+    """
+
+    images: list[np.ndarray]
+    times: np.ndarray
+    states: list[VineState]
+    truth: np.ndarray
+    truth_px: np.ndarray
+    calibration: Calibration
+    base_px: np.ndarray
+    base_direction_px: np.ndarray
+    hidden: tuple[int, ...]
+
+
+def tilted_calibration(view: Sequence[float], *, width: int, height: int,
+                       tilt: float = 0.06) -> Calibration:
+    """A homography for a camera that sees the world rectangle ``view`` at an angle.
+
+    The rectangle ``(x_min, x_max, y_min, y_max)`` [m] fills the image with a margin of 4 %,
+    its top edge narrowed by ``tilt`` of the width on each side (perspective) and y flipped
+    (image y points down).
+    """
+    x0, x1, y0, y1 = (float(v) for v in view)
+    if not (x0 < x1 and y0 < y1):
+        raise ValueError(f"view must be (x_min, x_max, y_min, y_max) with min < max, got {view}")
+    mx, my = 0.04 * width, 0.04 * height
+    inset = tilt * width
+    pixels = np.array([[mx, height - my], [width - mx, height - my],
+                       [width - mx - inset, my], [mx + inset, my]])
+    world = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]])
+    return Calibration.from_reference_points(pixels, world)
+
+
+def _draw_obstacles(image: np.ndarray, obstacles, calibration: Calibration,
+                    colour: Sequence[int]) -> None:
+    scale = 16
+    colour = tuple(int(c) for c in colour)
+
+    def pixels(points):
+        return np.round(calibration.to_pixels(np.asarray(points)) * scale).astype(np.int32)
+
+    for obstacle in obstacles:
+        if isinstance(obstacle, Circle):
+            angles = np.linspace(0.0, 2 * np.pi, 64, endpoint=False)
+            outline = obstacle.center + obstacle.radius * np.stack(
+                [np.cos(angles), np.sin(angles)], axis=1)
+            cv2.fillPoly(image, [pixels(outline)], colour, cv2.LINE_AA, 4)
+        elif isinstance(obstacle, Polygon):
+            cv2.fillPoly(image, [pixels(obstacle.vertices)], colour, cv2.LINE_AA, 4)
+        elif isinstance(obstacle, Wall):
+            direction = obstacle.end - obstacle.start
+            normal = np.array([-direction[1], direction[0]]) / np.linalg.norm(direction)
+            half = 0.5 * obstacle.thickness * normal
+            corners = [obstacle.start - half, obstacle.end - half, obstacle.end + half,
+                       obstacle.start + half]
+            cv2.fillPoly(image, [pixels(corners)], colour, cv2.LINE_AA, 4)
+
+
+def synthetic_video(
+    simulator,
+    design,
+    *,
+    frames: int,
+    dt: float,
+    substeps: int,
+    points: int,
+    calibration: Calibration,
+    width: int,
+    height: int,
+    growth_rate=0.0,
+    initial_state: VineState | None = None,
+    thickness_px: float = 7.0,
+    noise_std: float = 6.0,
+    seed: int = 0,
+    hidden: Sequence[int] = (),
+    vine_bgr: Sequence[int] = (40, 200, 40),
+    background_bgr: Sequence[int] = (235, 235, 235),
+    obstacle_bgr: Sequence[int] = (120, 120, 120),
+) -> SyntheticVideo:
+    """Simulate a vine and draw the video a camera would record of it.
+
+    Args:
+        simulator: a :class:`~sim_vine.simulator.VineSimulator` (or a wrapper with
+            ``model``) and the ``design`` to simulate.
+        frames: number of frames (the first shows the initial state).
+        dt: model step [s]; substeps: model steps per frame.
+        points: keypoints per frame in the returned truth.
+        calibration: maps image pixels to the motion plane; the world is drawn through its
+            inverse.
+        width, height: image size [px].
+        growth_rate: commanded growth rate [m/s], a number or one per frame interval.
+        initial_state: the state of frame 0 (default: the simulator's initial state).
+        thickness_px: the vine's drawn diameter [px].
+        noise_std: Gaussian pixel noise (0-255 scale).
+        seed: seeds the noise.
+        hidden: frame indices drawn without the vine (an occluded or dropped frame).
+        vine_bgr, background_bgr, obstacle_bgr: colours.
+    """
+    frames = int(frames)
+    if frames < 2:
+        raise ValueError(f"a synthetic video needs at least 2 frames, got {frames}")
+    rate = np.asarray(growth_rate, dtype=np.float64)
+    rate = np.full(frames - 1, float(rate)) if rate.ndim == 0 else rate
+    if rate.shape != (frames - 1,):
+        raise ValueError(f"growth_rate must be a number or one value per frame interval "
+                         f"({frames - 1}), got shape {rate.shape}")
+    bad = [int(i) for i in hidden if not 0 <= int(i) < frames]
+    if bad:
+        raise ValueError(f"hidden frames {bad} are outside 0 … {frames - 1}")
+    model = simulator.model
+    if initial_state is None:
+        initial_state = simulator.initial_state(design)
+    # the rollout starts from ``initial_state`` whatever the design
+    controller = OpenLoopController(observation_size=0, action_size=1,
+                                    control_steps=frames - 1)
+    rollout = Rollout(TiedSimulator(simulator, initial_state=initial_state),
+                      controller=controller, steps=frames - 1, substeps=int(substeps),
+                      dt=float(dt))
+    states = rollout.forward(design, {"table": rate[:, None]}, Objective(()),
+                             record=True).states
+    background = np.empty((int(height), int(width), 3), np.uint8)
+    background[:] = np.asarray(background_bgr, np.uint8)
+    _draw_obstacles(background, model.obstacles, calibration, obstacle_bgr)
+    rng = np.random.default_rng(seed)
+    images, truth = [], []
+    for index, state in enumerate(states):
+        q = np.asarray(state.body_q)
+        truth.append(model_keypoints(model, q, int(points)))
+        line = calibration.to_pixels(centerline_vertices(model, q))
+        if index in hidden:  # the camera sees the scene without the vine
+            line = None
+        images.append(draw_vine_frame(line, width=int(width), height=int(height),
+                                      thickness_px=thickness_px, vine_bgr=vine_bgr,
+                                      background=background, noise_std=noise_std, rng=rng))
+    truth = np.stack(truth)
+    base = model.base
+    base_px = calibration.to_pixels(base[:2])
+    ahead = calibration.to_pixels(base[:2] + 0.01 * np.array([np.cos(base[2]), np.sin(base[2])]))
+    return SyntheticVideo(
+        images=images, times=np.arange(frames) * substeps * dt, states=list(states),
+        truth=truth, truth_px=calibration.to_pixels(truth), calibration=calibration,
+        base_px=base_px, base_direction_px=ahead - base_px,
+        hidden=tuple(sorted(int(i) for i in hidden)))
