@@ -52,3 +52,18 @@ def test_penetrations_report_points_inside():
     model = VineModel(body_count=4, length=0.2, obstacles=(Circle([0.2, 0.0], 0.01),))
     found = model.penetrations(model.initial_configuration())
     assert [(i, j) for i, j, _ in found] == [(1, 0)]  # the tip at (0.2, 0) is inside
+
+
+@pytest.mark.parametrize("bodies", [1, 2, 5, 6])
+def test_configuration_vjp_matches_finite_differences(bodies):
+    from codesign.testing import gradcheck
+    model = VineModel(body_count=bodies, length=0.3, base=(0.1, -0.2, 0.4))
+    rng = np.random.default_rng(bodies)
+    point = {"angles": 0.3 * rng.standard_normal(model.pin_count),
+             "extensions": rng.uniform(0.0, 0.02, model.prismatic_count)}
+    weights = rng.standard_normal((bodies, 3))
+    g_angles, g_ext = model.configuration_vjp(point["angles"], point["extensions"], weights)
+    report = gradcheck(
+        lambda p: float(np.sum(weights * model.configuration(p["angles"], p["extensions"]))),
+        point, {"angles": g_angles, "extensions": g_ext})
+    assert report.passed, str(report)

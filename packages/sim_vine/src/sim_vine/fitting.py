@@ -21,7 +21,10 @@ reports the step it used. Frames where the vine was not found (NaN rows) are lef
 loss.
 
 Initial state: each recording starts at rest in the pose that best matches its first frame's
-keypoints (:func:`pose_from_keypoints`, a small least-squares fit of the pin angles).
+keypoints (:func:`sim_vine.start_pose.start_pose_from_keypoints`, a small least-squares fit
+of the pin angles and, with ``fit_length``, the length); with ``fit_start`` that pose is
+fitted to every frame together with the parameters, so that one frame's keypoint errors
+(the extracted tip's length bias, 0.4 px on the synthetic wall videos) do not set it.
 
 Scalar or per-joint parameters: :class:`TiedSimulator` exposes chosen per-pin parameters as
 one scalar shared by every pin (the paper's scalar K and C), summing their gradients.
@@ -36,9 +39,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import scipy.optimize
 
-from codesign import DesignSpace, Objective, OpenLoopController, Rollout
+from codesign import DesignSpace, Objective, OpenLoopController, Parameter, Rollout
 from codesign.identification import IdentificationProblem, Recording
 from codesign.optim import LBFGSB, Evaluation, OptimizeResult
 
@@ -46,6 +48,7 @@ from .keypoints import Keypoints, check_point_counts
 from .kinematics import keypoints as model_keypoints
 from .kinematics import keypoints_vjp
 from .model import VineModel
+from .start_pose import StartPose, start_pose_from_keypoints
 from .state import VineState
 
 __all__ = [
@@ -53,7 +56,6 @@ __all__ = [
     "KeypointObserver",
     "FrameSchedule",
     "frame_schedule",
-    "pose_from_keypoints",
     "TiedSimulator",
     "VideoRecording",
     "ShootingFit",
@@ -160,73 +162,44 @@ def frame_schedule(times, *, model_rate: float, tolerance: float = 0.01) -> Fram
 
 
 # --------------------------------------------------------------------------------------------
-# initial pose
-
-
-def pose_from_keypoints(model: VineModel, points, *, fit_length: bool = False) -> np.ndarray:
-    """Body poses (N, 3) of the model at rest whose keypoints best match ``points``.
-
-    A least-squares fit of the pin angles (and, with ``fit_length``, of one extension
-    shared by the prismatic joints as the growth mode distributes it) through
-    :meth:`VineModel.configuration`, started from the measured polyline's headings.
-
-    Args:
-        model: the vine model (base pose, body count and length).
-        points: keypoints of one frame [m], shape (n, 2), base first.
-        fit_length: also fit the vine's length; otherwise the model's length is kept.
-    """
-    points = np.asarray(points, dtype=np.float64)
-    if points.ndim != 2 or points.shape[1] != 2 or len(points) < 2:
-        raise FitError(f"keypoints of a frame must have shape (n >= 2, 2), got {points.shape}")
-    if not np.all(np.isfinite(points)):
-        raise FitError("the frame used for the initial pose has no keypoints (NaN); the first "
-                       "frame of a recording must show the vine: drop the frames before it")
-    count = len(points)
-    n_pins = model.pin_count
-    weights = model.growth_weights
-
-    def configuration(x):
-        extension = weights * x[n_pins] if fit_length and len(weights) else None
-        return model.configuration(x[:n_pins], extension)
-
-    def residual(x):
-        return (model_keypoints(model, configuration(x), count) - points).reshape(-1)
-
-    # start from the measured headings at each pin's arc length
-    measured = np.diff(points, axis=0)
-    headings = np.unwrap(np.arctan2(measured[:, 1], measured[:, 0]))
-    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(measured, axis=1))])
-    pin_arc = np.minimum(np.arange(n_pins) * 2 * model.body_length, arc[-1])
-    absolute = np.interp(pin_arc, 0.5 * (arc[1:] + arc[:-1]), headings)
-    start = np.diff(np.concatenate([[model.base[2]], absolute]))
-    x0 = np.concatenate([start, [0.0]]) if fit_length else start
-    solution = scipy.optimize.least_squares(residual, x0, method="lm", xtol=1e-12, ftol=1e-12)
-    return configuration(solution.x)
-
-
-# --------------------------------------------------------------------------------------------
 # a simulator seen through a fit
 
 
+START_PARAMETERS = ("start.angles", "start.extension")
+"""Design parameters a :class:`TiedSimulator` with ``starts`` adds: every recording's start
+pin angles [rad], shape (recordings, n_pins), and extension [m], shape (recordings,)."""
+
+
 class TiedSimulator:
-    """A vine simulator with a fixed initial state and some per-pin parameters tied.
+    """A vine simulator with a fixed or fitted initial state and some per-pin parameters tied.
 
     Tied parameters (e.g. ``"joint.stiffness"``) appear in the design space as one scalar
-    that every entry shares; their gradient is the sum over the entries. Everything else is
-    passed through to the wrapped simulator.
+    that every entry shares; their gradient is the sum over the entries. With ``starts`` the
+    initial state is the start pose ``start_index`` of :data:`START_PARAMETERS`, design
+    parameters with a gradient through :meth:`StartPose.body_q_vjp` (one row per recording,
+    so that the recordings of one fit share the design space). Everything else is passed
+    through to the wrapped simulator.
 
     Args:
         simulator: a :class:`~sim_vine.simulator.VineSimulator`.
         initial_state: the state to start from (default: the wrapped simulator's).
         tied: names of array parameters to expose as scalars.
+        starts: the start poses' defaults, one per recording (replaces ``initial_state``).
+        start_index: which of ``starts`` this simulator starts from.
     """
 
     def __init__(self, simulator, *, initial_state: VineState | None = None,
-                 tied: Sequence[str] = ()):
+                 tied: Sequence[str] = (), starts: Sequence[StartPose] | None = None,
+                 start_index: int = 0):
         self.simulator = simulator
         self.model = simulator.model
         self.action_size = simulator.action_size
         self._initial = initial_state
+        self._starts = None if starts is None else list(starts)
+        self._start_index = int(start_index)
+        if self._starts is not None and not 0 <= self._start_index < len(self._starts):
+            raise FitError(f"start_index {start_index} is not one of the {len(self._starts)} "
+                           "start poses")
         base = simulator.design_space()
         self.tied = tuple(tied)
         parameters = []
@@ -242,6 +215,16 @@ class TiedSimulator:
                 parameters.append(p)
         for name in self.tied:
             base[name]  # unknown names raise a DesignError listing the known ones
+        if self._starts is not None:
+            # scales: 2 mrad turns a 0.25 m vine's tip by 0.5 mm, about one frame's error
+            angles = np.stack([np.asarray(p.angles, dtype=np.float64) for p in self._starts])
+            parameters += [
+                Parameter("start.angles", angles.shape, angles, unit="rad", scale=0.002,
+                          entity="recording", doc="pin angles of the vine at rest at frame 0"),
+                Parameter("start.extension", (len(self._starts),),
+                          [p.extension for p in self._starts], unit="m", scale=0.001,
+                          entity="recording", doc="growth beyond the model's length at frame 0"),
+            ]
         self._space = DesignSpace(parameters)
 
     def design_space(self) -> DesignSpace:
@@ -249,8 +232,9 @@ class TiedSimulator:
         return self._space
 
     def expand(self, design: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """The wrapped simulator's design: tied scalars broadcast to their full shapes."""
-        full = dict(design)
+        """The wrapped simulator's design: tied scalars broadcast to their full shapes (and
+        the start poses, which only this wrapper uses, left out)."""
+        full = {name: value for name, value in design.items() if name not in START_PARAMETERS}
         for name, shape in self._shapes.items():
             full[name] = np.full(shape, float(np.asarray(design[name]).reshape(())))
         return full
@@ -262,18 +246,38 @@ class TiedSimulator:
                 out[name] = np.asarray(np.sum(out[name]))
         return out
 
+    def start_pose(self, design) -> StartPose:
+        """This simulator's start pose in ``design`` (needs ``starts``)."""
+        if self._starts is None:
+            raise FitError("this simulator has no fitted start poses (pass starts=)")
+        i = self._start_index
+        return StartPose(angles=np.asarray(design["start.angles"], dtype=np.float64)[i].copy(),
+                         extension=float(np.asarray(design["start.extension"])[i]))
+
     def initial_state(self, design) -> VineState:
-        """The fixed initial state, or the wrapped simulator's."""
-        if self._initial is not None:
+        """The start pose at rest, the fixed initial state, or the wrapped simulator's."""
+        fixed = self._initial
+        if self._starts is not None:
+            q = self.start_pose(design).body_q(self.model)
+            fixed = VineState(body_q=q, body_qd=np.zeros_like(q))
+        if fixed is not None:
             start = getattr(self.simulator, "start_from", None)
             if start is not None:  # numbered as step 0 in the simulator's error messages
-                return start(self._initial)
-            return VineState(body_q=self._initial.body_q.copy(),
-                             body_qd=self._initial.body_qd.copy())
+                return start(fixed)
+            return VineState(body_q=fixed.body_q.copy(), body_qd=fixed.body_qd.copy())
         return self.simulator.initial_state(self.expand(design))
 
     def initial_state_vjp(self, design, g_state) -> dict:
-        """Zero for a fixed initial state, else the wrapped VJP reduced."""
+        """The start pose's gradient, zero for a fixed initial state, else the wrapped VJP
+        reduced."""
+        if self._starts is not None:
+            g_angles, g_extension = self.start_pose(design).body_q_vjp(
+                self.model, np.asarray(g_state.body_q))
+            out = {"start.angles": np.zeros((len(self._starts), self.model.pin_count)),
+                   "start.extension": np.zeros(len(self._starts))}
+            out["start.angles"][self._start_index] = g_angles
+            out["start.extension"][self._start_index] = g_extension
+            return out
         if self._initial is not None:
             return {}
         return self._reduce(self.simulator.initial_state_vjp(self.expand(design), g_state))
@@ -346,6 +350,7 @@ class ShootingFit:
         predicted: per recording, simulated keypoints at every frame [m], (frames, n, 2).
         tip_error_mm: per recording, tip errors (see :func:`tip_errors_mm`).
         schedule: the frame-to-step mapping.
+        start_poses: per recording, the start pose (fitted with ``fit_start``).
         initial_states: per recording, the state the rollout started from.
         optimization: the optimizer's account (history, iterations, evaluations).
         seconds: wall-clock time of the fit [s].
@@ -358,6 +363,7 @@ class ShootingFit:
     predicted: list[np.ndarray]
     tip_error_mm: list[dict[str, float]]
     schedule: FrameSchedule
+    start_poses: list[StartPose]
     initial_states: list[VineState]
     optimization: OptimizeResult
     seconds: float
@@ -437,6 +443,7 @@ def fit_shooting(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     model_rate: float = 90.0,
     fit_length: bool = False,
+    fit_start: bool = False,
     max_iterations: int = 50,
     optimizer=None,
     callback=None,
@@ -456,7 +463,10 @@ def fit_shooting(
             scalars.
         model_rate: model steps per second [Hz]; see :func:`frame_schedule`.
         fit_length: fit each recording's initial vine length too (see
-            :func:`pose_from_keypoints`).
+            :func:`sim_vine.start_pose.start_pose_from_keypoints`).
+        fit_start: fit each recording's start pose (pin angles, and with ``fit_length``
+            its extension) to all frames together with ``free``, starting from the pose
+            that matches the first frame; otherwise that pose is kept.
         max_iterations: optimizer iterations.
         optimizer: a :mod:`codesign.optim` optimizer (default L-BFGS-B).
         callback: called after every iteration with an ``IterationInfo``.
@@ -485,18 +495,26 @@ def fit_shooting(
         raise FitError(f"per_joint names {stray} are not in free {free}")
     tied = [name for name in free if name not in per_joint and space[name].shape != ()]
     started = time.perf_counter()
-    problems, initial_states = [], []
-    for recording in recordings:
-        q0 = pose_from_keypoints(simulator.model, recording.keypoints.points[0],
-                                 fit_length=fit_length)
-        state0 = VineState(body_q=q0, body_qd=np.zeros_like(q0))
-        initial_states.append(state0)
-        wrapped = TiedSimulator(simulator, initial_state=state0, tied=tied)
+    starts = [start_pose_from_keypoints(simulator.model, r.keypoints.points[0],
+                                        fit_length=fit_length) for r in recordings]
+    fitted_names = list(free)
+    if fit_start:
+        fitted_names.append("start.angles")
+        if fit_length and simulator.model.prismatic_count:
+            fitted_names.append("start.extension")
+    problems = []
+    for index, recording in enumerate(recordings):
+        if fit_start:
+            wrapped = TiedSimulator(simulator, tied=tied, starts=starts, start_index=index)
+        else:
+            q0 = starts[index].body_q(simulator.model)
+            wrapped = TiedSimulator(simulator, tied=tied,
+                                    initial_state=VineState(body_q=q0, body_qd=np.zeros_like(q0)))
         measured = recording.keypoints.points.reshape(recording.keypoints.frame_count, -1)
         problems.append(IdentificationProblem(
             wrapped, [Recording(actions=recording.growth_table(), measurements=measured,
                                 name=recording.name)],
-            measurement=KeypointObserver(simulator=wrapped, points=points), free=free,
+            measurement=KeypointObserver(simulator=wrapped, points=points), free=fitted_names,
             overrides=overrides, substeps=schedule.substeps, dt=schedule.dt))
     problem = _MeanProblem(problems)
     x0 = problems[0].x0()
@@ -506,6 +524,11 @@ def fit_shooting(
     design = problems[0].design(result.x)
     full_design = problems[0].simulator.expand(design)
     fitted = {name: np.asarray(design[name]).copy() for name in free}
+    if fit_start:
+        starts = [p.simulator.start_pose(design) for p in problems]
+    initial_states = [VineState(body_q=pose.body_q(simulator.model),
+                                body_qd=np.zeros((simulator.model.body_count, 3)))
+                      for pose in starts]
     predicted, tips = [], []
     for recording, state0 in zip(recordings, initial_states, strict=True):
         frames = recording.keypoints.frame_count
@@ -516,5 +539,5 @@ def fit_shooting(
         tips.append(tip_errors_mm(simulated, recording.keypoints.points))
     return ShootingFit(design=full_design, fitted=fitted, loss=float(result.loss),
                        initial_loss=float(initial_loss), predicted=predicted, tip_error_mm=tips,
-                       schedule=schedule, initial_states=initial_states, optimization=result,
-                       seconds=time.perf_counter() - started)
+                       schedule=schedule, start_poses=starts, initial_states=initial_states,
+                       optimization=result, seconds=time.perf_counter() - started)

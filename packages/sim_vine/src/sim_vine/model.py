@@ -238,6 +238,35 @@ class VineModel:
             point = point + 2 * d * direction
         return q
 
+    def configuration_vjp(self, joint_angles, extensions, g_q) -> tuple[np.ndarray, np.ndarray]:
+        """``(∂L/∂joint_angles (n_pins,), ∂L/∂extensions (n_prismatic,))`` of
+        :meth:`configuration` given ``∂L/∂q`` (N, 3).
+
+        Body i's heading is the base angle plus the pin angles at or before it, and its
+        centre is the base plus ``ℓ_j dir(h_j)`` summed over the bodies j before it plus
+        ``(e_i + d) dir(h_i)``, with ``ℓ_j = 2d + e_j`` and e_j the extension a distal body
+        of a prismatic pair slides out by (0 for the others).
+        """
+        angles = np.asarray(joint_angles, dtype=np.float64).reshape(self.pin_count)
+        ext = np.zeros(self.prismatic_count) if extensions is None else np.asarray(
+            extensions, dtype=np.float64).reshape(self.prismatic_count)
+        g_q = np.asarray(g_q, dtype=np.float64).reshape(self.body_count, 3)
+        n, d = self.body_count, self.half_length
+        body = np.arange(n)
+        heading = self.base[2] + np.cumsum(np.where(body % 2 == 0, angles[body // 2], 0.0))
+        slide = np.zeros(n)
+        slide[1::2] = ext  # the distal body of each prismatic pair
+        direction = np.stack([np.cos(heading), np.sin(heading)], axis=1)
+        normal = np.stack([-direction[:, 1], direction[:, 0]], axis=1)
+        g_xy = g_q[:, :2]
+        after = np.cumsum(g_xy[::-1], axis=0)[::-1] - g_xy  # Σ_{i > j} ∂L/∂x_i
+        g_heading = (g_q[:, 2] + (2 * d + slide) * np.sum(after * normal, axis=1)
+                     + (slide + d) * np.sum(g_xy * normal, axis=1))
+        g_from = np.cumsum(g_heading[::-1])[::-1]  # a pin turns every body from it on
+        g_angles = g_from[0::2]
+        g_ext = np.sum((after + g_xy) * direction, axis=1)[1::2]
+        return g_angles, g_ext
+
     def initial_configuration(self) -> np.ndarray:
         """Body poses (N, 3) at t = 0 from ``initial_angles``."""
         return self.configuration(self.initial_angles)

@@ -12,7 +12,8 @@ environment: ``obstacles``, ``base``, ``view``, and the vine's size), for exampl
       - {type: wall, start: [0.8, -0.3], end: [0.8, 0.3], thickness: 0.01}
 
 Options given to :func:`make_simulator` override the scene's. ``scene`` is a path, or the
-name of a scene shipped in ``sim_vine/scenes`` (``runtime``, ``cluttered``, ``wall``).
+name of a scene shipped in ``sim_vine/scenes`` (``runtime``, ``cluttered``, ``wall``,
+``wall_vertical``).
 """
 
 from __future__ import annotations

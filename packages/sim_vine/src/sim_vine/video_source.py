@@ -32,10 +32,9 @@ import numpy as np
 from codesign.identification import Recording
 from codesign.recordings import RecordingSet, RecordingSourceError, truth_design
 
-from .dynamics import joint_angles
-from .fitting import pose_from_keypoints
 from .keypoints import Calibration, Keypoints, Segmentation, extract_keypoints
 from .kinematics import keypoints as model_keypoints
+from .start_pose import start_pose_from_keypoints
 from .video import read_frames
 
 __all__ = ["video_recordings", "frame_steps"]
@@ -103,15 +102,14 @@ def _check_initial_pose(simulator, measurement, keypoints: Keypoints, tolerance_
     if error <= tolerance_mm:
         return
     measured_length = float(np.sum(np.linalg.norm(np.diff(first, axis=0), axis=1)))
-    q = pose_from_keypoints(model, first)
-    angles = joint_angles(model, q)
-    fitted = model_keypoints(model, q, len(first))
+    pose = start_pose_from_keypoints(model, first)
+    fitted = model_keypoints(model, pose.body_q(model), len(first))
     residual = 1e3 * float(np.max(np.linalg.norm(fitted - first, axis=1)))
     raise RecordingSourceError(
         f"the simulator's initial pose is {error:.2f} mm from the video's first frame "
         f"(> initial_pose_tolerance_mm = {tolerance_mm:g}); the vine in the frame is "
         f"{measured_length:.4f} m long (the model: {model.length:.4f} m). Set the simulator "
-        f"options initial_angles: [{', '.join(f'{a:.4f}' for a in angles)}] (they fit the "
+        f"options initial_angles: [{', '.join(f'{a:.4f}' for a in pose.angles)}] (they fit the "
         f"frame within {residual:.2f} mm) and length: {measured_length:.4f}, or raise the "
         "tolerance")
 

@@ -1,0 +1,81 @@
+"""Start poses: the vine at rest from pin angles and a shared extension, fitted to keypoints."""
+
+import numpy as np
+import pytest
+
+from codesign.testing import gradcheck
+from sim_vine.fitting import START_PARAMETERS, TiedSimulator
+from sim_vine.kinematics import keypoints
+from sim_vine.model import VineModel
+from sim_vine.scene import make_simulator
+from sim_vine.start_pose import (
+    StartPose,
+    StartPoseError,
+    pose_from_keypoints,
+    start_pose_from_keypoints,
+)
+from sim_vine.state import VineState
+
+POSE = StartPose(angles=np.array([-0.2, 0.15, -0.1]), extension=0.012)
+
+
+@pytest.mark.parametrize("growth", ["every_prismatic", "tip"])
+def test_start_pose_shares_the_extension_by_the_growth_weights(growth):
+    model = VineModel(body_count=6, length=0.25, growth=growth)
+    q = POSE.body_q(model)
+    a, b = model.prismatics
+    slide = np.sum((q[b, :2] - q[a, :2]) * np.stack([np.cos(q[a, 2]), np.sin(q[a, 2])], 1), 1)
+    np.testing.assert_allclose(slide - model.body_length, 0.012 * model.growth_weights,
+                               atol=1e-15)
+
+
+def test_start_pose_vjp_matches_finite_differences():
+    model = VineModel(body_count=6, length=0.25)
+    weights = np.random.default_rng(0).standard_normal((6, 3))
+    g_angles, g_extension = POSE.body_q_vjp(model, weights)
+    report = gradcheck(
+        lambda p: float(np.sum(weights * StartPose(p["angles"], float(p["extension"])).body_q(
+            model))),
+        {"angles": POSE.angles, "extension": np.asarray(POSE.extension)},
+        {"angles": g_angles, "extension": np.asarray(g_extension)})
+    assert report.passed, str(report)
+
+
+def test_start_pose_from_exact_keypoints_is_the_pose():
+    model = VineModel(body_count=6, length=0.25)
+    points = keypoints(model, POSE.body_q(model), 8)
+    found = start_pose_from_keypoints(model, points, fit_length=True)
+    np.testing.assert_allclose(found.angles, POSE.angles, atol=1e-9)
+    assert found.extension == pytest.approx(POSE.extension, abs=1e-10)
+    kept = start_pose_from_keypoints(model, points)  # the model's length is kept
+    assert kept.extension == 0.0
+    np.testing.assert_allclose(pose_from_keypoints(model, points), kept.body_q(model))
+
+
+def test_start_pose_needs_a_frame_with_the_vine():
+    model = VineModel(body_count=6)
+    with pytest.raises(StartPoseError, match="no keypoints"):
+        start_pose_from_keypoints(model, np.full((5, 2), np.nan))
+    with pytest.raises(StartPoseError, match="shape"):
+        start_pose_from_keypoints(model, np.zeros((5, 3)))
+
+
+def test_a_tied_simulator_starts_from_its_fitted_start_pose_with_its_gradient():
+    sim = make_simulator(bodies=6, length=0.25, gravity=[0.0, -9.81])
+    other = StartPose(angles=np.zeros(3), extension=0.0)
+    wrapped = TiedSimulator(sim, tied=["joint.stiffness"], starts=[other, POSE], start_index=1)
+    space = wrapped.design_space()
+    assert space["start.angles"].shape == (2, 3) and space["start.extension"].shape == (2,)
+    design = space.defaults()
+    state = wrapped.initial_state(design)
+    np.testing.assert_allclose(state.body_q, POSE.body_q(sim.model))
+    assert not np.any(state.body_qd)
+    assert not set(START_PARAMETERS) & set(wrapped.expand(design))  # only the wrapper's
+    g_q = np.random.default_rng(1).standard_normal((6, 3))
+    gradient = wrapped.initial_state_vjp(design, VineState(body_q=g_q, body_qd=0 * g_q))
+    assert not np.any(gradient["start.angles"][0]) and gradient["start.extension"][0] == 0.0
+    names = list(START_PARAMETERS)
+    report = gradcheck(
+        lambda p: float(np.sum(g_q * wrapped.initial_state({**design, **p}).body_q)),
+        {n: design[n] for n in names}, {n: gradient[n] for n in names})
+    assert report.passed, str(report)
