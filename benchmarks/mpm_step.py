@@ -15,10 +15,16 @@ and finally, in a fresh process, the peak memory of the reverse sweep of 1,000 s
 the 3D 64k cube through ``codesign.Rollout`` (√N checkpointing), from tracemalloc (NumPy
 allocations) and the process's maximum resident set size.
 
-All timings use float32 on the CPU. Peers run only when importable:
-``pip install 'sim_mpm[benchmark]'`` (warp-lang, taichi).
+All timings use float32 on the CPU with ``--threads`` threads (default: every core) for
+sim_mpm (numba, multithreaded kernels when above 1) and Taichi (its CPU backend's thread
+pool); Warp's CPU backend runs kernels on one thread. The reverse substep of each is what a
+reverse sweep over many substeps pays per substep: sim_mpm's ``step_vjp`` and Taichi's
+diffmpm-style reverse recompute the grid from the particle state (neither stores grids),
+Warp's ``Tape.backward`` replays adjoint kernels over the grids its tape keeps. Peers run only
+when importable: ``pip install 'sim_mpm[benchmark]'`` (warp-lang, taichi).
 
-Usage: ``python benchmarks/mpm_step.py [--scenes 2d_6400,3d_8000] [--memory-substeps 0]``.
+Usage: ``python benchmarks/mpm_step.py [--scenes 2d_6400,3d_8000] [--threads 1]
+[--memory-substeps 0]``.
 """
 
 from __future__ import annotations
@@ -47,9 +53,9 @@ _GRADIENT_TOLERANCE = 1e-3  # largest relative one-substep gradient difference i
 class Ours:
     """sim_mpm behind the peers' interface (run, positions, time_forward, time_backward)."""
 
-    def __init__(self, scene: BenchmarkScene, dtype: str = "float32"):
+    def __init__(self, scene: BenchmarkScene, dtype: str = "float32", *, threads: int = 1):
         self.scene = scene
-        self.simulator, self.design = build_sim_mpm(scene, dtype)
+        self.simulator, self.design = build_sim_mpm(scene, dtype, parallel=threads > 1)
         self.state = self.simulator.initial_state(self.design)
         self.action = np.zeros(0)
 
@@ -104,17 +110,19 @@ def available_peers() -> dict[str, object]:
     return peers
 
 
-def run_scene(key: str, peers: dict, check_substeps: int) -> None:
+def run_scene(key: str, peers: dict, check_substeps: int, threads: int) -> None:
     scene = SCENES[key]()
     forward_n, backward_n = _REPEATS[key]
     print(f"\n== {scene.name} (dx {scene.dx:.4g} m, dt {scene.dt:g} s) ==")
     truth = Ours(scene, "float64")
     truth.run(check_substeps)
     reference = truth.positions()
-    implementations = {"sim_mpm": Ours(scene, "float32")}
+    implementations = {"sim_mpm": Ours(scene, "float32", threads=threads)}
     for name, peer in peers.items():
         if isinstance(peer, str):
             print(f"  {name}: {peer}")
+        elif name == "Taichi":
+            implementations[name] = peer(scene, threads=threads)
         else:
             implementations[name] = peer(scene)
     print(f"  trajectory check after {check_substeps} substeps, max |x - x_sim_mpm(float64)|:")
@@ -186,6 +194,8 @@ def main(argv=None) -> None:
     parser.add_argument("--scenes", default=",".join(SCENES),
                         help=f"comma-separated subset of {', '.join(SCENES)}")
     parser.add_argument("--check-substeps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="threads for sim_mpm and Taichi (Warp's CPU backend uses one)")
     parser.add_argument("--memory-substeps", type=int, default=1000,
                         help="substeps of the memory sweep (0 skips it)")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
@@ -195,13 +205,17 @@ def main(argv=None) -> None:
         return
     import numba
 
-    print(f"CPU threads: numba {numba.get_num_threads()}, Warp 1 (its CPU backend is serial), "
-          f"Taichi {os.cpu_count()}; float32")
+    numba.set_num_threads(args.threads)
+    kind = "multithreaded" if args.threads > 1 else "serial"
+    print(f"CPU threads: sim_mpm {args.threads} ({kind} numba kernels), Taichi {args.threads}, "
+          f"Warp 1 (its CPU backend is serial); float32")
     peers = available_peers()
     for key in args.scenes.split(","):
         if key not in SCENES:
             raise SystemExit(f"unknown scene {key!r}; choose from {', '.join(SCENES)}")
-        run_scene(key, peers, args.check_substeps)
+        run_scene(key, peers, args.check_substeps, args.threads)
+    if args.threads > 1:
+        print(f"numba threading layer: {numba.threading_layer()}")
     if args.memory_substeps > 0:
         sys.stdout.flush()
         subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-only",

@@ -69,7 +69,7 @@ class RenderedSpring(systems.SpringMass):
             raise UnstableTimeStepError(f"dt = {dt} s is unstable for the spring; the largest "
                                         f"stable dt is {limit:.4g} s")
 
-    def render(self, state, design, *, width, height):
+    def render(self, state, design, *, width, height, action=None):
         frame = np.full((height, width, 3), 30, dtype=np.uint8)
         column = int(np.clip((state.q[0] + 2.0) / 4.0 * (width - 1), 0, width - 5))
         frame[height // 3: 2 * height // 3, column: column + 4] = 255

@@ -154,6 +154,27 @@ def test_video_frames_come_from_the_render_hook(tmp_path, manager):
     assert frames == 11  # 20 control steps + 1 states, every 2nd
 
 
+def test_each_frame_gets_the_action_applied_from_its_state():
+    from types import SimpleNamespace
+
+    from codesign.runs import _frames
+
+    calls = []
+
+    def render(state, design, *, width, height, action=None):
+        calls.append((state, None if action is None else float(action[0])))
+        return np.zeros((height, width, 3), dtype=np.uint8)
+
+    result = SimpleNamespace(states=["s0", "s1", "s2", "s3"],
+                             actions=np.array([[0.1], [0.2], [0.3]]))
+    frames = _frames(render, result, {}, {"width": 8, "height": 8, "every": 1})
+    assert len(frames) == 4
+    assert calls == [("s0", 0.1), ("s1", 0.2), ("s2", 0.3), ("s3", None)]
+    calls.clear()
+    _frames(render, result, {}, {"width": 8, "height": 8, "every": 2})
+    assert calls == [("s0", 0.1), ("s2", 0.3)]
+
+
 def test_gif_when_mp4_is_unavailable(tmp_path, manager, monkeypatch):
     import codesign.outputs
 
@@ -216,11 +237,11 @@ def test_large_design_fields_are_summarized_in_json(tmp_path, manager):
     assert params["design.x0"].shape == (70,) and params["x"].shape == (71,)
 
 
-def _bad_shape(self, state, design, *, width, height):
+def _bad_shape(self, state, design, *, width, height, action=None):
     return np.zeros((2, 2))
 
 
-def _crash(self, state, design, *, width, height):
+def _crash(self, state, design, *, width, height, action=None):
     raise RuntimeError("no display")
 
 

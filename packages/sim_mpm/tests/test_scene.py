@@ -110,6 +110,11 @@ def test_make_simulator_renders_and_steps():
     state = sim.step(sim.initial_state(design), np.array([0.5]), design, 1e-3)
     frame = sim.render(state, design, width=64, height=48)
     assert frame.shape == (48, 64, 3) and frame.dtype == np.uint8
+    contracting = sim.render(state, design, width=64, height=48, action=np.array([1.0]))
+    expanding = sim.render(state, design, width=64, height=48, action=np.array([-1.0]))
+    red = (contracting[..., 0].astype(int) - contracting[..., 2]).max()
+    blue = (expanding[..., 2].astype(int) - expanding[..., 0]).max()
+    assert red > 60 and blue > 60  # the actuator is drawn by its live signal
 
 
 @pytest.mark.parametrize("options, message", [

@@ -302,18 +302,25 @@ class _Progress:
         self.bar.refresh()
 
 
+def _frames(render, result, design, video: dict) -> list[np.ndarray]:
+    """Every ``video["every"]``-th recorded state of ``result`` drawn by ``render``, each with
+    the action applied from it (None for the final state)."""
+    actions = list(result.actions) + [None]
+    width, height = video["width"], video["height"]
+    pairs = list(zip(result.states, actions, strict=True))[:: video["every"]]
+    return [check_frame(render(state, design, width=width, height=height, action=action),
+                        width=width, height=height) for state, action in pairs]
+
+
 def _render_video(experiment: Experiment, design, weights, stem: Path) -> tuple[Path | None, str]:
     """Render the optimized rollout; returns (video path or None, note)."""
     render = getattr(experiment.simulator, "render", None)
     if render is None:
         return None, "no video: the simulator has no render hook"
     video = experiment.config.data["run"]["video"]
-    width, height = video["width"], video["height"]
     result = experiment.rollout.forward(design, weights, experiment.objective,
                                         experiment.constraints, record=True)
-    frames = [check_frame(render(state, design, width=width, height=height),
-                          width=width, height=height)
-              for state in result.states[:: video["every"]]]
+    frames = _frames(render, result, design, video)
     path = write_video(stem, frames, fps=video["fps"])
     return path, f"video: {len(frames)} frames at {video['fps']} fps ({path.suffix[1:]})"
 
@@ -424,14 +431,11 @@ def _render_identification_video(experiment: IdentificationExperiment, x: np.nda
         return None, "no video: the simulator has no render hook"
     problem = experiment.problem
     video = experiment.config.data["run"]["video"]
-    width, height = video["width"], video["height"]
     design = problem.design(x)
     result = problem.rollouts[0].forward(
         design, {"table": problem.recordings[0].actions}, problem.objectives[0],
         initial_offset=problem.initial_offset(x, 0), record=True)
-    frames = [check_frame(render(state, design, width=width, height=height),
-                          width=width, height=height)
-              for state in result.states[:: video["every"]]]
+    frames = _frames(render, result, design, video)
     path = write_video(stem, frames, fps=video["fps"])
     return path, (f"video: the fitted design replaying recording 0, {len(frames)} frames at "
                   f"{video['fps']} fps ({path.suffix[1:]})")

@@ -12,7 +12,9 @@ Optional methods the core uses when present:
 
 - ``check_time_step(design, dt)``: raise :class:`UnstableTimeStepError` for an unstable ``dt``.
 - ``check_state(state, step_index)``: raise :class:`SimulationError` for a diverged state.
-- ``render(state, design, *, width, height) -> uint8 array (height, width, 3)``: one video frame.
+- ``render(state, design, *, width, height, action=None) -> uint8 array (height, width,
+  3)``: one video frame; ``action`` is the action applied from this state on (None for the
+  final state), for drawing actuation.
 """
 
 from __future__ import annotations

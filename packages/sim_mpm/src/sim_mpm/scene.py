@@ -378,21 +378,23 @@ class SceneSimulator(MPMSimulator):
     Args:
         model: the scene.
         color_by: how :meth:`render` colors particles: "group", "actuation" or "material".
-        backend, kernels: as for :class:`MPMSimulator`.
+        backend, kernels, parallel: as for :class:`MPMSimulator`.
     """
 
     def __init__(self, model: MPMModel, *, color_by: str = "group", backend: str = "numpy",
-                 kernels: str = "numba"):
+                 kernels: str = "numba", parallel: bool = False):
         if color_by not in COLOR_MODES:
             raise SceneError(f"unknown render color {color_by!r}; choose one of "
                              f"{', '.join(COLOR_MODES)}")
-        super().__init__(model, backend=backend, kernels=kernels)
+        super().__init__(model, backend=backend, kernels=kernels, parallel=parallel)
         self.color_by = color_by
 
-    def render(self, state, design, *, width: int, height: int) -> np.ndarray:
-        """One video frame, uint8 (height, width, 3)."""
+    def render(self, state, design, *, width: int, height: int, action=None) -> np.ndarray:
+        """One video frame, uint8 (height, width, 3); ``action`` (the stress and cable
+        signals applied from this state) colors actuators when ``color_by`` is
+        "actuation"."""
         return render_frame(self.model, state, width=width, height=height,
-                            color_by=self.color_by, design=design)
+                            color_by=self.color_by, action=action, design=design)
 
 
 def make_simulator(
@@ -419,6 +421,7 @@ def make_simulator(
     asset_dir: str | None = None,
     backend: str = "numpy",
     kernels: str = "numba",
+    parallel: bool = False,
     color_by: str = "group",
     material_parameters: str = "particle",
 ) -> SceneSimulator | TiedMaterialSimulator:
@@ -429,6 +432,9 @@ def make_simulator(
     Args:
         backend: "numpy" (CPU) or "cupy" (GPU arrays, with ``kernels="reference"``).
         kernels: "numba" (compiled CPU kernels) or "reference" (array-level code).
+        parallel: run the numba kernels on numba's threads (``NUMBA_NUM_THREADS``, default
+            every core): about 1.9x faster on two idle cores, much slower when other
+            processes compete for them (see :mod:`sim_mpm.kernels`).
         color_by: particle colors in rendered videos: "group", "actuation" or "material".
         material_parameters: "particle" (design ``particle.youngs_modulus`` etc., shape
             (n,)), "uniform" (``material.youngs_modulus``, ``material.poissons_ratio``,
@@ -449,7 +455,8 @@ def make_simulator(
         particle_spacing=particle_spacing, jitter=jitter, seed=seed, bodies=bodies,
         regions=regions, actuators=actuators, cables=cables, boundaries=boundaries,
         initial_velocity=initial_velocity, dtype=dtype, asset_dir=asset_dir)
-    simulator = SceneSimulator(model, color_by=color_by, backend=backend, kernels=kernels)
+    simulator = SceneSimulator(model, color_by=color_by, backend=backend, kernels=kernels,
+                               parallel=parallel)
     if material_parameters == "particle":
         return simulator
     return TiedMaterialSimulator(simulator, mode=material_parameters)

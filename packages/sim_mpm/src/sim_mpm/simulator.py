@@ -37,8 +37,9 @@ class MPMSimulator:
         model: the scene (:func:`sim_mpm.model.build_model`).
         backend: "numpy" or "cupy" (the array-level reference runs on either).
         kernels: "numba" (compiled CPU kernels, NumPy backend only) or "reference".
-        parallel: with numba kernels, use the multithreaded builds (worth it on machines
-            with several idle cores; see :mod:`sim_mpm.kernels`).
+        parallel: with numba kernels, run them on numba's threads (worth it on machines with
+            several idle cores; much slower when other processes compete for the cores, see
+            :mod:`sim_mpm.kernels`).
         elastic_courant, velocity_courant: constants of :meth:`check_time_step`.
     """
 

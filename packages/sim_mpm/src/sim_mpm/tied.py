@@ -154,6 +154,8 @@ class TiedMaterialSimulator:
         """The wrapped simulator's state check."""
         self.inner.check_state(state, step_index)
 
-    def render(self, state, design: dict, *, width: int, height: int) -> np.ndarray:
+    def render(self, state, design: dict, *, width: int, height: int,
+               action=None) -> np.ndarray:
         """The wrapped simulator's video frame, uint8 (height, width, 3)."""
-        return self.inner.render(state, self.expand(design), width=width, height=height)
+        return self.inner.render(state, self.expand(design), width=width, height=height,
+                                 action=action)

@@ -300,9 +300,10 @@ class TiedSimulator:
         """Delegated to the wrapped simulator."""
         self.simulator.check_state(state, step_index)
 
-    def render(self, state, design, *, width: int = 640, height: int = 480):
+    def render(self, state, design, *, width: int = 640, height: int = 480, action=None):
         """Delegated to the wrapped simulator."""
-        return self.simulator.render(state, self.expand(design), width=width, height=height)
+        return self.simulator.render(state, self.expand(design), width=width, height=height,
+                                     action=action)
 
 
 # --------------------------------------------------------------------------------------------

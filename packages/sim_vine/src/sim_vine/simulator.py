@@ -273,7 +273,9 @@ class VineSimulator:
                 f"step {step_index}: contact point {point} is {-depth:.3g} m inside obstacle "
                 f"{obstacle}; reduce dt or the growth rate, or add contact points")
 
-    def render(self, state: VineState, design, *, width: int = 640, height: int = 480):
-        """An RGB frame (height, width, 3) uint8 of the vine, contacts and obstacles."""
+    def render(self, state: VineState, design, *, width: int = 640, height: int = 480,
+               action=None):
+        """An RGB frame (height, width, 3) uint8 of the vine, contacts and obstacles (the
+        growth-rate ``action`` is not drawn)."""
         return render_vine(self.model, np.asarray(state.body_q), width=width, height=height,
                            view=self.view)

@@ -1,0 +1,1049 @@
+"""Particle passes of the numba kernels: per-particle physics, stress + P2G, G2P, and their
+adjoints. One file on purpose: numba's on-disk cache checks only the source file of the
+function it caches, so code inlined from another module would not invalidate it.
+
+Each pass is one loop over particles; the scatters (P2G, the G2P adjoint) run over chunks
+of consecutive particles, one chunk per thread, each into its own copy of the grid
+accumulator, which the grid pass sums in chunk order. Results are thus deterministic for a
+given number of chunks (threads) and equal the serial ones to round-off.
+
+The quadratic B-spline stencil of a particle (base node b, fraction f = x/Δx − b, weights w,
+their derivatives dw/df) is recomputed in registers in every pass (:func:`_axis`); storing
+(n, 3^d) weights and node indices cost more memory traffic than the arithmetic.
+
+The stencil sums use the separable form of the weights w = w₀(i₀) w₁(i₁) w₂(i₂) and of the
+node offsets o = (i − f) Δx: for example G2P's C = K Σ w v oᵀ = K Δx (Σ w v iᵀ − (Σ w v) fᵀ)
+with Σ w v iᵀ accumulated row by row, and P2G's node value momentum + A o = (momentum −
+Δx A f) + Δx A i. This needs about half the arithmetic of summing per node; the results
+equal the reference's to round-off.
+
+The per-particle physics are scalar functions inlined into the particle loops, with every
+matrix entry in a local (tuples of 4 or 9 scalars, row-major): arrays as scratch would be
+reloaded after every store. Arithmetic stays in the inputs' precision (``one`` carries it:
+float literals would promote float32 to float64).
+
+Both materials share one form of the Kirchhoff stress with actuation,
+
+    τ = (a F − b R + F S) Fᵀ + c(J) I,     S = diag(σ_a),
+
+fixed corotated: a = b = 2μ, c = λ(J − 1)J (P Fᵀ with P = 2μ(F − R) + λ(J − 1)J F⁻ᵀ);
+neo-Hookean: a = μ, b = 0, c = λ log J − μ (P = μ(F − F⁻ᵀ) + λ log J F⁻ᵀ); the
+incompressibility term adds κ p (J − 1)^(p−1) J to c. No inverse of F is needed; its
+adjoint uses ∂J/∂F = cof F. The P2G inputs are mass m = ρV, momentum m v + Δt f and
+affine = −Δt K V τ + m C (K = 4/Δx²), as in :func:`sim_mpm.step.particle_impulses`.
+
+The 3D polar rotation uses scaled Newton iterations X ← ½(ζX + X⁻ᵀ/ζ),
+ζ = (‖X⁻¹‖/‖X‖)^½: :func:`polar3_batch` runs a fixed number of them over a range of particles,
+a loop without branches that LLVM vectorizes across particles (about 9x), and
+:func:`polar3_finish` redoes the few that have not converged to round-off and takes the
+SVD for inverted particles (det F ≤ 0), so both paths give the reference's R.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numba
+import numpy as np
+
+__all__ = [
+    "POLAR_BATCH_ITERATIONS",
+    "Kernel",
+    "particles_to_grid",
+    "grid_to_particles",
+    "grid_to_particles_vjp",
+    "particles_to_grid_vjp",
+]
+
+# fused multiply-adds (contract) are allowed; no other fast-math reassociation
+_FLAGS = dict(cache=True, error_model="numpy", fastmath={"contract"})
+_inline = numba.njit(inline="always", **_FLAGS)
+# the per-range loops: compiled once, called by the serial and the threaded drivers (numba's
+# parallel array analysis fails on the tuples of the inlined per-particle functions, so a
+# prange body holds only a call)
+_range = numba.njit(**_FLAGS)
+
+
+class Kernel:
+    """One loop nest compiled twice: serial (prange runs as range) and multithreaded.
+
+    The multithreaded build compiles a copy of the function under another name: numba's
+    cache keys on the function's name and signature only, so both builds of one function
+    would share (and silently swap) their cached machine code."""
+
+    def __init__(self, fn):
+        self.serial = numba.njit(**_FLAGS)(fn)
+        twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_parallel",
+                                  fn.__defaults__, fn.__closure__)
+        twin.__qualname__ = fn.__qualname__ + "_parallel"
+        twin.__module__ = fn.__module__
+        self.parallel = numba.njit(parallel=True, **_FLAGS)(twin)
+        self.__doc__ = fn.__doc__
+
+    def pick(self, parallel: bool):
+        """The multithreaded build if ``parallel``, else the serial one."""
+        return self.parallel if parallel else self.serial
+
+
+# -- per-particle physics: stress, P2G inputs and their adjoint ---------------------------------
+
+POLAR_BATCH_ITERATIONS = 4
+"""Newton iterations every particle gets in the vectorized polar pass (enough for strains
+of a few per cent to converge; the rest continue in :func:`polar3_finish`)."""
+
+
+
+@_inline
+def load4(A, p):
+    """Entries of the 2x2 matrix A[p] as a row-major tuple."""
+    return A[p, 0, 0], A[p, 0, 1], A[p, 1, 0], A[p, 1, 1]
+
+
+@_inline
+def load9(A, p):
+    """Entries of the 3x3 matrix A[p] as a row-major tuple."""
+    return (A[p, 0, 0], A[p, 0, 1], A[p, 0, 2], A[p, 1, 0], A[p, 1, 1], A[p, 1, 2],
+            A[p, 2, 0], A[p, 2, 1], A[p, 2, 2])
+
+
+@_inline
+def cofactor9(f):
+    """cof F = J F⁻ᵀ of a 3x3 matrix given as a row-major tuple."""
+    f00, f01, f02, f10, f11, f12, f20, f21, f22 = f
+    return (f11 * f22 - f12 * f21, f12 * f20 - f10 * f22, f10 * f21 - f11 * f20,
+            f21 * f02 - f22 * f01, f22 * f00 - f20 * f02, f20 * f01 - f21 * f00,
+            f01 * f12 - f02 * f11, f02 * f10 - f00 * f12, f00 * f11 - f01 * f10)
+
+
+@_inline
+def _newton3(x, one):
+    """One scaled Newton step of the polar iteration; returns (X', ‖X' − X‖²_F)."""
+    x00, x01, x02, x10, x11, x12, x20, x21, x22 = x
+    half = one / (one + one)
+    c = cofactor9(x)
+    inv = one / (x00 * c[0] + x01 * c[1] + x02 * c[2])
+    y00, y01, y02 = c[0] * inv, c[1] * inv, c[2] * inv
+    y10, y11, y12 = c[3] * inv, c[4] * inv, c[5] * inv
+    y20, y21, y22 = c[6] * inv, c[7] * inv, c[8] * inv
+    nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
+          + x20 * x20 + x21 * x21 + x22 * x22)
+    ny = (y00 * y00 + y01 * y01 + y02 * y02 + y10 * y10 + y11 * y11 + y12 * y12
+          + y20 * y20 + y21 * y21 + y22 * y22)
+    zeta = np.sqrt(np.sqrt(ny / nx))  # (ny/nx)^¼ without a pow call
+    a = half * zeta
+    b = half / zeta
+    n00, n01, n02 = a * x00 + b * y00, a * x01 + b * y01, a * x02 + b * y02
+    n10, n11, n12 = a * x10 + b * y10, a * x11 + b * y11, a * x12 + b * y12
+    n20, n21, n22 = a * x20 + b * y20, a * x21 + b * y21, a * x22 + b * y22
+    change = ((n00 - x00) * (n00 - x00) + (n01 - x01) * (n01 - x01) + (n02 - x02) * (n02 - x02)
+              + (n10 - x10) * (n10 - x10) + (n11 - x11) * (n11 - x11)
+              + (n12 - x12) * (n12 - x12) + (n20 - x20) * (n20 - x20)
+              + (n21 - x21) * (n21 - x21) + (n22 - x22) * (n22 - x22))
+    return (n00, n01, n02, n10, n11, n12, n20, n21, n22), change
+
+
+@_inline
+def polar3_batch(F, R, start, stop, tolerance, one):
+    """R[:, p] = POLAR_BATCH_ITERATIONS Newton steps from F[p] for start ≤ p < stop, or NaN in
+    R[0, p] where they have not converged (last squared change above ``tolerance``) or
+    det F ≤ 0: :func:`polar3_finish` redoes those.
+
+    F: deformation gradients, shape (n, 3, 3); R: shape (9, n), rows = entries of R. Nine
+    stores of unsigned-indexed rows and nothing else: LLVM then vectorizes the loop (more
+    rows exceed its budget of runtime alias checks; a signed index keeps numba's
+    negative-index wraparound, which hides the accesses' bounds from it)."""
+    nan = (one - one) / (one - one)
+    for p in range(np.uint64(start), np.uint64(stop)):
+        f = load9(F, p)
+        det = f[0] * (f[4] * f[8] - f[5] * f[7]) - f[1] * (f[3] * f[8] - f[5] * f[6]) \
+            + f[2] * (f[3] * f[7] - f[4] * f[6])
+        x, _ = _newton3(f, one)
+        x, _ = _newton3(x, one)
+        x, _ = _newton3(x, one)
+        x, change = _newton3(x, one)
+        R[0, p] = x[0] if change <= tolerance and det > 0 else nan
+        R[1, p], R[2, p], R[3, p], R[4, p], R[5, p], R[6, p], R[7, p], R[8, p] = x[1:]
+
+
+@_inline
+def polar3_finish(F, R, start, stop, tolerance, one):
+    """Redo the particles :func:`polar3_batch` flagged: the polar iteration until the squared
+    change is below ``tolerance``, or the SVD (det R = +1) for inverted ones (det F ≤ 0)."""
+    for p in range(start, stop):
+        if R[0, p] == R[0, p]:
+            continue
+        x = load9(F, p)
+        det = x[0] * (x[4] * x[8] - x[5] * x[7]) - x[1] * (x[3] * x[8] - x[5] * x[6]) \
+            + x[2] * (x[3] * x[7] - x[4] * x[6])
+        if det <= 0:
+            U, _, Vt = np.linalg.svd(F[p].astype(np.float64))
+            Q = U @ Vt
+            if np.linalg.det(Q) < 0:
+                for i in range(3):
+                    U[i, 2] = -U[i, 2]
+                Q = U @ Vt
+            for k in range(9):
+                R[k, p] = Q[k // 3, k % 3]
+            continue
+        for _ in range(60):
+            x, change = _newton3(x, one)
+            if change <= tolerance:
+                break
+        R[0, p], R[1, p], R[2, p], R[3, p], R[4, p], R[5, p], R[6, p], R[7, p], R[8, p] = x
+
+
+@_inline
+def _power(x, k, one):
+    """x**k for an integer k ≥ 0 in x's precision (x ** k would promote float32)."""
+    out = one
+    for _ in range(k):
+        out *= x
+    return out
+
+
+@_inline
+def _float(k, one):
+    """The integer k ≥ 0 as a float in one's precision."""
+    out = one - one
+    for _ in range(k):
+        out += one
+    return out
+
+
+@_inline
+def _coefficients(E, nu, J, corotated, exponent, one):
+    """(a, b, c) of τ = (a F − b R + F S) Fᵀ + c I for one particle, then what
+    :func:`_coefficients_vjp` reuses: (λ, 1/(1 + ν), 1/((1 + ν)(1 − 2ν))) (two divisions:
+    they dominate the arithmetic of a particle's stress)."""
+    two = one + one
+    r_shear = one / (one + nu)
+    r_bulk = r_shear / (one - two * nu)
+    mu = E * r_shear / two
+    lam = E * nu * r_bulk
+    if corotated:
+        a = two * mu
+        b = a
+        c = lam * (J - one) * J
+    else:
+        a = mu
+        b = mu - mu
+        c = lam * np.log(J) - mu
+    if exponent:
+        kappa = E / (two * (one + two) * (one - nu))
+        c += kappa * _float(exponent, one) * _power(J - one, exponent - 1, one) * J
+    return a, b, c, lam, r_shear, r_bulk
+
+
+@_inline
+def _coefficients_vjp(E, nu, J, corotated, exponent, g_a, g_b, g_c, lam, r_shear, r_bulk,
+                      one):
+    """(∂L/∂J, ∂L/∂E, ∂L/∂ν) given ∂L/∂(a, b, c) of :func:`_coefficients` and its λ and
+    reciprocals."""
+    two = one + one
+    if corotated:
+        g_mu = two * (g_a + g_b)
+        g_lam = g_c * (J - one) * J
+        g_J = g_c * lam * (two * J - one)
+    else:
+        g_mu = g_a - g_c
+        g_lam = g_c * np.log(J)
+        g_J = g_c * lam / J
+    # μ = E/(2(1 + ν)), λ = Eν/((1 + ν)(1 − 2ν))
+    g_E = g_mu * r_shear / two + g_lam * nu * r_bulk
+    g_nu = (-g_mu * E * r_shear * r_shear / two
+            + g_lam * E * (one + two * nu * nu) * r_bulk * r_bulk)
+    if exponent:
+        six = two * (one + two)
+        q = _float(exponent, one)
+        kappa = E / (six * (one - nu))
+        g_kappa = g_c * q * _power(J - one, exponent - 1, one) * J
+        g_J += g_c * kappa * q * ((q - one) * _power(J - one, exponent - 2, one) * J
+                                  + _power(J - one, exponent - 1, one))
+        g_E += g_kappa / (six * (one - nu))
+        g_nu += g_kappa * E / (six * (one - nu) * (one - nu))
+    return g_J, g_E, g_nu
+
+
+@_inline
+def rotation2(f, one):
+    """Rotation of the 2D polar decomposition of F (row-major tuple), closed form."""
+    a = f[0] + f[3]
+    b = f[2] - f[1]
+    inv_r = one / np.sqrt(a * a + b * b)
+    return a * inv_r, -b * inv_r, b * inv_r, a * inv_r
+
+
+@_inline
+def impulse2(f, r, c_mat, v, E, nu, rho, V, s, cable, dt, K, corotated, exponent, one):
+    """2D P2G inputs of one particle: (m, momentum (2,), affine (4,)).
+
+    f, r, c_mat: F, R (corotated; ignored otherwise), C as row-major tuples; v, s, cable:
+    velocity, actuation stress diag(σ_a) and cable force as 2-tuples."""
+    f00, f01, f10, f11 = f
+    J = f00 * f11 - f01 * f10
+    a, b, c, _, _, _ = _coefficients(E, nu, J, corotated, exponent, one)
+    g00, g01 = f00 * (a + s[0]) - b * r[0], f01 * (a + s[1]) - b * r[1]
+    g10, g11 = f10 * (a + s[0]) - b * r[2], f11 * (a + s[1]) - b * r[3]
+    t00 = g00 * f00 + g01 * f01 + c
+    t01 = g00 * f10 + g01 * f11
+    t10 = g10 * f00 + g11 * f01
+    t11 = g10 * f10 + g11 * f11 + c
+    m = rho * V
+    q = -dt * K * V
+    return (m, (m * v[0] + dt * cable[0], m * v[1] + dt * cable[1]),
+            (q * t00 + m * c_mat[0], q * t01 + m * c_mat[1], q * t10 + m * c_mat[2],
+             q * t11 + m * c_mat[3]))
+
+
+@_inline
+def impulse3(f, r, c_mat, v, E, nu, rho, V, s, cable, dt, K, corotated, exponent, one):
+    """3D P2G inputs of one particle: (m, momentum (3,), affine (9,)); see impulse2."""
+    f00, f01, f02, f10, f11, f12, f20, f21, f22 = f
+    J = f00 * (f11 * f22 - f12 * f21) - f01 * (f10 * f22 - f12 * f20) \
+        + f02 * (f10 * f21 - f11 * f20)
+    a, b, c, _, _, _ = _coefficients(E, nu, J, corotated, exponent, one)
+    a0, a1, a2 = a + s[0], a + s[1], a + s[2]
+    g00, g01, g02 = f00 * a0 - b * r[0], f01 * a1 - b * r[1], f02 * a2 - b * r[2]
+    g10, g11, g12 = f10 * a0 - b * r[3], f11 * a1 - b * r[4], f12 * a2 - b * r[5]
+    g20, g21, g22 = f20 * a0 - b * r[6], f21 * a1 - b * r[7], f22 * a2 - b * r[8]
+    m = rho * V
+    q = -dt * K * V
+    return (m, (m * v[0] + dt * cable[0], m * v[1] + dt * cable[1], m * v[2] + dt * cable[2]),
+            (q * (g00 * f00 + g01 * f01 + g02 * f02 + c) + m * c_mat[0],
+             q * (g00 * f10 + g01 * f11 + g02 * f12) + m * c_mat[1],
+             q * (g00 * f20 + g01 * f21 + g02 * f22) + m * c_mat[2],
+             q * (g10 * f00 + g11 * f01 + g12 * f02) + m * c_mat[3],
+             q * (g10 * f10 + g11 * f11 + g12 * f12 + c) + m * c_mat[4],
+             q * (g10 * f20 + g11 * f21 + g12 * f22) + m * c_mat[5],
+             q * (g20 * f00 + g21 * f01 + g22 * f02) + m * c_mat[6],
+             q * (g20 * f10 + g21 * f11 + g22 * f12) + m * c_mat[7],
+             q * (g20 * f20 + g21 * f21 + g22 * f22 + c) + m * c_mat[8]))
+
+
+@_inline
+def impulse2_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g_m, g_q,
+                 g_affine, one):
+    """Adjoint of :func:`impulse2` given ∂L/∂m, ∂L/∂momentum (2,), ∂L/∂affine (4,).
+
+    Returns (g_F (4,), g_C (4,), g_v (2,), g_E, g_ν, g_ρ, g_V, g_s (2,)); the cable force's
+    cotangent is Δt ∂L/∂momentum."""
+    f00, f01, f10, f11 = f
+    J = f00 * f11 - f01 * f10
+    a, b, c, lam, r_shear, r_bulk = _coefficients(E, nu, J, corotated, exponent, one)
+    m = rho * V
+    A0, A1, A2, A3 = g_affine
+    g_mass = g_m + v[0] * g_q[0] + v[1] * g_q[1] + (c_mat[0] * A0 + c_mat[1] * A1
+                                                    + c_mat[2] * A2 + c_mat[3] * A3)
+    q = -dt * K * V
+    # τ and its cotangent T = q Ā
+    g00, g01 = f00 * (a + s[0]) - b * r[0], f01 * (a + s[1]) - b * r[1]
+    g10, g11 = f10 * (a + s[0]) - b * r[2], f11 * (a + s[1]) - b * r[3]
+    tau_dot = ((g00 * f00 + g01 * f01 + c) * A0 + (g00 * f10 + g01 * f11) * A1
+               + (g10 * f00 + g11 * f01) * A2 + (g10 * f10 + g11 * f11 + c) * A3)
+    T00, T01, T10, T11 = q * A0, q * A1, q * A2, q * A3
+    # τ = G Fᵀ + cI: Ḡ = T F, F̄ = Tᵀ G + Ḡ ⊙ (a + s)_column
+    G00, G01 = T00 * f00 + T01 * f10, T00 * f01 + T01 * f11
+    G10, G11 = T10 * f00 + T11 * f10, T10 * f01 + T11 * f11
+    h00 = T00 * g00 + T10 * g10 + G00 * (a + s[0])
+    h01 = T00 * g01 + T10 * g11 + G01 * (a + s[1])
+    h10 = T01 * g00 + T11 * g10 + G10 * (a + s[0])
+    h11 = T01 * g01 + T11 * g11 + G11 * (a + s[1])
+    g_a = G00 * f00 + G01 * f01 + G10 * f10 + G11 * f11
+    g_b = -(G00 * r[0] + G01 * r[1] + G10 * r[2] + G11 * r[3])
+    g_s = (G00 * f00 + G10 * f10, G01 * f01 + G11 * f11)
+    g_c = T00 + T11
+    if corotated:
+        # R̄ = −b Ḡ through the polar rotation: ω = (M₁₀ − M₀₁)/tr(RᵀF), M = RᵀR̄
+        trace = r[0] * f00 + r[2] * f10 + r[1] * f01 + r[3] * f11
+        m10 = -b * (r[1] * G00 + r[3] * G10)
+        m01 = -b * (r[0] * G01 + r[2] * G11)
+        w = (m10 - m01) / trace
+        h00 += r[1] * w
+        h10 += r[3] * w
+        h01 -= r[0] * w
+        h11 -= r[2] * w
+    g_J, g_E, g_nu = _coefficients_vjp(E, nu, J, corotated, exponent, g_a, g_b, g_c,
+                                       lam, r_shear, r_bulk, one)
+    # ∂J/∂F = cof F
+    g_F = (h00 + g_J * f11, h01 - g_J * f10, h10 - g_J * f01, h11 + g_J * f00)
+    g_V = -dt * K * tau_dot + g_mass * rho
+    return (g_F, (m * A0, m * A1, m * A2, m * A3), (m * g_q[0], m * g_q[1]), g_E, g_nu,
+            g_mass * V, g_V, g_s)
+
+
+@_inline
+def impulse3_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g_m, g_q,
+                 g_affine, one):
+    """Adjoint of :func:`impulse3`; see impulse2_vjp (tuples of 9 and 3)."""
+    f00, f01, f02, f10, f11, f12, f20, f21, f22 = f
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = r
+    A = g_affine
+    cof = cofactor9(f)
+    J = f00 * cof[0] + f01 * cof[1] + f02 * cof[2]
+    a, b, c, lam, r_shear, r_bulk = _coefficients(E, nu, J, corotated, exponent, one)
+    m = rho * V
+    g_mass = g_m + v[0] * g_q[0] + v[1] * g_q[1] + v[2] * g_q[2]
+    for k in range(9):
+        g_mass += c_mat[k] * A[k]
+    q = -dt * K * V
+    a0, a1, a2 = a + s[0], a + s[1], a + s[2]
+    g00, g01, g02 = f00 * a0 - b * r00, f01 * a1 - b * r01, f02 * a2 - b * r02
+    g10, g11, g12 = f10 * a0 - b * r10, f11 * a1 - b * r11, f12 * a2 - b * r12
+    g20, g21, g22 = f20 * a0 - b * r20, f21 * a1 - b * r21, f22 * a2 - b * r22
+    tau_dot = ((g00 * f00 + g01 * f01 + g02 * f02 + c) * A[0]
+               + (g00 * f10 + g01 * f11 + g02 * f12) * A[1]
+               + (g00 * f20 + g01 * f21 + g02 * f22) * A[2]
+               + (g10 * f00 + g11 * f01 + g12 * f02) * A[3]
+               + (g10 * f10 + g11 * f11 + g12 * f12 + c) * A[4]
+               + (g10 * f20 + g11 * f21 + g12 * f22) * A[5]
+               + (g20 * f00 + g21 * f01 + g22 * f02) * A[6]
+               + (g20 * f10 + g21 * f11 + g22 * f12) * A[7]
+               + (g20 * f20 + g21 * f21 + g22 * f22 + c) * A[8])
+    T00, T01, T02 = q * A[0], q * A[1], q * A[2]
+    T10, T11, T12 = q * A[3], q * A[4], q * A[5]
+    T20, T21, T22 = q * A[6], q * A[7], q * A[8]
+    # Ḡ = T F
+    G00 = T00 * f00 + T01 * f10 + T02 * f20
+    G01 = T00 * f01 + T01 * f11 + T02 * f21
+    G02 = T00 * f02 + T01 * f12 + T02 * f22
+    G10 = T10 * f00 + T11 * f10 + T12 * f20
+    G11 = T10 * f01 + T11 * f11 + T12 * f21
+    G12 = T10 * f02 + T11 * f12 + T12 * f22
+    G20 = T20 * f00 + T21 * f10 + T22 * f20
+    G21 = T20 * f01 + T21 * f11 + T22 * f21
+    G22 = T20 * f02 + T21 * f12 + T22 * f22
+    # F̄ = Tᵀ G + Ḡ ⊙ (a + s)_column
+    h00 = T00 * g00 + T10 * g10 + T20 * g20 + G00 * a0
+    h01 = T00 * g01 + T10 * g11 + T20 * g21 + G01 * a1
+    h02 = T00 * g02 + T10 * g12 + T20 * g22 + G02 * a2
+    h10 = T01 * g00 + T11 * g10 + T21 * g20 + G10 * a0
+    h11 = T01 * g01 + T11 * g11 + T21 * g21 + G11 * a1
+    h12 = T01 * g02 + T11 * g12 + T21 * g22 + G12 * a2
+    h20 = T02 * g00 + T12 * g10 + T22 * g20 + G20 * a0
+    h21 = T02 * g01 + T12 * g11 + T22 * g21 + G21 * a1
+    h22 = T02 * g02 + T12 * g12 + T22 * g22 + G22 * a2
+    g_a = (G00 * f00 + G01 * f01 + G02 * f02 + G10 * f10 + G11 * f11 + G12 * f12
+           + G20 * f20 + G21 * f21 + G22 * f22)
+    g_b = -(G00 * r00 + G01 * r01 + G02 * r02 + G10 * r10 + G11 * r11 + G12 * r12
+            + G20 * r20 + G21 * r21 + G22 * r22)
+    g_s = (G00 * f00 + G10 * f10 + G20 * f20, G01 * f01 + G11 * f11 + G21 * f21,
+           G02 * f02 + G12 * f12 + G22 * f22)
+    g_c = T00 + T11 + T22
+    if corotated:
+        # R̄ = −b Ḡ through the polar rotation (materials.polar_rotation_vjp): m = axial
+        # part of M = RᵀR̄, (tr S·I − sym S) ω = m with S = RᵀF, F̄ += R [ω]×
+        m0 = -b * (r02 * G01 + r12 * G11 + r22 * G21 - r01 * G02 - r11 * G12 - r21 * G22)
+        m1 = -b * (r00 * G02 + r10 * G12 + r20 * G22 - r02 * G00 - r12 * G10 - r22 * G20)
+        m2 = -b * (r01 * G00 + r11 * G10 + r21 * G20 - r00 * G01 - r10 * G11 - r20 * G21)
+        s00 = r00 * f00 + r10 * f10 + r20 * f20
+        s11 = r01 * f01 + r11 * f11 + r21 * f21
+        s22 = r02 * f02 + r12 * f12 + r22 * f22
+        s01 = r00 * f01 + r10 * f11 + r20 * f21
+        s10 = r01 * f00 + r11 * f10 + r21 * f20
+        s02 = r00 * f02 + r10 * f12 + r20 * f22
+        s20 = r02 * f00 + r12 * f10 + r22 * f20
+        s12 = r01 * f02 + r11 * f12 + r21 * f22
+        s21 = r02 * f01 + r12 * f11 + r22 * f21
+        trace = s00 + s11 + s22
+        half = one / (one + one)
+        b00, b11, b22 = trace - s00, trace - s11, trace - s22
+        b01, b02, b12 = -half * (s01 + s10), -half * (s02 + s20), -half * (s12 + s21)
+        c00 = b11 * b22 - b12 * b12
+        c01 = b02 * b12 - b01 * b22
+        c02 = b01 * b12 - b02 * b11
+        c11 = b00 * b22 - b02 * b02
+        c12 = b01 * b02 - b00 * b12
+        c22 = b00 * b11 - b01 * b01
+        inv = one / (b00 * c00 + b01 * c01 + b02 * c02)
+        w0 = (c00 * m0 + c01 * m1 + c02 * m2) * inv
+        w1 = (c01 * m0 + c11 * m1 + c12 * m2) * inv
+        w2 = (c02 * m0 + c12 * m1 + c22 * m2) * inv
+        h00 += r01 * w2 - r02 * w1
+        h01 += r02 * w0 - r00 * w2
+        h02 += r00 * w1 - r01 * w0
+        h10 += r11 * w2 - r12 * w1
+        h11 += r12 * w0 - r10 * w2
+        h12 += r10 * w1 - r11 * w0
+        h20 += r21 * w2 - r22 * w1
+        h21 += r22 * w0 - r20 * w2
+        h22 += r20 * w1 - r21 * w0
+    g_J, g_E, g_nu = _coefficients_vjp(E, nu, J, corotated, exponent, g_a, g_b, g_c,
+                                       lam, r_shear, r_bulk, one)
+    g_F = (h00 + g_J * cof[0], h01 + g_J * cof[1], h02 + g_J * cof[2],
+           h10 + g_J * cof[3], h11 + g_J * cof[4], h12 + g_J * cof[5],
+           h20 + g_J * cof[6], h21 + g_J * cof[7], h22 + g_J * cof[8])
+    g_C = (m * A[0], m * A[1], m * A[2], m * A[3], m * A[4], m * A[5], m * A[6], m * A[7],
+           m * A[8])
+    return (g_F, g_C, (m * g_q[0], m * g_q[1], m * g_q[2]), g_E, g_nu, g_mass * V,
+            -dt * K * tau_dot + g_mass * rho, g_s)
+
+
+# -- stencils -----------------------------------------------------------------------------------
+
+
+@_inline
+def _axis(x, p, k, dx, res):
+    """Stencil along axis k of particle p: base node b, fraction f = x/Δx − b, the three
+    quadratic B-spline weights w(f) and their derivatives dw/df, in x's precision."""
+    T = x.dtype.type
+    xs = x[p, k] / dx
+    b = min(max(int(np.floor(xs - T(0.5))), 0), res - 3)
+    f = xs - T(b)
+    u = T(1.5) - f
+    v = f - T(1.0)
+    z = f - T(0.5)
+    return b, f, T(0.5) * u * u, T(0.75) - v * v, T(0.5) * z * z, -u, T(-2.0) * v, z
+
+
+@_inline
+def _pick3(i, a0, a1, a2):
+    """a_i for a compile-time i in {0, 1, 2} (the stencil loops are unrolled)."""
+    return a0 if i == 0 else (a1 if i == 1 else a2)
+
+
+@_inline
+def _actuation2(act, p):
+    """Diagonal actuation stress σ_a of particle p (2D): act = (index + 1 per particle,
+    signal·σ_max per actuator with a leading 0, axis masks with a leading 0 row)."""
+    k = act[0][p]
+    s = act[1][k]
+    return s * act[2][k, 0], s * act[2][k, 1]
+
+
+@_inline
+def _actuation3(act, p):
+    """Diagonal actuation stress σ_a of particle p (3D); see _actuation2."""
+    k = act[0][p]
+    s = act[1][k]
+    return s * act[2][k, 0], s * act[2][k, 1], s * act[2][k, 2]
+
+
+@_inline
+def _rotation3(rotation, p):
+    """R of particle p from the (9, n) array polar3_batch fills."""
+    return (rotation[0, p], rotation[1, p], rotation[2, p], rotation[3, p], rotation[4, p],
+            rotation[5, p], rotation[6, p], rotation[7, p], rotation[8, p])
+
+
+# -- P2G ----------------------------------------------------------------------------------------
+
+
+@_inline
+def _p2g2(x, p, dx, res, m, q, A, acc, chunk):
+    """Scatter particle p's mass and momentum (2D) into acc[chunk]; returns its base node."""
+    T = x.dtype.type
+    b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
+    b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
+    a00, a01, a10, a11 = A
+    e0 = q[0] - dx * (a00 * f0 + a01 * f1)
+    e1 = q[1] - dx * (a10 * f0 + a11 * f1)
+    c00, c10, c01, c11 = dx * a00, dx * a10, dx * a01, dx * a11
+    for i0 in range(3):
+        w0 = _pick3(i0, wa0, wa1, wa2)
+        u0 = e0 + T(i0) * c00
+        u1 = e1 + T(i0) * c10
+        row = (b0 + i0) * res + b1
+        for i1 in range(3):
+            wt = w0 * _pick3(i1, wb0, wb1, wb2)
+            i = row + i1
+            acc[chunk, i, 0] += wt * (u0 + T(i1) * c01)
+            acc[chunk, i, 1] += wt * (u1 + T(i1) * c11)
+            acc[chunk, i, 2] += wt * m
+    return b0, b1
+
+
+@_inline
+def _p2g3(x, p, dx, res, m, q, A, acc, chunk):
+    """Scatter particle p's mass and momentum (3D) into acc[chunk]; returns its base node."""
+    T = x.dtype.type
+    b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
+    b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
+    b2, f2, wc0, wc1, wc2, _, _, _ = _axis(x, p, 2, dx, res)
+    a00, a01, a02, a10, a11, a12, a20, a21, a22 = A
+    e0 = q[0] - dx * (a00 * f0 + a01 * f1 + a02 * f2)
+    e1 = q[1] - dx * (a10 * f0 + a11 * f1 + a12 * f2)
+    e2 = q[2] - dx * (a20 * f0 + a21 * f1 + a22 * f2)
+    for i0 in range(3):
+        w0 = _pick3(i0, wa0, wa1, wa2)
+        u0 = e0 + T(i0) * dx * a00
+        u1 = e1 + T(i0) * dx * a10
+        u2 = e2 + T(i0) * dx * a20
+        for i1 in range(3):
+            w01 = w0 * _pick3(i1, wb0, wb1, wb2)
+            v0 = u0 + T(i1) * dx * a01
+            v1 = u1 + T(i1) * dx * a11
+            v2 = u2 + T(i1) * dx * a21
+            row = ((b0 + i0) * res + b1 + i1) * res + b2
+            for i2 in range(3):
+                wt = w01 * _pick3(i2, wc0, wc1, wc2)
+                i = row + i2
+                acc[chunk, i, 0] += wt * (v0 + T(i2) * dx * a02)
+                acc[chunk, i, 1] += wt * (v1 + T(i2) * dx * a12)
+                acc[chunk, i, 2] += wt * (v2 + T(i2) * dx * a22)
+                acc[chunk, i, 3] += wt * m
+    return b0, b1, b2
+
+
+@_range
+def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_f, consts, res,
+                             corotated, exponent, rotation, saved, acc, box):
+    """Particle stresses and P2G, one chunk of particles per acc[chunk].
+
+    params = (E, ν, ρ, V) per particle; act: see _actuation2; cable_f (n, d) [N];
+    consts = (Δt [s], Δx [m], K = 4/Δx², polar tolerance). Fills ``rotation`` (9, n) in
+    3D corotated (see polar3_batch), ``saved`` (n, 1 + d + d²) with each particle's mass,
+    momentum and affine, and box[chunk] = (lowest base node, highest base node + 3) of the
+    chunk (lo = res, hi = 0 for an empty chunk). acc (chunks, nodes, d + 1) must be zero
+    where the particles scatter (the grid pass zeroes it again)."""
+    n, d = x.shape
+    T = x.dtype.type
+    one = T(1.0)
+    dt, dx, K, tolerance = consts
+    E, nu, rho, V = params
+    if d == 3 and corotated:
+        polar3_batch(F, rotation, start, stop, tolerance, one)
+        polar3_finish(F, rotation, start, stop, tolerance, one)
+    lo0 = lo1 = lo2 = res
+    hi0 = hi1 = hi2 = 0
+    for p in range(start, stop):
+        if d == 2:
+            f2 = load4(F, p)
+            r2 = rotation2(f2, one) if corotated else f2
+            m2, q2, A2 = impulse2(f2, r2, load4(C, p), (v[p, 0], v[p, 1]), E[p], nu[p],
+                                  rho[p], V[p], _actuation2(act, p),
+                                  (cable_f[p, 0], cable_f[p, 1]), dt, K, corotated,
+                                  exponent, one)
+            saved[p, 0] = m2
+            saved[p, 1], saved[p, 2] = q2
+            saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6] = A2
+            b0, b1 = _p2g2(x, p, dx, res, m2, q2, A2, acc, chunk)
+            b2 = 0
+        else:
+            f3 = load9(F, p)
+            r3 = _rotation3(rotation, p) if corotated else f3
+            m3, q3, A3 = impulse3(f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), E[p],
+                                  nu[p], rho[p], V[p], _actuation3(act, p),
+                                  (cable_f[p, 0], cable_f[p, 1], cable_f[p, 2]), dt, K,
+                                  corotated, exponent, one)
+            saved[p, 0] = m3
+            saved[p, 1], saved[p, 2], saved[p, 3] = q3
+            for k in range(9):
+                saved[p, 4 + k] = A3[k]
+            b0, b1, b2 = _p2g3(x, p, dx, res, m3, q3, A3, acc, chunk)
+        lo0, hi0 = min(lo0, b0), max(hi0, b0 + 3)
+        lo1, hi1 = min(lo1, b1), max(hi1, b1 + 3)
+        lo2, hi2 = min(lo2, b2), max(hi2, b2 + 3)
+    box[chunk, 0, 0], box[chunk, 1, 0] = lo0, hi0
+    box[chunk, 0, 1], box[chunk, 1, 1] = lo1, hi1
+    if d == 3:
+        box[chunk, 0, 2], box[chunk, 1, 2] = lo2, hi2
+
+
+def _particles_to_grid(x, v, F, C, params, act, cable_f, consts, res, corotated, exponent,
+                       rotation, saved, acc, box, bounds):
+    """Particle stresses and P2G, chunk by chunk (see _particles_to_grid_range), one chunk
+    of particles per acc[chunk]; bounds (chunks + 1,) = first particle of each chunk, n."""
+    for chunk in numba.prange(acc.shape[0]):
+        _particles_to_grid_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C, params,
+                                 act, cable_f, consts, res, corotated, exponent, rotation,
+                                 saved, acc, box)
+
+
+particles_to_grid = Kernel(_particles_to_grid)
+
+
+# -- stencil sweeps shared by G2P and the adjoints ----------------------------------------------
+
+
+@_inline
+def _sweep2(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass, scatter):
+    """One pass over particle p's 2D stencil: (Σ w g (2,), Σ w g oᵀ (4,), Σ w g_m,
+    Σ ∂w/∂x (g·u + g_m m) (2,)).
+
+    g is the field's first two channels at the node, g_m its third (``with_mass``), o the
+    node's offset from the particle and u = base + M o (row-major M (4,)); ``with_dot``
+    computes the last sum (else zeros), ``scatter`` adds w u into target[chunk]. G2P
+    gathers (v, C/K); the G2P adjoint scatters ∂L/∂(grid v) with u = ∂L/∂v' + K Ĉ o; the P2G
+    adjoint gathers with u = momentum + A o."""
+    T = x.dtype.type
+    zero = T(0.0)
+    inv_dx = T(1.0) / dx
+    b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
+    b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
+    # u at node i = e + i₀ c₀ + i₁ c₁
+    c00, c01, c10, c11 = dx * M[0], dx * M[1], dx * M[2], dx * M[3]
+    e0 = base[0] - (c00 * f0 + c01 * f1)
+    e1 = base[1] - (c10 * f0 + c11 * f1)
+    v0 = v1 = vm = s00 = s01 = s10 = s11 = x0 = x1 = zero  # s_ca = Σ w g_c i_a
+    for i0 in range(3):
+        w0 = _pick3(i0, wa0, wa1, wa2)
+        h0 = e0 + T(i0) * c00
+        h1 = e1 + T(i0) * c10
+        i = (b0 + i0) * res + b1
+        r0 = r1 = rm = y0 = y1 = t0 = t1 = zero
+        for i1 in range(3):
+            w1 = _pick3(i1, wb0, wb1, wb2)
+            g0, g1 = field[i + i1, 0], field[i + i1, 1]
+            if scatter or with_dot:
+                n0 = h0 + T(i1) * c01
+                n1 = h1 + T(i1) * c11
+            if scatter:
+                wt = w0 * w1
+                target[chunk, i + i1, 0] += wt * n0
+                target[chunk, i + i1, 1] += wt * n1
+            r0 += w1 * g0
+            r1 += w1 * g1
+            if i1 > 0:
+                y0 += T(i1) * w1 * g0
+                y1 += T(i1) * w1 * g1
+            if with_dot:
+                dot = g0 * n0 + g1 * n1
+                if with_mass:
+                    dot += field[i + i1, 2] * m
+                t0 += w1 * dot
+                t1 += _pick3(i1, db0, db1, db2) * dot
+            if with_mass:
+                rm += w1 * field[i + i1, 2]
+        v0 += w0 * r0
+        v1 += w0 * r1
+        vm += w0 * rm
+        if i0 > 0:
+            s00 += T(i0) * w0 * r0
+            s10 += T(i0) * w0 * r1
+        s01 += w0 * y0
+        s11 += w0 * y1
+        x0 += _pick3(i0, da0, da1, da2) * t0
+        x1 += w0 * t1
+    return ((v0, v1),
+            (dx * (s00 - v0 * f0), dx * (s01 - v0 * f1), dx * (s10 - v1 * f0),
+             dx * (s11 - v1 * f1)),
+            vm, (x0 * inv_dx, x1 * inv_dx))
+
+
+@_inline
+def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass, scatter):
+    """The 3D counterpart of :func:`_sweep2` (tuples of 3, 9, and 3; g_m is channel 3)."""
+    T = x.dtype.type
+    zero = T(0.0)
+    inv_dx = T(1.0) / dx
+    b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
+    b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
+    b2, f2, wc0, wc1, wc2, dc0, dc1, dc2 = _axis(x, p, 2, dx, res)
+    c00, c01, c02 = dx * M[0], dx * M[1], dx * M[2]
+    c10, c11, c12 = dx * M[3], dx * M[4], dx * M[5]
+    c20, c21, c22 = dx * M[6], dx * M[7], dx * M[8]
+    e0 = base[0] - (c00 * f0 + c01 * f1 + c02 * f2)
+    e1 = base[1] - (c10 * f0 + c11 * f1 + c12 * f2)
+    e2 = base[2] - (c20 * f0 + c21 * f1 + c22 * f2)
+    v0 = v1 = v2 = vm = x0 = x1 = x2 = zero
+    s00 = s01 = s02 = s10 = s11 = s12 = s20 = s21 = s22 = zero  # s_ca = Σ w g_c i_a
+    for i0 in range(3):
+        w0 = _pick3(i0, wa0, wa1, wa2)
+        h0 = e0 + T(i0) * c00
+        h1 = e1 + T(i0) * c10
+        h2 = e2 + T(i0) * c20
+        r0 = r1 = r2 = rm = y0 = y1 = y2 = z0 = z1 = z2 = ta = tb = tc = zero
+        for i1 in range(3):
+            w1 = _pick3(i1, wb0, wb1, wb2)
+            w01 = w0 * w1
+            j0 = h0 + T(i1) * c01
+            j1 = h1 + T(i1) * c11
+            j2 = h2 + T(i1) * c21
+            i = ((b0 + i0) * res + b1 + i1) * res + b2
+            q0 = q1 = q2 = qm = o0 = o1 = o2 = t = tz = zero  # sums over i₂
+            for i2 in range(3):
+                w2 = _pick3(i2, wc0, wc1, wc2)
+                g0, g1, g2 = field[i + i2, 0], field[i + i2, 1], field[i + i2, 2]
+                if scatter or with_dot:
+                    n0 = j0 + T(i2) * c02
+                    n1 = j1 + T(i2) * c12
+                    n2 = j2 + T(i2) * c22
+                if scatter:
+                    wt = w01 * w2
+                    target[chunk, i + i2, 0] += wt * n0
+                    target[chunk, i + i2, 1] += wt * n1
+                    target[chunk, i + i2, 2] += wt * n2
+                q0 += w2 * g0
+                q1 += w2 * g1
+                q2 += w2 * g2
+                if i2 > 0:
+                    o0 += T(i2) * w2 * g0
+                    o1 += T(i2) * w2 * g1
+                    o2 += T(i2) * w2 * g2
+                if with_dot:
+                    dot = g0 * n0 + g1 * n1 + g2 * n2
+                    if with_mass:
+                        dot += field[i + i2, 3] * m
+                    t += w2 * dot
+                    tz += _pick3(i2, dc0, dc1, dc2) * dot
+                if with_mass:
+                    qm += w2 * field[i + i2, 3]
+            r0 += w1 * q0
+            r1 += w1 * q1
+            r2 += w1 * q2
+            rm += w1 * qm
+            if i1 > 0:
+                y0 += T(i1) * w1 * q0
+                y1 += T(i1) * w1 * q1
+                y2 += T(i1) * w1 * q2
+            z0 += w1 * o0
+            z1 += w1 * o1
+            z2 += w1 * o2
+            ta += w1 * t
+            tb += _pick3(i1, db0, db1, db2) * t
+            tc += w1 * tz
+        v0 += w0 * r0
+        v1 += w0 * r1
+        v2 += w0 * r2
+        vm += w0 * rm
+        if i0 > 0:
+            s00 += T(i0) * w0 * r0
+            s10 += T(i0) * w0 * r1
+            s20 += T(i0) * w0 * r2
+        s01 += w0 * y0
+        s11 += w0 * y1
+        s21 += w0 * y2
+        s02 += w0 * z0
+        s12 += w0 * z1
+        s22 += w0 * z2
+        x0 += _pick3(i0, da0, da1, da2) * ta
+        x1 += w0 * tb
+        x2 += w0 * tc
+    return ((v0, v1, v2),
+            (dx * (s00 - v0 * f0), dx * (s01 - v0 * f1), dx * (s02 - v0 * f2),
+             dx * (s10 - v1 * f0), dx * (s11 - v1 * f1), dx * (s12 - v1 * f2),
+             dx * (s20 - v2 * f0), dx * (s21 - v2 * f1), dx * (s22 - v2 * f2)),
+            vm, (x0 * inv_dx, x1 * inv_dx, x2 * inv_dx))
+
+
+# -- G2P ----------------------------------------------------------------------------------------
+
+
+@_range
+def _grid_to_particles_range(start, stop, x, F, grid_v, dx, res, dt, K, new_x, new_v, new_C,
+                             new_F):
+    """G2P of particles start ≤ p < stop into new_x, new_v, new_C, new_F."""
+    d = x.shape[1]
+    zero = x.dtype.type(0.0)
+    unused = np.empty((0, 0, 0), dtype=x.dtype)
+    for p in range(start, stop):
+        if d == 2:
+            v2, o2, _, _ = _sweep2(x, p, dx, res, grid_v, (zero, zero), (zero, zero, zero, zero),
+                                   zero, unused, 0, False, False, False)
+            c2 = (K * o2[0], K * o2[1], K * o2[2], K * o2[3])
+            f2 = load4(F, p)
+            for a in range(2):
+                new_v[p, a] = v2[a]
+                new_x[p, a] = x[p, a] + dt * v2[a]
+                for b in range(2):
+                    new_C[p, a, b] = c2[2 * a + b]
+                    new_F[p, a, b] = f2[2 * a + b] + dt * (c2[2 * a] * f2[b]
+                                                           + c2[2 * a + 1] * f2[2 + b])
+        else:
+            v3, o3, _, _ = _sweep3(x, p, dx, res, grid_v, (zero, zero, zero),
+                                   (zero, zero, zero, zero, zero, zero, zero, zero, zero), zero,
+                                   unused, 0, False, False, False)
+            c3 = (K * o3[0], K * o3[1], K * o3[2], K * o3[3], K * o3[4], K * o3[5], K * o3[6],
+                  K * o3[7], K * o3[8])
+            f3 = load9(F, p)
+            for a in range(3):
+                new_v[p, a] = v3[a]
+                new_x[p, a] = x[p, a] + dt * v3[a]
+                for b in range(3):
+                    new_C[p, a, b] = c3[3 * a + b]
+                    new_F[p, a, b] = f3[3 * a + b] + dt * (c3[3 * a] * f3[b]
+                                                           + c3[3 * a + 1] * f3[3 + b]
+                                                           + c3[3 * a + 2] * f3[6 + b])
+
+
+def _grid_to_particles(x, F, grid_v, dx, res, dt, K, bounds):
+    """G2P: new (x, v, C, F) of every particle from the grid velocities (nodes, d), chunk by
+    chunk (bounds as in _particles_to_grid)."""
+    new_x = np.empty_like(x)
+    new_v = np.empty_like(x)
+    new_C = np.empty_like(F)
+    new_F = np.empty_like(F)
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        _grid_to_particles_range(bounds[chunk], bounds[chunk + 1], x, F, grid_v, dx, res, dt,
+                                 K, new_x, new_v, new_C, new_F)
+    return new_x, new_v, new_C, new_F
+
+
+grid_to_particles = Kernel(_grid_to_particles)
+
+
+# -- G2P adjoint --------------------------------------------------------------------------------
+
+
+@_range
+def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, res, dt, K,
+                                 g_acc, g_x, g_F):
+    """The G2P adjoint of particles start ≤ p < stop (see _grid_to_particles_vjp)."""
+    d = x.shape[1]
+    zero = x.dtype.type(0.0)
+    gx, gv, gF, gC = g_next
+    for p in range(start, stop):
+        if d == 2:
+            f2 = load4(F, p)
+            h2 = load4(gF, p)
+            u2 = (gv[p, 0] + dt * gx[p, 0], gv[p, 1] + dt * gx[p, 1])
+            # ∂L/∂C' of the gathered C: g_C' + Δt g_F' Fᵀ
+            e2 = (gC[p, 0, 0] + dt * (h2[0] * f2[0] + h2[1] * f2[1]),
+                  gC[p, 0, 1] + dt * (h2[0] * f2[2] + h2[1] * f2[3]),
+                  gC[p, 1, 0] + dt * (h2[2] * f2[0] + h2[3] * f2[1]),
+                  gC[p, 1, 1] + dt * (h2[2] * f2[2] + h2[3] * f2[3]))
+            v2, o2, _, x2 = _sweep2(x, p, dx, res, grid_v, u2,
+                                    (K * e2[0], K * e2[1], K * e2[2], K * e2[3]), zero, g_acc,
+                                    chunk, True, False, True)
+            c2 = (K * o2[0], K * o2[1], K * o2[2], K * o2[3])
+            for a in range(2):
+                # −K Ĉᵀ v from the offsets' dependence on x
+                g_x[p, a] = gx[p, a] + x2[a] - K * (e2[a] * v2[0] + e2[2 + a] * v2[1])
+                for b in range(2):
+                    g_F[p, a, b] = h2[2 * a + b] + dt * (c2[a] * h2[b] + c2[2 + a] * h2[2 + b])
+        else:
+            f3 = load9(F, p)
+            h3 = load9(gF, p)
+            u3 = (gv[p, 0] + dt * gx[p, 0], gv[p, 1] + dt * gx[p, 1],
+                  gv[p, 2] + dt * gx[p, 2])
+            e3 = (gC[p, 0, 0] + dt * (h3[0] * f3[0] + h3[1] * f3[1] + h3[2] * f3[2]),
+                  gC[p, 0, 1] + dt * (h3[0] * f3[3] + h3[1] * f3[4] + h3[2] * f3[5]),
+                  gC[p, 0, 2] + dt * (h3[0] * f3[6] + h3[1] * f3[7] + h3[2] * f3[8]),
+                  gC[p, 1, 0] + dt * (h3[3] * f3[0] + h3[4] * f3[1] + h3[5] * f3[2]),
+                  gC[p, 1, 1] + dt * (h3[3] * f3[3] + h3[4] * f3[4] + h3[5] * f3[5]),
+                  gC[p, 1, 2] + dt * (h3[3] * f3[6] + h3[4] * f3[7] + h3[5] * f3[8]),
+                  gC[p, 2, 0] + dt * (h3[6] * f3[0] + h3[7] * f3[1] + h3[8] * f3[2]),
+                  gC[p, 2, 1] + dt * (h3[6] * f3[3] + h3[7] * f3[4] + h3[8] * f3[5]),
+                  gC[p, 2, 2] + dt * (h3[6] * f3[6] + h3[7] * f3[7] + h3[8] * f3[8]))
+            v3, o3, _, x3 = _sweep3(
+                x, p, dx, res, grid_v, u3,
+                (K * e3[0], K * e3[1], K * e3[2], K * e3[3], K * e3[4], K * e3[5], K * e3[6],
+                 K * e3[7], K * e3[8]), zero, g_acc, chunk, True, False, True)
+            c3 = (K * o3[0], K * o3[1], K * o3[2], K * o3[3], K * o3[4], K * o3[5], K * o3[6],
+                  K * o3[7], K * o3[8])
+            for a in range(3):
+                g_x[p, a] = gx[p, a] + x3[a] - K * (e3[a] * v3[0] + e3[3 + a] * v3[1]
+                                                    + e3[6 + a] * v3[2])
+                for b in range(3):
+                    g_F[p, a, b] = h3[3 * a + b] + dt * (c3[a] * h3[b] + c3[3 + a] * h3[3 + b]
+                                                         + c3[6 + a] * h3[6 + b])
+
+
+def _grid_to_particles_vjp(x, F, grid_v, g_next, dx, res, dt, K, g_acc, bounds):
+    """Adjoint of G2P given g_next = ∂L/∂(x', v', F', C'): returns (∂L/∂x, ∂L/∂F) through
+    G2P and scatters ∂L/∂(grid v) into g_acc[chunk] (zero where the particles scatter)."""
+    g_x = np.empty_like(x)
+    g_F = np.empty_like(F)
+    for chunk in numba.prange(g_acc.shape[0]):
+        _grid_to_particles_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, x, F, grid_v,
+                                     g_next, dx, res, dt, K, g_acc, g_x, g_F)
+    return g_x, g_F
+
+
+grid_to_particles_vjp = Kernel(_grid_to_particles_vjp)
+
+
+# -- P2G adjoint --------------------------------------------------------------------------------
+
+
+@_range
+def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, consts, res,
+                                 corotated, exponent, rotation, saved, g_grid, g_x, g_F, g_act,
+                                 gathered, outputs):
+    """The P2G adjoint of particles start ≤ p < stop (see _particles_to_grid_vjp); outputs =
+    (g_v, g_C, g_E, g_ν, g_ρ, g_V, g_momentum) to fill, gathered (n, 1 + d + d²) scratch.
+
+    Two loops: the stencil gathers of ∂L/∂(m, momentum, affine), then the stress adjoint
+    per particle (one loop doing both runs 1.4x slower: its body no longer fits the
+    registers)."""
+    d = x.shape[1]
+    T = x.dtype.type
+    one = T(1.0)
+    dt, dx, K, _ = consts
+    E, nu, rho, V = params
+    g_v, g_C, g_E, g_nu, g_rho, g_V, g_q = outputs
+    axes = act[2]
+    unused = np.empty((0, 0, 0), dtype=x.dtype)
+    for p in range(start, stop):
+        m = saved[p, 0]
+        if d == 2:
+            A2 = (saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6])
+            gq2, gA2, gm2, gs2 = _sweep2(x, p, dx, res, g_grid, (saved[p, 1], saved[p, 2]), A2,
+                                         m, unused, 0, True, True, False)
+            gathered[p, 0] = gm2
+            gathered[p, 1], gathered[p, 2] = gq2
+            gathered[p, 3], gathered[p, 4], gathered[p, 5], gathered[p, 6] = gA2
+            # −Aᵀ ∂L/∂momentum from the offsets' dependence on x
+            g_x[p, 0] += gs2[0] - (A2[0] * gq2[0] + A2[2] * gq2[1])
+            g_x[p, 1] += gs2[1] - (A2[1] * gq2[0] + A2[3] * gq2[1])
+        else:
+            A3 = (saved[p, 4], saved[p, 5], saved[p, 6], saved[p, 7], saved[p, 8], saved[p, 9],
+                  saved[p, 10], saved[p, 11], saved[p, 12])
+            gq3, gA3, gm3, gs3 = _sweep3(x, p, dx, res, g_grid,
+                                         (saved[p, 1], saved[p, 2], saved[p, 3]), A3, m, unused,
+                                         0, True, True, False)
+            gathered[p, 0] = gm3
+            gathered[p, 1], gathered[p, 2], gathered[p, 3] = gq3
+            (gathered[p, 4], gathered[p, 5], gathered[p, 6], gathered[p, 7], gathered[p, 8],
+             gathered[p, 9], gathered[p, 10], gathered[p, 11], gathered[p, 12]) = gA3
+            g_x[p, 0] += gs3[0] - (A3[0] * gq3[0] + A3[3] * gq3[1] + A3[6] * gq3[2])
+            g_x[p, 1] += gs3[1] - (A3[1] * gq3[0] + A3[4] * gq3[1] + A3[7] * gq3[2])
+            g_x[p, 2] += gs3[2] - (A3[2] * gq3[0] + A3[5] * gq3[1] + A3[8] * gq3[2])
+    for k in range(g_act.shape[1]):
+        g_act[chunk, k] = 0
+    for p in range(start, stop):
+        k = act[0][p]
+        if d == 2:
+            f2 = load4(F, p)
+            r2 = rotation2(f2, one) if corotated else f2
+            gf2, gc2, gv2, ge, gn, gr, gvol, ga2 = impulse2_vjp(
+                f2, r2, load4(C, p), (v[p, 0], v[p, 1]), E[p], nu[p], rho[p], V[p],
+                _actuation2(act, p), dt, K, corotated, exponent, gathered[p, 0],
+                (gathered[p, 1], gathered[p, 2]),
+                (gathered[p, 3], gathered[p, 4], gathered[p, 5], gathered[p, 6]), one)
+            g_act[chunk, k] += ga2[0] * axes[k, 0] + ga2[1] * axes[k, 1]
+            for a in range(2):
+                g_v[p, a] = gv2[a]
+                g_q[p, a] = gathered[p, 1 + a]
+                for b in range(2):
+                    g_F[p, a, b] += gf2[2 * a + b]
+                    g_C[p, a, b] = gc2[2 * a + b]
+        else:
+            f3 = load9(F, p)
+            r3 = _rotation3(rotation, p) if corotated else f3
+            gf3, gc3, gv3, ge, gn, gr, gvol, ga3 = impulse3_vjp(
+                f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), E[p], nu[p], rho[p],
+                V[p], _actuation3(act, p), dt, K, corotated, exponent, gathered[p, 0],
+                (gathered[p, 1], gathered[p, 2], gathered[p, 3]),
+                (gathered[p, 4], gathered[p, 5], gathered[p, 6], gathered[p, 7], gathered[p, 8],
+                 gathered[p, 9], gathered[p, 10], gathered[p, 11], gathered[p, 12]), one)
+            g_act[chunk, k] += ga3[0] * axes[k, 0] + ga3[1] * axes[k, 1] + ga3[2] * axes[k, 2]
+            for a in range(3):
+                g_v[p, a] = gv3[a]
+                g_q[p, a] = gathered[p, 1 + a]
+                for b in range(3):
+                    g_F[p, a, b] += gf3[3 * a + b]
+                    g_C[p, a, b] = gc3[3 * a + b]
+        g_E[p], g_nu[p], g_rho[p], g_V[p] = ge, gn, gr, gvol
+
+
+def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, exponent,
+                           rotation, saved, g_grid, g_x, g_F, g_act, gathered, bounds):
+    """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
+    (nodes, d + 1): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates ∂L/∂(σ_a along each
+    actuator's axes) into g_act[chunk, index + 1] (g_act zeroed here), and returns
+    (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables).
+
+    ``rotation`` and ``saved`` are what particles_to_grid filled for the same state;
+    ``gathered`` is scratch of saved's shape."""
+    E = params[0]
+    outputs = (np.empty_like(x), np.empty_like(F), np.empty_like(E), np.empty_like(E),
+               np.empty_like(E), np.empty_like(E), np.empty_like(x))
+    for chunk in numba.prange(g_act.shape[0]):
+        _particles_to_grid_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C,
+                                     params, act, consts, res, corotated, exponent, rotation,
+                                     saved, g_grid, g_x, g_F, g_act, gathered, outputs)
+    return outputs
+
+
+particles_to_grid_vjp = Kernel(_particles_to_grid_vjp)
