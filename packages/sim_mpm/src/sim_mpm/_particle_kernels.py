@@ -592,14 +592,17 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
     params = (E, ν, ρ, V) per particle; act: see _actuation2; cable_f (n, d) [N];
     consts = (Δt [s], Δx [m], K = 4/Δx², polar tolerance). Fills ``rotation`` (9, n) in
     3D corotated (see polar3_batch), ``saved`` (n, 1 + d + d²) with each particle's mass,
-    momentum and affine, and box[chunk] = (lowest base node, highest base node + 3) of the
-    chunk (lo = res, hi = 0 for an empty chunk). acc (chunks, nodes, d + 1) must be zero
+    momentum and affine for the adjoint (skipped when saved has no rows: 13 floats a
+    particle in 3D are memory traffic the forward pass need not pay), and box[chunk] =
+    (lowest base node, highest base node + 3) of the chunk (lo = res, hi = 0 for an empty
+    chunk). acc (chunks, nodes, d + 1) must be zero
     where the particles scatter (the grid pass zeroes it again)."""
     n, d = x.shape
     T = x.dtype.type
     one = T(1.0)
     dt, dx, K, tolerance = consts
     E, nu, rho, V = params
+    keep = saved.shape[0] > 0
     if d == 3 and corotated:
         polar3_batch(F, rotation, start, stop, tolerance, one)
         polar3_finish(F, rotation, start, stop, tolerance, one)
@@ -613,9 +616,10 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
                                   rho[p], V[p], _actuation2(act, p),
                                   (cable_f[p, 0], cable_f[p, 1]), dt, K, corotated,
                                   exponent, one)
-            saved[p, 0] = m2
-            saved[p, 1], saved[p, 2] = q2
-            saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6] = A2
+            if keep:
+                saved[p, 0] = m2
+                saved[p, 1], saved[p, 2] = q2
+                saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6] = A2
             b0, b1 = _p2g2(x, p, dx, res, m2, q2, A2, acc, chunk)
             b2 = 0
         else:
@@ -625,10 +629,11 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
                                   nu[p], rho[p], V[p], _actuation3(act, p),
                                   (cable_f[p, 0], cable_f[p, 1], cable_f[p, 2]), dt, K,
                                   corotated, exponent, one)
-            saved[p, 0] = m3
-            saved[p, 1], saved[p, 2], saved[p, 3] = q3
-            for k in range(9):
-                saved[p, 4 + k] = A3[k]
+            if keep:
+                saved[p, 0] = m3
+                saved[p, 1], saved[p, 2], saved[p, 3] = q3
+                (saved[p, 4], saved[p, 5], saved[p, 6], saved[p, 7], saved[p, 8], saved[p, 9],
+                 saved[p, 10], saved[p, 11], saved[p, 12]) = A3
             b0, b1, b2 = _p2g3(x, p, dx, res, m3, q3, A3, acc, chunk)
         lo0, hi0 = min(lo0, b0), max(hi0, b0 + 3)
         lo1, hi1 = min(lo1, b1), max(hi1, b1 + 3)

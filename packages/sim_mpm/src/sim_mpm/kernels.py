@@ -170,9 +170,10 @@ def _layer_args(s: _Static) -> tuple:
 
 
 def _to_grid(c: StepConstants, state: MPMState, action, params: dict, dt: float,
-             parallel: bool) -> dict:
+             parallel: bool, *, keep: bool) -> dict:
     """Pass 1 (stresses and P2G) and pass 2 (grid update and boundaries); returns what G2P
-    and the adjoint read (grid arrays live in the workspace until the next call)."""
+    and the adjoint read (grid arrays live in the workspace until the next call); ``keep``
+    keeps each particle's P2G inputs for the adjoint."""
     s = _static(c)
     ws = s.workspace
     dtype = c.dtype
@@ -193,7 +194,7 @@ def _to_grid(c: StepConstants, state: MPMState, action, params: dict, dt: float,
     consts = (dtype.type(dt), dx, K, tolerance)
     corotated = c.material == "corotated"
     rotation = ws.get("rotation", (9, n if d == 3 and corotated else 1), dtype)
-    saved = ws.get("saved", (n, 1 + d + d * d), dtype)
+    saved = ws.get("saved" if keep else "not_saved", (n if keep else 0, 1 + d + d * d), dtype)
     box = ws.get("box", (chunks, 2, d), np.int64)
     acc = ws.accumulator("acc", (chunks, nodes, d + 1), dtype)
     params = (params["youngs_modulus"], params["poissons_ratio"], params["density"],
@@ -221,7 +222,7 @@ def substep(c: StepConstants, state: MPMState, action, params: dict, dt: float, 
     """Same contract as :func:`sim_mpm.step.substep` (NumPy arrays); ``parallel`` selects
     the multithreaded builds."""
     state = _contiguous(state)
-    g = _to_grid(c, state, action, params, dt, parallel)
+    g = _to_grid(c, state, action, params, dt, parallel, keep=False)
     dx, K, _ = _static(c).consts
     new_x, new_v, new_C, new_F = grid_to_particles.pick(parallel)(
         state.particle_x, state.particle_F, g["grid_v"], dx, c.grid_resolution, g["consts"][0],
@@ -234,7 +235,7 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
     """Same contract as :func:`sim_mpm.step.substep_vjp` (NumPy arrays)."""
     state = _contiguous(state)
     g_next = _contiguous(g_next)
-    g = _to_grid(c, state, action, params, dt, parallel)
+    g = _to_grid(c, state, action, params, dt, parallel, keep=True)
     s = _static(c)
     ws = s.workspace
     dtype = c.dtype
