@@ -1,9 +1,13 @@
 """Grid passes of the numba kernels: momentum to velocity, boundary projections, adjoints.
 
-They run only over the box of nodes the particles' stencils touch (recorded by P2G): nodes
-outside it receive no mass, so whatever the workspace holds there never reaches a particle.
-The per-chunk accumulators that P2G and the G2P adjoint scatter into are summed here in
-chunk order and zeroed behind the read, so no pass clears the whole grid.
+Each is one loop over the box of nodes the particles' stencils touch (recorded by P2G):
+nodes outside it receive no mass, so whatever the buffers hold there never reaches a
+particle. The per-chunk accumulators that P2G and the G2P adjoint scatter into are summed
+here in chunk order and zeroed behind the read, so no pass clears the whole grid.
+
+The boundary layers (:mod:`sim_mpm.boundaries`) are applied per node, in layer order,
+through a table from each node to its boundary entries (``entry_start``, CSR), so the
+pass costs the node box and not every wall node of the grid (73k in a 64³ box).
 """
 
 from __future__ import annotations
@@ -13,14 +17,29 @@ import numpy as np
 
 from ._particle_kernels import Kernel
 
-__all__ = ["box_rows", "grid_update", "project", "project_vjp", "sum_chunks", "grid_update_vjp"]
+__all__ = ["box_rows", "boundary_table", "grid_pass", "grid_pass_vjp"]
+
+# inlined into grid_pass / grid_pass_vjp
+_inline = numba.njit(cache=True, error_model="numpy", inline="always")
+
+
+def boundary_table(node_index: np.ndarray, layer_start: np.ndarray, node_count: int):
+    """(entry_start (node_count + 1,), order (entries,)): the boundary entries of node i
+    are order[entry_start[i]:entry_start[i + 1]], in layer order.
+
+    node_index: node of each entry, layer after layer; layer_start: first entry of each
+    layer, then the entry count."""
+    layer = np.repeat(np.arange(len(layer_start) - 1), np.diff(layer_start))
+    order = np.lexsort((layer, node_index)).astype(np.int64)
+    counts = np.bincount(node_index, minlength=node_count)
+    entry_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return entry_start, order
 
 
 @numba.njit(cache=True, error_model="numpy")
 def box_rows(box, strides):
     """(flat index of the first node of every row along the last axis, row length) of the
-    node box lo ≤ cell < hi covering every chunk's box[chunk] = (lo (d,), hi (d,)); also
-    returns the covering (lo, hi)."""
+    node box lo ≤ cell < hi covering every chunk's box[chunk] = (lo (d,), hi (d,))."""
     d = box.shape[2]
     lo = box[0, 0].copy()
     hi = box[0, 1].copy()
@@ -46,12 +65,91 @@ def box_rows(box, strides):
             flat += (lo[k] + rest % extent) * strides[k]
             rest //= extent
         row_start[r] = flat
-    return row_start, hi[d - 1] - lo[d - 1], lo, hi
+    return row_start, hi[d - 1] - lo[d - 1]
 
 
-def _grid_update(acc, gravity, dt, grid_v, grid_v_free, inv_m, row_start, row_length):
-    """Sum the chunks' (momentum, mass) in acc (chunks, nodes, d + 1), then velocity plus
-    gravity where the mass is positive; zeroes acc behind it."""
+@_inline
+def _project_node(grid_v, i, entries, entry_start, normal, kinds, frictions, inputs):
+    """Node i's boundary entries in order (see sim_mpm.boundaries), recording each entry's
+    input velocity in ``inputs`` for the adjoint."""
+    d = grid_v.shape[1]
+    zero = grid_v.dtype.type(0.0)
+    one = grid_v.dtype.type(1.0)
+    for j in range(entry_start[i], entry_start[i + 1]):
+        e = entries[j]
+        kind = kinds[e]
+        vn = zero
+        for a in range(d):
+            inputs[e, a] = grid_v[i, a]
+            vn += grid_v[i, a] * normal[e, a]
+        if kind == 0:
+            for a in range(d):
+                grid_v[i, a] = zero
+        elif kind == 1 or (kind == 2 and vn < 0):
+            for a in range(d):
+                grid_v[i, a] -= vn * normal[e, a]
+        elif kind == 3 and vn < 0:
+            speed2 = zero
+            for a in range(d):
+                vt = grid_v[i, a] - vn * normal[e, a]
+                speed2 += vt * vt
+            speed = np.sqrt(speed2)
+            safe = speed if speed > 0 else one
+            scale = max(zero, one + frictions[e] * vn / safe)
+            for a in range(d):
+                grid_v[i, a] = (grid_v[i, a] - vn * normal[e, a]) * scale
+
+
+@_inline
+def _project_node_vjp(g, i, entries, entry_start, normal, kinds, frictions, inputs):
+    """Adjoint of :func:`_project_node`, in place on g = ∂L/∂(grid v), entries in reverse."""
+    d = g.shape[1]
+    zero = g.dtype.type(0.0)
+    one = g.dtype.type(1.0)
+    for j in range(entry_start[i + 1] - 1, entry_start[i] - 1, -1):
+        e = entries[j]
+        kind = kinds[e]
+        mu = frictions[e]
+        vn = zero
+        gn = zero
+        for a in range(d):
+            vn += inputs[e, a] * normal[e, a]
+            gn += g[i, a] * normal[e, a]
+        if kind == 0:
+            for a in range(d):
+                g[i, a] = zero
+        elif kind == 1 or (kind == 2 and vn < 0):
+            for a in range(d):
+                g[i, a] -= gn * normal[e, a]
+        elif kind == 3 and vn < 0:
+            speed2 = zero
+            g_vt = zero
+            for a in range(d):
+                vt = inputs[e, a] - vn * normal[e, a]
+                speed2 += vt * vt
+                g_vt += g[i, a] * vt
+            speed = np.sqrt(speed2)
+            safe = speed if speed > 0 else one
+            scale = one + mu * vn / safe
+            for a in range(d):
+                if scale > 0:
+                    tangent = (inputs[e, a] - vn * normal[e, a]) / safe
+                    g[i, a] = (scale * (g[i, a] - gn * normal[e, a])
+                               + mu * g_vt * (normal[e, a] / safe
+                                              - vn * tangent / (safe * safe)))
+                else:
+                    g[i, a] = zero
+
+
+def _grid_pass(acc, box, strides, gravity, dt, grid_v, grid_v_free, inv_m, boundary,
+               inputs):
+    """The grid part of a substep over the node box of every chunk's ``box``: sum the
+    chunks' (momentum, mass) in acc (chunks, nodes, d + 1) and zero it, velocity plus
+    gravity where the mass is positive, then the node's boundary entries; boundary =
+    (entries, entry_start, normal, kinds, frictions) per entry. Returns the box rows
+    (row_start, row_length) for the adjoint."""
+    row_start, row_length = box_rows(box, strides)
+    entries, entry_start, normal, kinds, frictions = boundary
     d = grid_v.shape[1]
     zero = inv_m.dtype.type(0.0)
     one = inv_m.dtype.type(1.0)
@@ -73,108 +171,21 @@ def _grid_update(acc, gravity, dt, grid_v, grid_v_free, inv_m, row_start, row_le
                 vf = mv * inv
                 grid_v_free[i, a] = vf
                 grid_v[i, a] = vf + dt * gravity[a] if m > 0 else zero
+            _project_node(grid_v, i, entries, entry_start, normal, kinds, frictions, inputs)
+    return row_start, row_length
 
 
-grid_update = Kernel(_grid_update)
+grid_pass = Kernel(_grid_pass)
 
 
-@numba.njit(cache=True, error_model="numpy", inline="always")
-def _in_box(node_cell, e, lo, hi):
-    """Whether boundary entry e's node lies in the node box lo ≤ cell < hi."""
-    for k in range(lo.shape[0]):
-        if node_cell[e, k] < lo[k] or node_cell[e, k] >= hi[k]:
-            return False
-    return True
-
-
-def _project(grid_v, node_index, node_cell, normal, start, kinds, frictions, inputs, lo, hi):
-    """Apply the boundary layers in order (see sim_mpm.boundaries), recording each entry's
-    input velocity in ``inputs`` for the adjoint."""
-    d = grid_v.shape[1]
-    zero = grid_v.dtype.type(0.0)
-    one = grid_v.dtype.type(1.0)
-    for layer in range(kinds.shape[0]):
-        kind = kinds[layer]
-        mu = frictions[layer]
-        for e in numba.prange(start[layer], start[layer + 1]):
-            if not _in_box(node_cell, e, lo, hi):
-                continue
-            i = node_index[e]
-            vn = zero
-            for a in range(d):
-                inputs[e, a] = grid_v[i, a]
-                vn += grid_v[i, a] * normal[e, a]
-            if kind == 0:
-                for a in range(d):
-                    grid_v[i, a] = zero
-            elif kind == 1 or (kind == 2 and vn < 0):
-                for a in range(d):
-                    grid_v[i, a] -= vn * normal[e, a]
-            elif kind == 3 and vn < 0:
-                speed2 = zero
-                for a in range(d):
-                    vt = grid_v[i, a] - vn * normal[e, a]
-                    speed2 += vt * vt
-                speed = np.sqrt(speed2)
-                safe = speed if speed > 0 else one
-                scale = max(zero, one + mu * vn / safe)
-                for a in range(d):
-                    grid_v[i, a] = (grid_v[i, a] - vn * normal[e, a]) * scale
-
-
-project = Kernel(_project)
-
-
-def _project_vjp(g, node_index, node_cell, normal, start, kinds, frictions, inputs, lo, hi):
-    """Adjoint of _project, in place on g = ∂L/∂(grid v), layers in reverse order."""
-    d = g.shape[1]
-    zero = g.dtype.type(0.0)
-    one = g.dtype.type(1.0)
-    for layer in range(kinds.shape[0] - 1, -1, -1):
-        kind = kinds[layer]
-        mu = frictions[layer]
-        for e in numba.prange(start[layer], start[layer + 1]):
-            if not _in_box(node_cell, e, lo, hi):
-                continue
-            i = node_index[e]
-            vn = zero
-            gn = zero
-            for a in range(d):
-                vn += inputs[e, a] * normal[e, a]
-                gn += g[i, a] * normal[e, a]
-            if kind == 0:
-                for a in range(d):
-                    g[i, a] = zero
-            elif kind == 1 or (kind == 2 and vn < 0):
-                for a in range(d):
-                    g[i, a] -= gn * normal[e, a]
-            elif kind == 3 and vn < 0:
-                speed2 = zero
-                g_vt = zero
-                for a in range(d):
-                    vt = inputs[e, a] - vn * normal[e, a]
-                    speed2 += vt * vt
-                    g_vt += g[i, a] * vt
-                speed = np.sqrt(speed2)
-                safe = speed if speed > 0 else one
-                scale = one + mu * vn / safe
-                for a in range(d):
-                    if scale > 0:
-                        tangent = (inputs[e, a] - vn * normal[e, a]) / safe
-                        g[i, a] = (scale * (g[i, a] - gn * normal[e, a])
-                                   + mu * g_vt * (normal[e, a] / safe
-                                                  - vn * tangent / (safe * safe)))
-                    else:
-                        g[i, a] = zero
-
-
-project_vjp = Kernel(_project_vjp)
-
-
-def _sum_chunks(g_acc, g_grid_v, row_start, row_length):
-    """g_grid_v = Σ_chunks g_acc[chunk] over the node box; zeroes g_acc behind it."""
+def _grid_pass_vjp(g_acc, grid_v_free, inv_m, boundary, inputs, rows, g_grid_v, g_grid):
+    """Adjoint of :func:`_grid_pass`: per node of its box rows, the chunks' ∂L/∂(grid v) in
+    g_acc summed (zeroing g_acc) into g_grid_v, the boundary adjoints, and g_grid (nodes,
+    d + 1) = ∂L/∂(grid momentum, mass)."""
+    row_start, row_length = rows
+    entries, entry_start, normal, kinds, frictions = boundary
     d = g_grid_v.shape[1]
-    zero = g_grid_v.dtype.type(0.0)
+    zero = inv_m.dtype.type(0.0)
     for r in numba.prange(row_start.shape[0]):
         for i in range(row_start[r], row_start[r] + row_length):
             for a in range(d):
@@ -184,23 +195,13 @@ def _sum_chunks(g_acc, g_grid_v, row_start, row_length):
                     total += g_acc[chunk, i, a]
                     g_acc[chunk, i, a] = zero
                 g_grid_v[i, a] = total
-
-
-sum_chunks = Kernel(_sum_chunks)
-
-
-def _grid_update_vjp(g_grid_v, grid_v_free, inv_m, g_grid, row_start, row_length):
-    """Adjoint of _grid_update over the node box: g_grid (nodes, d + 1) = ∂L/∂(momentum,
-    mass) given g_grid_v = ∂L/∂(velocity before the projections)."""
-    d = g_grid_v.shape[1]
-    zero = inv_m.dtype.type(0.0)
-    for r in numba.prange(row_start.shape[0]):
-        for i in range(row_start[r], row_start[r] + row_length):
-            acc = zero
+            _project_node_vjp(g_grid_v, i, entries, entry_start, normal, kinds, frictions,
+                              inputs)
+            dot = zero
             for a in range(d):
                 g_grid[i, a] = g_grid_v[i, a] * inv_m[i]
-                acc += g_grid_v[i, a] * grid_v_free[i, a]
-            g_grid[i, d] = -acc * inv_m[i]
+                dot += g_grid_v[i, a] * grid_v_free[i, a]
+            g_grid[i, d] = -dot * inv_m[i]
 
 
-grid_update_vjp = Kernel(_grid_update_vjp)
+grid_pass_vjp = Kernel(_grid_pass_vjp)

@@ -21,9 +21,10 @@ its own copy of the grid accumulator, summed in chunk order, so results are dete
 for a given thread count and equal the serial ones to round-off. Serial is the default of
 :class:`sim_mpm.MPMSimulator`; see its ``parallel`` option.
 
-Intermediates (grid fields, per-chunk accumulators, per-particle scratch) live in a
-workspace per model, reused across calls: fresh multi-megabyte arrays every substep cost
-more in page faults than the arithmetic. Returned arrays are always new, so steps stay
+Intermediates (grid fields, per-chunk accumulators, per-particle scratch) live in buffers
+per model, particle count and thread count, reused across calls: fresh multi-megabyte
+arrays every substep cost more in page faults than the arithmetic, and looking each one up
+cost more than the kernels of a small scene. Returned arrays are always new, so steps stay
 pure, but one simulator must not be stepped from two threads at once.
 """
 
@@ -35,14 +36,7 @@ import weakref
 import numba
 import numpy as np
 
-from ._grid_kernels import (
-    box_rows,
-    grid_update,
-    grid_update_vjp,
-    project,
-    project_vjp,
-    sum_chunks,
-)
+from ._grid_kernels import boundary_table, grid_pass, grid_pass_vjp
 from ._particle_kernels import (
     grid_to_particles,
     grid_to_particles_vjp,
@@ -56,66 +50,59 @@ from .step import StepConstants
 __all__ = ["substep", "substep_vjp"]
 
 
-class _Workspace:
-    """Grid-sized and per-particle scratch arrays reused across calls.
+class _Buffers:
+    """Scratch arrays of one model for n particles and a chunk count (see module docstring).
 
-    Results returned to callers are always fresh arrays; only intermediates live here, so a
-    simulator must not be stepped from two threads at once.
+    ``acc`` and ``g_acc`` are scatter targets that the grid passes zero again behind them;
+    ``dirty`` names those a step left behind unfinished (an exception or KeyboardInterrupt
+    between two kernels), which the next use clears.
     """
 
-    def __init__(self):
-        self._arrays: dict[str, np.ndarray] = {}
-        self._dirty: set[str] = set()
+    def __init__(self, c: StepConstants, n: int, chunks: int, entries: int):
+        d, nodes, dtype = c.dim, c.node_count, c.dtype
+        self.bounds = (np.arange(chunks + 1, dtype=np.int64) * n) // chunks
+        rows = n if d == 3 and c.material == "corotated" else 1
+        self.rotation = np.empty((9, rows), dtype=dtype)
+        self.saved = np.empty((n, 1 + d + d * d), dtype=dtype)
+        self.not_saved = np.empty((0, 1 + d + d * d), dtype=dtype)
+        self.gathered = np.empty_like(self.saved)
+        self.box = np.empty((chunks, 2, d), dtype=np.int64)
+        self.acc = np.zeros((chunks, nodes, d + 1), dtype=dtype)
+        self.g_acc = np.zeros((chunks, nodes, d), dtype=dtype)
+        self.grid_v = np.empty((nodes, d), dtype=dtype)
+        self.grid_v_free = np.empty((nodes, d), dtype=dtype)
+        self.inv_m = np.empty(nodes, dtype=dtype)
+        self.g_grid_v = np.empty((nodes, d), dtype=dtype)
+        self.g_grid = np.empty((nodes, d + 1), dtype=dtype)
+        self.inputs = np.empty((entries, d), dtype=dtype)
+        self.g_act = np.empty((chunks, c.n_stress + 1), dtype=dtype)
+        self.no_cable_force = np.zeros((n, d), dtype=dtype)
+        self.dirty: set[str] = set()
 
-    def get(self, name: str, shape: tuple, dtype) -> np.ndarray:
-        """A scratch array of this shape and dtype (contents undefined)."""
-        array = self._arrays.get(name)
-        if array is None or array.shape != shape or array.dtype != dtype:
-            array = np.empty(shape, dtype=dtype)
-            self._arrays[name] = array
-        return array
-
-    def zeros(self, name: str, shape: tuple, dtype) -> np.ndarray:
-        """A zero array that no kernel writes to (allocated once)."""
-        array = self._arrays.get(name)
-        if array is None or array.shape != shape or array.dtype != dtype:
-            array = self._arrays[name] = np.zeros(shape, dtype=dtype)
-        return array
-
-    def accumulator(self, name: str, shape: tuple, dtype) -> np.ndarray:
-        """A zero array for a scatter whose consumer zeroes it again (then call ``settle``).
-
-        One left dirty by an interrupted step (KeyboardInterrupt between the two kernels) is
-        cleared here, so a later step never adds to stale sums.
-        """
-        array = self._arrays.get(name)
-        if array is None or array.shape != shape or array.dtype != dtype:
-            array = np.zeros(shape, dtype=dtype)
-            self._arrays[name] = array
-        elif name in self._dirty:
+    def scatter_target(self, name: str) -> np.ndarray:
+        """``acc`` or ``g_acc``, zero; call :meth:`settle` once its grid pass has run."""
+        array = getattr(self, name)
+        if name in self.dirty:
             array.fill(0)
-        self._dirty.add(name)
+        self.dirty.add(name)
         return array
 
-    def settle(self, *names: str) -> None:
-        """Mark accumulators as zero again (their consumer kernel has cleared them)."""
-        self._dirty.difference_update(names)
+    def settle(self, name: str) -> None:
+        """Mark a scatter target zero again (its grid pass has cleared it)."""
+        self.dirty.discard(name)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Static:
-    """What the kernels need of a model that never changes, in their layout."""
+    """What the kernels need of a model that never changes, in their layout, and the
+    buffers per (particle count, chunk count)."""
 
     actuator_row: np.ndarray  # stress actuator + 1 per particle (0: none), (n,)
     actuator_axes: np.ndarray  # axis masks with a zero row first, (n_stress + 1, d)
-    node_index: np.ndarray  # boundary layers: node of each entry
-    node_cell: np.ndarray  # ... its cell (entries, d)
-    normal: np.ndarray  # ... its outward normal (entries, d)
-    layer_start: np.ndarray  # first entry of each layer, (layers + 1,)
-    kinds: np.ndarray  # projection kind per layer
-    frictions: np.ndarray  # Coulomb μ per layer
+    boundary: tuple  # entries by node (see boundary_table), then per entry normal, kind, μ
     consts: tuple  # Δx [m], K = 4/Δx² [1/m²], polar tolerance (squared), model dtype
-    workspace: _Workspace
+    corotated: bool
+    buffers: dict
 
 
 def _build_static(c: StepConstants) -> _Static:
@@ -128,21 +115,20 @@ def _build_static(c: StepConstants) -> _Static:
     else:
         node_index = np.zeros(0, dtype=np.int64)
         normal = np.zeros((0, c.dim), dtype=dtype)
-    node_cell = np.ascontiguousarray(
-        np.stack(np.unravel_index(node_index, (c.grid_resolution,) * c.dim), axis=1),
-        dtype=np.int64).reshape(-1, c.dim)
+    entry_start, entries = boundary_table(
+        node_index, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), c.node_count)
     axes = np.zeros((c.n_stress + 1, c.dim), dtype=dtype)
     axes[1:] = c.actuator_axes
     eps = np.finfo(dtype).eps
     return _Static(
         actuator_row=np.ascontiguousarray(c.actuator_index + 1, dtype=np.int64),
-        actuator_axes=axes, node_index=node_index, node_cell=node_cell,
-        normal=np.ascontiguousarray(normal),
-        layer_start=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-        kinds=np.array([layer.kind for layer in layers], dtype=np.int64),
-        frictions=np.array([layer.friction for layer in layers], dtype=dtype),
+        actuator_axes=axes,
+        boundary=(entries, entry_start, np.ascontiguousarray(normal),
+                  np.repeat(np.array([layer.kind for layer in layers], dtype=np.int64), sizes),
+                  np.repeat(np.array([layer.friction for layer in layers], dtype=dtype),
+                            sizes)),
         consts=(dtype.type(c.dx), dtype.type(4.0 / c.dx**2), dtype.type((4 * eps) ** 2)),
-        workspace=_Workspace())
+        corotated=c.material == "corotated", buffers={})
 
 
 _STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -155,121 +141,96 @@ def _static(c: StepConstants) -> _Static:
     return static
 
 
-def _chunk_bounds(n: int, chunks: int) -> np.ndarray:
-    """First particle of each of ``chunks`` near-equal chunks, then n; shape (chunks + 1,)."""
-    return (np.arange(chunks + 1, dtype=np.int64) * n) // chunks
-
-
-def _contiguous(state: MPMState) -> MPMState:
-    return MPMState(*(np.ascontiguousarray(a) for a in (
-        state.particle_x, state.particle_v, state.particle_F, state.particle_C)))
-
-
-def _layer_args(s: _Static) -> tuple:
-    return s.node_index, s.node_cell, s.normal, s.layer_start, s.kinds, s.frictions
-
-
-def _to_grid(c: StepConstants, state: MPMState, action, params: dict, dt: float,
-             parallel: bool, *, keep: bool) -> dict:
-    """Pass 1 (stresses and P2G) and pass 2 (grid update and boundaries); returns what G2P
-    and the adjoint read (grid arrays live in the workspace until the next call); ``keep``
-    keeps each particle's P2G inputs for the adjoint."""
-    s = _static(c)
-    ws = s.workspace
-    dtype = c.dtype
-    x = state.particle_x
-    n, d = x.shape
-    nodes = c.node_count
+def _buffers(c: StepConstants, s: _Static, n: int, parallel: bool) -> _Buffers:
     chunks = numba.get_num_threads() if parallel else 1
-    bounds = _chunk_bounds(n, chunks)
+    buffers = s.buffers.get((n, chunks))
+    if buffers is None:
+        buffers = s.buffers[n, chunks] = _Buffers(c, n, chunks, s.boundary[0].shape[0])
+    return buffers
+
+
+def _contiguous(*arrays) -> tuple:
+    return tuple(a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays)
+
+
+def _to_grid(c: StepConstants, s: _Static, b: _Buffers, arrays: tuple, action, params: tuple,
+             dt, parallel: bool, *, keep: bool):
+    """Pass 1 (stresses and P2G) and pass 2 (grid update and boundaries) of the state
+    ``arrays`` = (x, v, F, C) into the buffers; returns (act, consts, cable signals, box
+    rows) for G2P and the adjoint. ``keep`` keeps each particle's P2G inputs for the
+    adjoint."""
+    dtype = c.dtype
+    x = arrays[0]
     action = np.asarray(action, dtype=dtype)
-    stress_signals, cable_signals = action[: c.n_stress], action[c.n_stress:]
-    scale = np.concatenate([np.zeros(1, dtype=dtype), stress_signals * c.actuator_max_stress])
-    act = (s.actuator_row, scale.astype(dtype), s.actuator_axes)
-    if c.cables:
-        cable_f = cable_forces(np, x, cable_signals, c.cables)
-    else:
-        cable_f = ws.zeros("no_cable_force", (n, d), dtype)
+    scale = np.zeros(c.n_stress + 1, dtype=dtype)
+    np.multiply(action[: c.n_stress], c.actuator_max_stress, out=scale[1:])
+    act = (s.actuator_row, scale, s.actuator_axes)
+    cable_signals = action[c.n_stress:]
+    cable_f = (cable_forces(np, x, cable_signals, c.cables) if c.cables
+               else b.no_cable_force)
     dx, K, tolerance = s.consts
     consts = (dtype.type(dt), dx, K, tolerance)
-    corotated = c.material == "corotated"
-    rotation = ws.get("rotation", (9, n if d == 3 and corotated else 1), dtype)
-    saved = ws.get("saved" if keep else "not_saved", (n if keep else 0, 1 + d + d * d), dtype)
-    box = ws.get("box", (chunks, 2, d), np.int64)
-    acc = ws.accumulator("acc", (chunks, nodes, d + 1), dtype)
-    params = (params["youngs_modulus"], params["poissons_ratio"], params["density"],
-              params["volume"])
+    acc = b.scatter_target("acc")
     particles_to_grid.pick(parallel)(
-        x, state.particle_v, state.particle_F, state.particle_C, params, act, cable_f, consts,
-        c.grid_resolution, corotated, c.exponent, rotation, saved, acc, box, bounds)
-    row_start, row_length, lo, hi = box_rows(box, c.strides)
-    grid_v, grid_v_free = ws.get("grid_v", (nodes, d), dtype), ws.get("grid_v_free", (nodes, d),
-                                                                      dtype)
-    inv_m = ws.get("inv_m", (nodes,), dtype)
-    grid_update.pick(parallel)(acc, c.gravity, consts[0], grid_v, grid_v_free, inv_m,
-                                    row_start, row_length)
-    ws.settle("acc")
-    inputs = ws.get("inputs", (s.node_index.shape[0], d), dtype)
-    project.pick(parallel)(grid_v, *_layer_args(s), inputs, lo, hi)
-    return dict(params=params, act=act, consts=consts, corotated=corotated, rotation=rotation,
-                saved=saved, bounds=bounds, chunks=chunks, cable_signals=cable_signals,
-                grid_v=grid_v, grid_v_free=grid_v_free, inv_m=inv_m, inputs=inputs, lo=lo,
-                hi=hi, row_start=row_start, row_length=row_length)
+        *arrays, params, act, cable_f, consts, c.grid_resolution, s.corotated, c.exponent,
+        b.rotation, b.saved if keep else b.not_saved, acc, b.box, b.bounds)
+    rows = grid_pass.pick(parallel)(acc, b.box, c.strides, c.gravity, consts[0], b.grid_v,
+                                    b.grid_v_free, b.inv_m, s.boundary, b.inputs)
+    b.settle("acc")
+    return act, consts, cable_signals, rows
+
+
+def _params(params: dict) -> tuple:
+    return (params["youngs_modulus"], params["poissons_ratio"], params["density"],
+            params["volume"])
 
 
 def substep(c: StepConstants, state: MPMState, action, params: dict, dt: float, *,
             parallel: bool = False) -> MPMState:
     """Same contract as :func:`sim_mpm.step.substep` (NumPy arrays); ``parallel`` selects
     the multithreaded builds."""
-    state = _contiguous(state)
-    g = _to_grid(c, state, action, params, dt, parallel, keep=False)
-    dx, K, _ = _static(c).consts
+    arrays = _contiguous(state.particle_x, state.particle_v, state.particle_F, state.particle_C)
+    s = _static(c)
+    b = _buffers(c, s, arrays[0].shape[0], parallel)
+    _, consts, _, _ = _to_grid(c, s, b, arrays, action, _params(params), dt, parallel,
+                               keep=False)
+    dt_t, dx, K, _ = consts
     new_x, new_v, new_C, new_F = grid_to_particles.pick(parallel)(
-        state.particle_x, state.particle_F, g["grid_v"], dx, c.grid_resolution, g["consts"][0],
-        K, g["bounds"])
+        arrays[0], arrays[2], b.grid_v, dx, c.grid_resolution, dt_t, K, b.bounds)
     return MPMState(new_x, new_v, new_F, new_C)
 
 
 def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
                 g_next: MPMState, *, parallel: bool = False):
     """Same contract as :func:`sim_mpm.step.substep_vjp` (NumPy arrays)."""
-    state = _contiguous(state)
-    g_next = _contiguous(g_next)
-    g = _to_grid(c, state, action, params, dt, parallel, keep=True)
+    arrays = _contiguous(state.particle_x, state.particle_v, state.particle_F, state.particle_C)
+    g_arrays = _contiguous(g_next.particle_x, g_next.particle_v, g_next.particle_F,
+                           g_next.particle_C)
     s = _static(c)
-    ws = s.workspace
-    dtype = c.dtype
-    x = state.particle_x
-    n, d = x.shape
-    nodes = c.node_count
-    dt_t, dx, K, _ = g["consts"]
+    x = arrays[0]
+    b = _buffers(c, s, x.shape[0], parallel)
+    params = _params(params)
+    act, consts, cable_signals, rows = _to_grid(c, s, b, arrays, action, params, dt, parallel,
+                                                keep=True)
+    dt_t, dx, K, _ = consts
     res = c.grid_resolution
-    g_acc = ws.accumulator("g_acc", (g["chunks"], nodes, d), dtype)
-    g_x, g_F = grid_to_particles_vjp.pick(parallel)(
-        x, state.particle_F, g["grid_v"], (g_next.particle_x, g_next.particle_v,
-                                           g_next.particle_F, g_next.particle_C),
-        dx, res, dt_t, K, g_acc, g["bounds"])
-    g_grid_v = ws.get("g_grid_v", (nodes, d), dtype)
-    sum_chunks.pick(parallel)(g_acc, g_grid_v, g["row_start"], g["row_length"])
-    ws.settle("g_acc")
-    project_vjp.pick(parallel)(g_grid_v, *_layer_args(s), g["inputs"], g["lo"],
-                                          g["hi"])
-    g_grid = ws.get("g_grid", (nodes, d + 1), dtype)
-    grid_update_vjp.pick(parallel)(g_grid_v, g["grid_v_free"], g["inv_m"], g_grid,
-                                             g["row_start"], g["row_length"])
-    g_act = ws.get("g_act", (g["chunks"], c.n_stress + 1), dtype)
+    g_acc = b.scatter_target("g_acc")
+    g_x, g_F = grid_to_particles_vjp.pick(parallel)(x, arrays[2], b.grid_v, g_arrays, dx, res,
+                                                    dt_t, K, g_acc, b.bounds)
+    grid_pass_vjp.pick(parallel)(g_acc, b.grid_v_free, b.inv_m, s.boundary, b.inputs, rows,
+                                 b.g_grid_v, b.g_grid)
+    b.settle("g_acc")
     g_v, g_C, g_E, g_nu, g_rho, g_V, g_momentum = particles_to_grid_vjp.pick(parallel)(
-        x, state.particle_v, state.particle_F, state.particle_C, g["params"], g["act"],
-        g["consts"], res, g["corotated"], c.exponent, g["rotation"], g["saved"], g_grid, g_x,
-        g_F, g_act, ws.get("gathered", g["saved"].shape, dtype), g["bounds"])
-    g_stress = g_act.sum(axis=0)[1:] * c.actuator_max_stress
+        *arrays, params, act, consts, res, s.corotated, c.exponent, b.rotation, b.saved,
+        b.g_grid, g_x, g_F, b.g_act, b.gathered, b.bounds)
+    g_stress = b.g_act.sum(axis=0)[1:] * c.actuator_max_stress
     if c.cables:
-        g_x_cable, g_cable = cable_forces_vjp(np, x, g["cable_signals"], c.cables,
+        g_x_cable, g_cable = cable_forces_vjp(np, x, cable_signals, c.cables,
                                               dt_t * g_momentum)
         g_x += g_x_cable
+        g_action = np.concatenate([g_stress, g_cable]).astype(c.dtype)
     else:
-        g_cable = np.zeros(0, dtype=dtype)
+        g_action = g_stress.astype(c.dtype)
     g_params = {"youngs_modulus": g_E, "poissons_ratio": g_nu, "density": g_rho,
                 "volume": g_V}
-    return (MPMState(g_x, g_v, g_F, g_C), np.concatenate([g_stress, g_cable]).astype(dtype),
-            g_params)
+    return MPMState(g_x, g_v, g_F, g_C), g_action, g_params
