@@ -531,56 +531,59 @@ def _rotation3(rotation, p):
 @_inline
 def _p2g2(x, p, dx, res, m, q, A, acc, chunk):
     """Scatter particle p's mass and momentum (2D) into acc[chunk]; returns its base node."""
-    T = x.dtype.type
     b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
     b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
     a00, a01, a10, a11 = A
-    e0 = q[0] - dx * (a00 * f0 + a01 * f1)
-    e1 = q[1] - dx * (a10 * f0 + a11 * f1)
     c00, c10, c01, c11 = dx * a00, dx * a10, dx * a01, dx * a11
+    u0 = q[0] - (c00 * f0 + c01 * f1)
+    u1 = q[1] - (c10 * f0 + c11 * f1)
     for i0 in range(3):
         w0 = _pick3(i0, wa0, wa1, wa2)
-        u0 = e0 + T(i0) * c00
-        u1 = e1 + T(i0) * c10
+        n0, n1 = u0, u1
         row = (b0 + i0) * res + b1
         for i1 in range(3):
             wt = w0 * _pick3(i1, wb0, wb1, wb2)
             i = row + i1
-            acc[chunk, i, 0] += wt * (u0 + T(i1) * c01)
-            acc[chunk, i, 1] += wt * (u1 + T(i1) * c11)
+            acc[chunk, i, 0] += wt * n0
+            acc[chunk, i, 1] += wt * n1
             acc[chunk, i, 2] += wt * m
+            n0, n1 = n0 + c01, n1 + c11
+        u0, u1 = u0 + c00, u1 + c10
     return b0, b1
 
 
 @_inline
 def _p2g3(x, p, dx, res, m, q, A, acc, chunk):
     """Scatter particle p's mass and momentum (3D) into acc[chunk]; returns its base node."""
-    T = x.dtype.type
     b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
     b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
     b2, f2, wc0, wc1, wc2, _, _, _ = _axis(x, p, 2, dx, res)
     a00, a01, a02, a10, a11, a12, a20, a21, a22 = A
-    e0 = q[0] - dx * (a00 * f0 + a01 * f1 + a02 * f2)
-    e1 = q[1] - dx * (a10 * f0 + a11 * f1 + a12 * f2)
-    e2 = q[2] - dx * (a20 * f0 + a21 * f1 + a22 * f2)
+    # the node value momentum + A o steps by Δx A[:, k] along axis k (added, not multiplied
+    # by the index: 0 · c is not folded away without fast-math)
+    c00, c10, c20 = dx * a00, dx * a10, dx * a20
+    c01, c11, c21 = dx * a01, dx * a11, dx * a21
+    c02, c12, c22 = dx * a02, dx * a12, dx * a22
+    u0 = q[0] - (c00 * f0 + c01 * f1 + c02 * f2)
+    u1 = q[1] - (c10 * f0 + c11 * f1 + c12 * f2)
+    u2 = q[2] - (c20 * f0 + c21 * f1 + c22 * f2)
     for i0 in range(3):
         w0 = _pick3(i0, wa0, wa1, wa2)
-        u0 = e0 + T(i0) * dx * a00
-        u1 = e1 + T(i0) * dx * a10
-        u2 = e2 + T(i0) * dx * a20
+        v0, v1, v2 = u0, u1, u2
         for i1 in range(3):
             w01 = w0 * _pick3(i1, wb0, wb1, wb2)
-            v0 = u0 + T(i1) * dx * a01
-            v1 = u1 + T(i1) * dx * a11
-            v2 = u2 + T(i1) * dx * a21
+            n0, n1, n2 = v0, v1, v2
             row = ((b0 + i0) * res + b1 + i1) * res + b2
             for i2 in range(3):
                 wt = w01 * _pick3(i2, wc0, wc1, wc2)
                 i = row + i2
-                acc[chunk, i, 0] += wt * (v0 + T(i2) * dx * a02)
-                acc[chunk, i, 1] += wt * (v1 + T(i2) * dx * a12)
-                acc[chunk, i, 2] += wt * (v2 + T(i2) * dx * a22)
+                acc[chunk, i, 0] += wt * n0
+                acc[chunk, i, 1] += wt * n1
+                acc[chunk, i, 2] += wt * n2
                 acc[chunk, i, 3] += wt * m
+                n0, n1, n2 = n0 + c02, n1 + c12, n2 + c22
+            v0, v1, v2 = v0 + c01, v1 + c11, v2 + c21
+        u0, u1, u2 = u0 + c00, u1 + c10, u2 + c20
     return b0, b1, b2
 
 
@@ -589,7 +592,8 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
                              corotated, exponent, rotation, saved, acc, box):
     """Particle stresses and P2G, one chunk of particles per acc[chunk].
 
-    params = (E, ν, ρ, V) per particle; act: see _actuation2; cable_f (n, d) [N];
+    params = (E, ν, ρ, V) per particle, any float dtype (read in x's); act: see _actuation2;
+    cable_f (n, d) [N];
     consts = (Δt [s], Δx [m], K = 4/Δx², polar tolerance). Fills ``rotation`` (9, n) in
     3D corotated (see polar3_batch), ``saved`` (n, 1 + d + d²) with each particle's mass,
     momentum and affine for the adjoint (skipped when saved has no rows: 13 floats a
@@ -612,8 +616,8 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
         if d == 2:
             f2 = load4(F, p)
             r2 = rotation2(f2, one) if corotated else f2
-            m2, q2, A2 = impulse2(f2, r2, load4(C, p), (v[p, 0], v[p, 1]), E[p], nu[p],
-                                  rho[p], V[p], _actuation2(act, p),
+            m2, q2, A2 = impulse2(f2, r2, load4(C, p), (v[p, 0], v[p, 1]), T(E[p]), T(nu[p]),
+                                  T(rho[p]), T(V[p]), _actuation2(act, p),
                                   (cable_f[p, 0], cable_f[p, 1]), dt, K, corotated,
                                   exponent, one)
             if keep:
@@ -625,8 +629,8 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
         else:
             f3 = load9(F, p)
             r3 = _rotation3(rotation, p) if corotated else f3
-            m3, q3, A3 = impulse3(f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), E[p],
-                                  nu[p], rho[p], V[p], _actuation3(act, p),
+            m3, q3, A3 = impulse3(f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), T(E[p]),
+                                  T(nu[p]), T(rho[p]), T(V[p]), _actuation3(act, p),
                                   (cable_f[p, 0], cable_f[p, 1], cable_f[p, 2]), dt, K,
                                   corotated, exponent, one)
             if keep:
@@ -675,23 +679,21 @@ def _sweep2(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
     inv_dx = T(1.0) / dx
     b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
     b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
-    # u at node i = e + i₀ c₀ + i₁ c₁
+    # u at node i = e + i₀ c₀ + i₁ c₁, stepped by c₀, c₁ (added, not multiplied by the index:
+    # 0 · c is not folded away without fast-math)
     c00, c01, c10, c11 = dx * M[0], dx * M[1], dx * M[2], dx * M[3]
     e0 = base[0] - (c00 * f0 + c01 * f1)
     e1 = base[1] - (c10 * f0 + c11 * f1)
     v0 = v1 = vm = s00 = s01 = s10 = s11 = x0 = x1 = zero  # s_ca = Σ w g_c i_a
+    h0, h1 = e0, e1
     for i0 in range(3):
         w0 = _pick3(i0, wa0, wa1, wa2)
-        h0 = e0 + T(i0) * c00
-        h1 = e1 + T(i0) * c10
+        n0, n1 = h0, h1
         i = (b0 + i0) * res + b1
         r0 = r1 = rm = y0 = y1 = t0 = t1 = zero
         for i1 in range(3):
             w1 = _pick3(i1, wb0, wb1, wb2)
             g0, g1 = field[i + i1, 0], field[i + i1, 1]
-            if scatter or with_dot:
-                n0 = h0 + T(i1) * c01
-                n1 = h1 + T(i1) * c11
             if scatter:
                 wt = w0 * w1
                 target[chunk, i + i1, 0] += wt * n0
@@ -709,6 +711,8 @@ def _sweep2(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
                 t1 += _pick3(i1, db0, db1, db2) * dot
             if with_mass:
                 rm += w1 * field[i + i1, 2]
+            n0, n1 = n0 + c01, n1 + c11
+        h0, h1 = h0 + c00, h1 + c10
         v0 += w0 * r0
         v1 += w0 * r1
         vm += w0 * rm
@@ -742,27 +746,20 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
     e2 = base[2] - (c20 * f0 + c21 * f1 + c22 * f2)
     v0 = v1 = v2 = vm = x0 = x1 = x2 = zero
     s00 = s01 = s02 = s10 = s11 = s12 = s20 = s21 = s22 = zero  # s_ca = Σ w g_c i_a
+    h0, h1, h2 = e0, e1, e2
     for i0 in range(3):
         w0 = _pick3(i0, wa0, wa1, wa2)
-        h0 = e0 + T(i0) * c00
-        h1 = e1 + T(i0) * c10
-        h2 = e2 + T(i0) * c20
+        j0, j1, j2 = h0, h1, h2
         r0 = r1 = r2 = rm = y0 = y1 = y2 = z0 = z1 = z2 = ta = tb = tc = zero
         for i1 in range(3):
             w1 = _pick3(i1, wb0, wb1, wb2)
             w01 = w0 * w1
-            j0 = h0 + T(i1) * c01
-            j1 = h1 + T(i1) * c11
-            j2 = h2 + T(i1) * c21
+            n0, n1, n2 = j0, j1, j2
             i = ((b0 + i0) * res + b1 + i1) * res + b2
             q0 = q1 = q2 = qm = o0 = o1 = o2 = t = tz = zero  # sums over i₂
             for i2 in range(3):
                 w2 = _pick3(i2, wc0, wc1, wc2)
                 g0, g1, g2 = field[i + i2, 0], field[i + i2, 1], field[i + i2, 2]
-                if scatter or with_dot:
-                    n0 = j0 + T(i2) * c02
-                    n1 = j1 + T(i2) * c12
-                    n2 = j2 + T(i2) * c22
                 if scatter:
                     wt = w01 * w2
                     target[chunk, i + i2, 0] += wt * n0
@@ -783,6 +780,8 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
                     tz += _pick3(i2, dc0, dc1, dc2) * dot
                 if with_mass:
                     qm += w2 * field[i + i2, 3]
+                n0, n1, n2 = n0 + c02, n1 + c12, n2 + c22
+            j0, j1, j2 = j0 + c01, j1 + c11, j2 + c21
             r0 += w1 * q0
             r1 += w1 * q1
             r2 += w1 * q2
@@ -814,6 +813,7 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
         x0 += _pick3(i0, da0, da1, da2) * ta
         x1 += w0 * tb
         x2 += w0 * tc
+        h0, h1, h2 = h0 + c00, h1 + c10, h2 + c20
     return ((v0, v1, v2),
             (dx * (s00 - v0 * f0), dx * (s01 - v0 * f1), dx * (s02 - v0 * f2),
              dx * (s10 - v1 * f0), dx * (s11 - v1 * f1), dx * (s12 - v1 * f2),
@@ -1002,7 +1002,7 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
             f2 = load4(F, p)
             r2 = rotation2(f2, one) if corotated else f2
             gf2, gc2, gv2, ge, gn, gr, gvol, ga2 = impulse2_vjp(
-                f2, r2, load4(C, p), (v[p, 0], v[p, 1]), E[p], nu[p], rho[p], V[p],
+                f2, r2, load4(C, p), (v[p, 0], v[p, 1]), T(E[p]), T(nu[p]), T(rho[p]), T(V[p]),
                 _actuation2(act, p), dt, K, corotated, exponent, gathered[p, 0],
                 (gathered[p, 1], gathered[p, 2]),
                 (gathered[p, 3], gathered[p, 4], gathered[p, 5], gathered[p, 6]), one)
@@ -1017,8 +1017,8 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
             f3 = load9(F, p)
             r3 = _rotation3(rotation, p) if corotated else f3
             gf3, gc3, gv3, ge, gn, gr, gvol, ga3 = impulse3_vjp(
-                f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), E[p], nu[p], rho[p],
-                V[p], _actuation3(act, p), dt, K, corotated, exponent, gathered[p, 0],
+                f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), T(E[p]), T(nu[p]), T(rho[p]),
+                T(V[p]), _actuation3(act, p), dt, K, corotated, exponent, gathered[p, 0],
                 (gathered[p, 1], gathered[p, 2], gathered[p, 3]),
                 (gathered[p, 4], gathered[p, 5], gathered[p, 6], gathered[p, 7], gathered[p, 8],
                  gathered[p, 9], gathered[p, 10], gathered[p, 11], gathered[p, 12]), one)
@@ -1037,7 +1037,8 @@ def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, expo
     """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
     (nodes, d + 1): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates ∂L/∂(σ_a along each
     actuator's axes) into g_act[chunk, index + 1] (g_act zeroed here), and returns
-    (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables).
+    (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables; the
+    parameters' in their dtype).
 
     ``rotation`` and ``saved`` are what particles_to_grid filled for the same state;
     ``gathered`` is scratch of saved's shape."""

@@ -138,10 +138,20 @@ class MPMSimulator:
                              f"cable signals), got {action.shape}")
         return action
 
+    def _step_parameters(self, design: dict) -> dict:
+        """Per-particle parameters for the substep: float64 host arrays for the numba
+        kernels, which read them in the model's precision (no conversion per call: it cost
+        as much as a small scene's substep), else :meth:`particle_parameters`."""
+        if self.kernels != "numba":
+            return self.particle_parameters(design)
+        m = self.model
+        return {field: np.asarray(to_host(design.get(name, getattr(m, field))), dtype=np.float64)
+                for name, field in PARTICLE_PARAMETERS.items()}
+
     def step(self, state: MPMState, action, design: dict, dt: float) -> MPMState:
         """One MLS-MPM substep of ``dt`` [s]; pure."""
         return self._substep(self._constants, state, self._check_action(action),
-                                  self.particle_parameters(design), float(dt))
+                             self._step_parameters(design), float(dt))
 
     def step_vjp(self, state: MPMState, action, design: dict, dt: float, g_next: MPMState):
         """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂(next state)."""
@@ -154,9 +164,9 @@ class MPMSimulator:
                                                              g_next.particle_F,
                                                              g_next.particle_C), strict=True)))
         g_state, g_action, g_params = self._substep_vjp(
-            self._constants, state, self._check_action(action), self.particle_parameters(design),
+            self._constants, state, self._check_action(action), self._step_parameters(design),
             float(dt), g_next)
-        g_design = {name: to_host(g_params[field]).astype(np.float64)
+        g_design = {name: np.asarray(to_host(g_params[field]), dtype=np.float64)
                     for name, field in PARTICLE_PARAMETERS.items()}
         return g_state, to_host(g_action).astype(np.float64), g_design
 
