@@ -35,7 +35,7 @@ affine = −Δt K V τ + m C (K = 4/Δx²), as in :func:`sim_mpm.step.particle_i
 The 3D polar rotation uses scaled Newton iterations X ← ½(ζX + X⁻ᵀ/ζ),
 ζ = (‖X⁻¹‖/‖X‖)^½: :func:`polar3_batch` runs a fixed number of them over a range of particles,
 a loop without branches that LLVM vectorizes across particles (about 9x), and
-:func:`polar3_finish` redoes the few that have not converged to round-off and takes the
+:func:`polar3_finish` continues those that have not converged to round-off and takes the
 SVD for inverted particles (det F ≤ 0), so both paths give the reference's R.
 """
 
@@ -144,15 +144,17 @@ def _newton3(x, one):
 
 @_inline
 def polar3_batch(F, R, start, stop, tolerance, one):
-    """R[:, p] = POLAR_BATCH_ITERATIONS Newton steps from F[p] for start ≤ p < stop, or NaN in
-    R[0, p] where they have not converged (last squared change above ``tolerance``) or
-    det F ≤ 0: :func:`polar3_finish` redoes those.
+    """POLAR_BATCH_ITERATIONS Newton steps from F[p] for start ≤ p < stop into R (9, n):
+    R[0, p] = the last step's squared change (+inf where det F ≤ 0), R[1:, p] = the
+    entries R₀₁ … R₂₂ of the iterate. R₀₀ is not stored: for a rotation it equals its
+    cofactor R₁₁R₂₂ − R₁₂R₂₁ (:func:`rotation3`), which leaves room for the convergence
+    measure in nine rows. :func:`polar3_finish` continues the particles whose change
+    exceeds ``tolerance``.
 
-    F: deformation gradients, shape (n, 3, 3); R: shape (9, n), rows = entries of R. Nine
-    stores of unsigned-indexed rows and nothing else: LLVM then vectorizes the loop (more
-    rows exceed its budget of runtime alias checks; a signed index keeps numba's
+    Nine stores of unsigned-indexed rows and nothing else: LLVM then vectorizes the loop
+    (more rows exceed its budget of runtime alias checks; a signed index keeps numba's
     negative-index wraparound, which hides the accesses' bounds from it)."""
-    nan = (one - one) / (one - one)
+    inf = one / (one - one)
     for p in range(np.uint64(start), np.uint64(stop)):
         f = load9(F, p)
         det = f[0] * (f[4] * f[8] - f[5] * f[7]) - f[1] * (f[3] * f[8] - f[5] * f[6]) \
@@ -161,35 +163,48 @@ def polar3_batch(F, R, start, stop, tolerance, one):
         x, _ = _newton3(x, one)
         x, _ = _newton3(x, one)
         x, change = _newton3(x, one)
-        R[0, p] = x[0] if change <= tolerance and det > 0 else nan
+        R[0, p] = change if det > 0 else inf
         R[1, p], R[2, p], R[3, p], R[4, p], R[5, p], R[6, p], R[7, p], R[8, p] = x[1:]
 
 
 @_inline
+def rotation3(R, p):
+    """Particle p's rotation from the (9, n) array of :func:`polar3_batch` (R₀₀ from its
+    cofactor), row-major."""
+    r01, r02, r10, r11, r12, r20, r21, r22 = (R[1, p], R[2, p], R[3, p], R[4, p], R[5, p],
+                                              R[6, p], R[7, p], R[8, p])
+    return r11 * r22 - r12 * r21, r01, r02, r10, r11, r12, r20, r21, r22
+
+
+@_inline
 def polar3_finish(F, R, start, stop, tolerance, one):
-    """Redo the particles :func:`polar3_batch` flagged: the polar iteration until the squared
-    change is below ``tolerance``, or the SVD (det R = +1) for inverted ones (det F ≤ 0)."""
+    """Continue the polar iteration of the particles :func:`polar3_batch` left above
+    ``tolerance`` until their squared change is below it (from the batch's iterate: a
+    few steps at large strains), and take the SVD (det R = +1) for inverted ones
+    (det F ≤ 0)."""
+    zero = one - one
     for p in range(start, stop):
-        if R[0, p] == R[0, p]:
+        if R[0, p] <= tolerance:
             continue
-        x = load9(F, p)
-        det = x[0] * (x[4] * x[8] - x[5] * x[7]) - x[1] * (x[3] * x[8] - x[5] * x[6]) \
-            + x[2] * (x[3] * x[7] - x[4] * x[6])
-        if det <= 0:
+        if R[0, p] == one / zero:
             U, _, Vt = np.linalg.svd(F[p].astype(np.float64))
             Q = U @ Vt
             if np.linalg.det(Q) < 0:
                 for i in range(3):
                     U[i, 2] = -U[i, 2]
                 Q = U @ Vt
-            for k in range(9):
+            for k in range(1, 9):
                 R[k, p] = Q[k // 3, k % 3]
+            R[0, p] = zero
             continue
+        x = rotation3(R, p)
+        change = R[0, p]
         for _ in range(60):
             x, change = _newton3(x, one)
             if change <= tolerance:
                 break
-        R[0, p], R[1, p], R[2, p], R[3, p], R[4, p], R[5, p], R[6, p], R[7, p], R[8, p] = x
+        R[0, p] = change
+        R[1, p], R[2, p], R[3, p], R[4, p], R[5, p], R[6, p], R[7, p], R[8, p] = x[1:]
 
 
 @_inline
@@ -211,15 +226,38 @@ def _float(k, one):
 
 
 @_inline
-def _coefficients(E, nu, J, corotated, exponent, one):
-    """(a, b, c) of τ = (a F − b R + F S) Fᵀ + c I for one particle, then what
-    :func:`_coefficients_vjp` reuses: (λ, 1/(1 + ν), 1/((1 + ν)(1 − 2ν))) (two divisions:
-    they dominate the arithmetic of a particle's stress)."""
+def material_batch(E, nu, out, start, stop, one):
+    """Lamé parameters and the reciprocals their adjoint needs for particles start ≤ p <
+    stop: out (4, n) rows μ, λ, 1/(1 + ν), 1/((1 + ν)(1 − 2ν)) in ``one``'s precision.
+
+    A branch-free loop LLVM vectorizes: the divisions cost most of a particle's stress
+    when they are done one particle at a time."""
+    T = out.dtype.type
     two = one + one
-    r_shear = one / (one + nu)
-    r_bulk = r_shear / (one - two * nu)
-    mu = E * r_shear / two
-    lam = E * nu * r_bulk
+    for p in range(np.uint64(start), np.uint64(stop)):
+        e = T(E[p])
+        n = T(nu[p])
+        r_shear = one / (one + n)
+        r_bulk = r_shear / (one - two * n)
+        out[0, p] = e * r_shear / two
+        out[1, p] = e * n * r_bulk
+        out[2, p] = r_shear
+        out[3, p] = r_bulk
+
+
+@_inline
+def material(E, nu, table, p):
+    """Particle p's (E, ν, μ, λ, 1/(1 + ν), 1/((1 + ν)(1 − 2ν))) from :func:`material_batch`."""
+    T = table.dtype.type
+    return (T(E[p]), T(nu[p]), table[0, p], table[1, p], table[2, p], table[3, p])
+
+
+@_inline
+def _coefficients(mat, J, corotated, exponent, one):
+    """(a, b, c) of τ = (a F − b R + F S) Fᵀ + c I for one particle of material ``mat``
+    (see :func:`material`)."""
+    E, nu, mu, lam, _, _ = mat
+    two = one + one
     if corotated:
         a = two * mu
         b = a
@@ -231,14 +269,13 @@ def _coefficients(E, nu, J, corotated, exponent, one):
     if exponent:
         kappa = E / (two * (one + two) * (one - nu))
         c += kappa * _float(exponent, one) * _power(J - one, exponent - 1, one) * J
-    return a, b, c, lam, r_shear, r_bulk
+    return a, b, c
 
 
 @_inline
-def _coefficients_vjp(E, nu, J, corotated, exponent, g_a, g_b, g_c, lam, r_shear, r_bulk,
-                      one):
-    """(∂L/∂J, ∂L/∂E, ∂L/∂ν) given ∂L/∂(a, b, c) of :func:`_coefficients` and its λ and
-    reciprocals."""
+def _coefficients_vjp(mat, J, corotated, exponent, g_a, g_b, g_c, one):
+    """(∂L/∂J, ∂L/∂E, ∂L/∂ν) given ∂L/∂(a, b, c) of :func:`_coefficients`."""
+    E, nu, _, lam, r_shear, r_bulk = mat
     two = one + one
     if corotated:
         g_mu = two * (g_a + g_b)
@@ -274,54 +311,53 @@ def rotation2(f, one):
 
 
 @_inline
-def impulse2(f, r, c_mat, v, E, nu, rho, V, s, cable, dt, K, corotated, exponent, one):
+def impulse2(f, r, c_mat, v, mat, rho, V, s, cable, dt, K, corotated, exponent, one):
     """2D P2G inputs of one particle: (m, momentum (2,), affine (4,)).
 
     f, r, c_mat: F, R (corotated; ignored otherwise), C as row-major tuples; v, s, cable:
     velocity, actuation stress diag(σ_a) and cable force as 2-tuples."""
     f00, f01, f10, f11 = f
     J = f00 * f11 - f01 * f10
-    a, b, c, _, _, _ = _coefficients(E, nu, J, corotated, exponent, one)
+    a, b, c = _coefficients(mat, J, corotated, exponent, one)
     g00, g01 = f00 * (a + s[0]) - b * r[0], f01 * (a + s[1]) - b * r[1]
     g10, g11 = f10 * (a + s[0]) - b * r[2], f11 * (a + s[1]) - b * r[3]
     t00 = g00 * f00 + g01 * f01 + c
-    t01 = g00 * f10 + g01 * f11
-    t10 = g10 * f00 + g11 * f01
+    t01 = g00 * f10 + g01 * f11  # = τ₁₀: τ is symmetric (see impulse3)
     t11 = g10 * f10 + g11 * f11 + c
     m = rho * V
     q = -dt * K * V
     return (m, (m * v[0] + dt * cable[0], m * v[1] + dt * cable[1]),
-            (q * t00 + m * c_mat[0], q * t01 + m * c_mat[1], q * t10 + m * c_mat[2],
+            (q * t00 + m * c_mat[0], q * t01 + m * c_mat[1], q * t01 + m * c_mat[2],
              q * t11 + m * c_mat[3]))
 
 
 @_inline
-def impulse3(f, r, c_mat, v, E, nu, rho, V, s, cable, dt, K, corotated, exponent, one):
+def impulse3(f, r, c_mat, v, mat, rho, V, s, cable, dt, K, corotated, exponent, one):
     """3D P2G inputs of one particle: (m, momentum (3,), affine (9,)); see impulse2."""
     f00, f01, f02, f10, f11, f12, f20, f21, f22 = f
     J = f00 * (f11 * f22 - f12 * f21) - f01 * (f10 * f22 - f12 * f20) \
         + f02 * (f10 * f21 - f11 * f20)
-    a, b, c, _, _, _ = _coefficients(E, nu, J, corotated, exponent, one)
+    a, b, c = _coefficients(mat, J, corotated, exponent, one)
     a0, a1, a2 = a + s[0], a + s[1], a + s[2]
     g00, g01, g02 = f00 * a0 - b * r[0], f01 * a1 - b * r[1], f02 * a2 - b * r[2]
     g10, g11, g12 = f10 * a0 - b * r[3], f11 * a1 - b * r[4], f12 * a2 - b * r[5]
     g20, g21, g22 = f20 * a0 - b * r[6], f21 * a1 - b * r[7], f22 * a2 - b * r[8]
     m = rho * V
     q = -dt * K * V
+    # τ is symmetric (R Fᵀ = R S Rᵀ for the polar rotation; F S Fᵀ): six entries
+    t01 = q * (g00 * f10 + g01 * f11 + g02 * f12)
+    t02 = q * (g00 * f20 + g01 * f21 + g02 * f22)
+    t12 = q * (g10 * f20 + g11 * f21 + g12 * f22)
     return (m, (m * v[0] + dt * cable[0], m * v[1] + dt * cable[1], m * v[2] + dt * cable[2]),
-            (q * (g00 * f00 + g01 * f01 + g02 * f02 + c) + m * c_mat[0],
-             q * (g00 * f10 + g01 * f11 + g02 * f12) + m * c_mat[1],
-             q * (g00 * f20 + g01 * f21 + g02 * f22) + m * c_mat[2],
-             q * (g10 * f00 + g11 * f01 + g12 * f02) + m * c_mat[3],
-             q * (g10 * f10 + g11 * f11 + g12 * f12 + c) + m * c_mat[4],
-             q * (g10 * f20 + g11 * f21 + g12 * f22) + m * c_mat[5],
-             q * (g20 * f00 + g21 * f01 + g22 * f02) + m * c_mat[6],
-             q * (g20 * f10 + g21 * f11 + g22 * f12) + m * c_mat[7],
+            (q * (g00 * f00 + g01 * f01 + g02 * f02 + c) + m * c_mat[0], t01 + m * c_mat[1],
+             t02 + m * c_mat[2], t01 + m * c_mat[3],
+             q * (g10 * f10 + g11 * f11 + g12 * f12 + c) + m * c_mat[4], t12 + m * c_mat[5],
+             t02 + m * c_mat[6], t12 + m * c_mat[7],
              q * (g20 * f20 + g21 * f21 + g22 * f22 + c) + m * c_mat[8]))
 
 
 @_inline
-def impulse2_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g_m, g_q,
+def impulse2_vjp(f, r, c_mat, v, mat, rho, V, s, dt, K, corotated, exponent, g_m, g_q,
                  g_affine, one):
     """Adjoint of :func:`impulse2` given ∂L/∂m, ∂L/∂momentum (2,), ∂L/∂affine (4,).
 
@@ -329,7 +365,7 @@ def impulse2_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g
     cotangent is Δt ∂L/∂momentum."""
     f00, f01, f10, f11 = f
     J = f00 * f11 - f01 * f10
-    a, b, c, lam, r_shear, r_bulk = _coefficients(E, nu, J, corotated, exponent, one)
+    a, b, c = _coefficients(mat, J, corotated, exponent, one)
     m = rho * V
     A0, A1, A2, A3 = g_affine
     g_mass = g_m + v[0] * g_q[0] + v[1] * g_q[1] + (c_mat[0] * A0 + c_mat[1] * A1
@@ -362,8 +398,7 @@ def impulse2_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g
         h10 += r[3] * w
         h01 -= r[0] * w
         h11 -= r[2] * w
-    g_J, g_E, g_nu = _coefficients_vjp(E, nu, J, corotated, exponent, g_a, g_b, g_c,
-                                       lam, r_shear, r_bulk, one)
+    g_J, g_E, g_nu = _coefficients_vjp(mat, J, corotated, exponent, g_a, g_b, g_c, one)
     # ∂J/∂F = cof F
     g_F = (h00 + g_J * f11, h01 - g_J * f10, h10 - g_J * f01, h11 + g_J * f00)
     g_V = -dt * K * tau_dot + g_mass * rho
@@ -372,7 +407,7 @@ def impulse2_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g
 
 
 @_inline
-def impulse3_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g_m, g_q,
+def impulse3_vjp(f, r, c_mat, v, mat, rho, V, s, dt, K, corotated, exponent, g_m, g_q,
                  g_affine, one):
     """Adjoint of :func:`impulse3`; see impulse2_vjp (tuples of 9 and 3)."""
     f00, f01, f02, f10, f11, f12, f20, f21, f22 = f
@@ -380,7 +415,7 @@ def impulse3_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g
     A = g_affine
     cof = cofactor9(f)
     J = f00 * cof[0] + f01 * cof[1] + f02 * cof[2]
-    a, b, c, lam, r_shear, r_bulk = _coefficients(E, nu, J, corotated, exponent, one)
+    a, b, c = _coefficients(mat, J, corotated, exponent, one)
     m = rho * V
     g_mass = g_m + v[0] * g_q[0] + v[1] * g_q[1] + v[2] * g_q[2]
     for k in range(9):
@@ -467,8 +502,7 @@ def impulse3_vjp(f, r, c_mat, v, E, nu, rho, V, s, dt, K, corotated, exponent, g
         h20 += r21 * w2 - r22 * w1
         h21 += r22 * w0 - r20 * w2
         h22 += r20 * w1 - r21 * w0
-    g_J, g_E, g_nu = _coefficients_vjp(E, nu, J, corotated, exponent, g_a, g_b, g_c,
-                                       lam, r_shear, r_bulk, one)
+    g_J, g_E, g_nu = _coefficients_vjp(mat, J, corotated, exponent, g_a, g_b, g_c, one)
     g_F = (h00 + g_J * cof[0], h01 + g_J * cof[1], h02 + g_J * cof[2],
            h10 + g_J * cof[3], h11 + g_J * cof[4], h12 + g_J * cof[5],
            h20 + g_J * cof[6], h21 + g_J * cof[7], h22 + g_J * cof[8])
@@ -516,13 +550,6 @@ def _actuation3(act, p):
     k = act[0][p]
     s = act[1][k]
     return s * act[2][k, 0], s * act[2][k, 1], s * act[2][k, 2]
-
-
-@_inline
-def _rotation3(rotation, p):
-    """R of particle p from the (9, n) array polar3_batch fills."""
-    return (rotation[0, p], rotation[1, p], rotation[2, p], rotation[3, p], rotation[4, p],
-            rotation[5, p], rotation[6, p], rotation[7, p], rotation[8, p])
 
 
 # -- P2G ----------------------------------------------------------------------------------------
@@ -589,13 +616,14 @@ def _p2g3(x, p, dx, res, m, q, A, acc, chunk):
 
 @_range
 def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_f, consts, res,
-                             corotated, exponent, rotation, saved, acc, box):
+                             corotated, exponent, rotation, table, saved, acc, box):
     """Particle stresses and P2G, one chunk of particles per acc[chunk].
 
     params = (E, ν, ρ, V) per particle, any float dtype (read in x's); act: see _actuation2;
     cable_f (n, d) [N];
     consts = (Δt [s], Δx [m], K = 4/Δx², polar tolerance). Fills ``rotation`` (9, n) in
-    3D corotated (see polar3_batch), ``saved`` (n, 1 + d + d²) with each particle's mass,
+    3D corotated (see polar3_batch), ``table`` (4, n) with the material (material_batch),
+    ``saved`` (n, 1 + d + d²) with each particle's mass,
     momentum and affine for the adjoint (skipped when saved has no rows: 13 floats a
     particle in 3D are memory traffic the forward pass need not pay), and box[chunk] =
     (lowest base node, highest base node + 3) of the chunk (lo = res, hi = 0 for an empty
@@ -607,6 +635,7 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
     dt, dx, K, tolerance = consts
     E, nu, rho, V = params
     keep = saved.shape[0] > 0
+    material_batch(E, nu, table, start, stop, one)
     if d == 3 and corotated:
         polar3_batch(F, rotation, start, stop, tolerance, one)
         polar3_finish(F, rotation, start, stop, tolerance, one)
@@ -616,8 +645,9 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
         if d == 2:
             f2 = load4(F, p)
             r2 = rotation2(f2, one) if corotated else f2
-            m2, q2, A2 = impulse2(f2, r2, load4(C, p), (v[p, 0], v[p, 1]), T(E[p]), T(nu[p]),
-                                  T(rho[p]), T(V[p]), _actuation2(act, p),
+            m2, q2, A2 = impulse2(f2, r2, load4(C, p), (v[p, 0], v[p, 1]),
+                                  material(E, nu, table, p), T(rho[p]), T(V[p]),
+                                  _actuation2(act, p),
                                   (cable_f[p, 0], cable_f[p, 1]), dt, K, corotated,
                                   exponent, one)
             if keep:
@@ -628,9 +658,10 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
             b2 = 0
         else:
             f3 = load9(F, p)
-            r3 = _rotation3(rotation, p) if corotated else f3
-            m3, q3, A3 = impulse3(f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), T(E[p]),
-                                  T(nu[p]), T(rho[p]), T(V[p]), _actuation3(act, p),
+            r3 = rotation3(rotation, p) if corotated else f3
+            m3, q3, A3 = impulse3(f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]),
+                                  material(E, nu, table, p), T(rho[p]), T(V[p]),
+                                  _actuation3(act, p),
                                   (cable_f[p, 0], cable_f[p, 1], cable_f[p, 2]), dt, K,
                                   corotated, exponent, one)
             if keep:
@@ -649,13 +680,13 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
 
 
 def _particles_to_grid(x, v, F, C, params, act, cable_f, consts, res, corotated, exponent,
-                       rotation, saved, acc, box, bounds):
+                       rotation, table, saved, acc, box, bounds):
     """Particle stresses and P2G, chunk by chunk (see _particles_to_grid_range), one chunk
     of particles per acc[chunk]; bounds (chunks + 1,) = first particle of each chunk, n."""
     for chunk in numba.prange(acc.shape[0]):
         _particles_to_grid_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C, params,
                                  act, cable_f, consts, res, corotated, exponent, rotation,
-                                 saved, acc, box)
+                                 table, saved, acc, box)
 
 
 particles_to_grid = Kernel(_particles_to_grid)
@@ -953,8 +984,8 @@ grid_to_particles_vjp = Kernel(_grid_to_particles_vjp)
 
 @_range
 def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, consts, res,
-                                 corotated, exponent, rotation, saved, g_grid, g_x, g_F, g_act,
-                                 gathered, outputs):
+                                 corotated, exponent, rotation, table, saved, g_grid, g_x, g_F,
+                                 g_act, gathered, outputs):
     """The P2G adjoint of particles start ≤ p < stop (see _particles_to_grid_vjp); outputs =
     (g_v, g_C, g_E, g_ν, g_ρ, g_V, g_momentum) to fill, gathered (n, 1 + d + d²) scratch.
 
@@ -1002,7 +1033,8 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
             f2 = load4(F, p)
             r2 = rotation2(f2, one) if corotated else f2
             gf2, gc2, gv2, ge, gn, gr, gvol, ga2 = impulse2_vjp(
-                f2, r2, load4(C, p), (v[p, 0], v[p, 1]), T(E[p]), T(nu[p]), T(rho[p]), T(V[p]),
+                f2, r2, load4(C, p), (v[p, 0], v[p, 1]), material(E, nu, table, p), T(rho[p]),
+                T(V[p]),
                 _actuation2(act, p), dt, K, corotated, exponent, gathered[p, 0],
                 (gathered[p, 1], gathered[p, 2]),
                 (gathered[p, 3], gathered[p, 4], gathered[p, 5], gathered[p, 6]), one)
@@ -1015,10 +1047,11 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
                     g_C[p, a, b] = gc2[2 * a + b]
         else:
             f3 = load9(F, p)
-            r3 = _rotation3(rotation, p) if corotated else f3
+            r3 = rotation3(rotation, p) if corotated else f3
             gf3, gc3, gv3, ge, gn, gr, gvol, ga3 = impulse3_vjp(
-                f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), T(E[p]), T(nu[p]), T(rho[p]),
-                T(V[p]), _actuation3(act, p), dt, K, corotated, exponent, gathered[p, 0],
+                f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), material(E, nu, table, p),
+                T(rho[p]), T(V[p]), _actuation3(act, p), dt, K, corotated, exponent,
+                gathered[p, 0],
                 (gathered[p, 1], gathered[p, 2], gathered[p, 3]),
                 (gathered[p, 4], gathered[p, 5], gathered[p, 6], gathered[p, 7], gathered[p, 8],
                  gathered[p, 9], gathered[p, 10], gathered[p, 11], gathered[p, 12]), one)
@@ -1033,14 +1066,15 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
 
 
 def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, exponent,
-                           rotation, saved, g_grid, g_x, g_F, g_act, gathered, bounds):
+                           rotation, table, saved, g_grid, g_x, g_F, g_act, gathered, bounds):
     """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
     (nodes, d + 1): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates ∂L/∂(σ_a along each
     actuator's axes) into g_act[chunk, index + 1] (g_act zeroed here), and returns
     (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables; the
     parameters' in their dtype).
 
-    ``rotation`` and ``saved`` are what particles_to_grid filled for the same state;
+    ``rotation``, ``table`` and ``saved`` are what particles_to_grid filled for the same
+    state;
     ``gathered`` is scratch of saved's shape."""
     E = params[0]
     outputs = (np.empty_like(x), np.empty_like(F), np.empty_like(E), np.empty_like(E),
@@ -1048,7 +1082,7 @@ def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, expo
     for chunk in numba.prange(g_act.shape[0]):
         _particles_to_grid_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C,
                                      params, act, consts, res, corotated, exponent, rotation,
-                                     saved, g_grid, g_x, g_F, g_act, gathered, outputs)
+                                     table, saved, g_grid, g_x, g_F, g_act, gathered, outputs)
     return outputs
 
 

@@ -63,6 +63,7 @@ class _Buffers:
         self.bounds = (np.arange(chunks + 1, dtype=np.int64) * n) // chunks
         rows = n if d == 3 and c.material == "corotated" else 1
         self.rotation = np.empty((9, rows), dtype=dtype)
+        self.material = np.empty((4, n), dtype=dtype)
         self.saved = np.empty((n, 1 + d + d * d), dtype=dtype)
         self.not_saved = np.empty((0, 1 + d + d * d), dtype=dtype)
         self.gathered = np.empty_like(self.saved)
@@ -173,7 +174,7 @@ def _to_grid(c: StepConstants, s: _Static, b: _Buffers, arrays: tuple, action, p
     acc = b.scatter_target("acc")
     particles_to_grid.pick(parallel)(
         *arrays, params, act, cable_f, consts, c.grid_resolution, s.corotated, c.exponent,
-        b.rotation, b.saved if keep else b.not_saved, acc, b.box, b.bounds)
+        b.rotation, b.material, b.saved if keep else b.not_saved, acc, b.box, b.bounds)
     rows = grid_pass.pick(parallel)(acc, b.box, c.strides, c.gravity, consts[0], b.grid_v,
                                     b.grid_v_free, b.inv_m, s.boundary, b.inputs)
     b.settle("acc")
@@ -221,8 +222,8 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
                                  b.g_grid_v, b.g_grid)
     b.settle("g_acc")
     g_v, g_C, g_E, g_nu, g_rho, g_V, g_momentum = particles_to_grid_vjp.pick(parallel)(
-        *arrays, params, act, consts, res, s.corotated, c.exponent, b.rotation, b.saved,
-        b.g_grid, g_x, g_F, b.g_act, b.gathered, b.bounds)
+        *arrays, params, act, consts, res, s.corotated, c.exponent, b.rotation, b.material,
+        b.saved, b.g_grid, g_x, g_F, b.g_act, b.gathered, b.bounds)
     g_stress = b.g_act.sum(axis=0)[1:] * c.actuator_max_stress
     if c.cables:
         g_x_cable, g_cable = cable_forces_vjp(np, x, cable_signals, c.cables,
