@@ -103,6 +103,7 @@ class _Static:
     boundary: tuple  # entries by node (see boundary_table), then per entry normal, kind, μ
     consts: tuple  # Δx [m], K = 4/Δx² [1/m²], polar tolerance (squared), model dtype
     corotated: bool
+    no_actuation: np.ndarray  # the actuator scale table without stress actuators, [0]
     buffers: dict
 
 
@@ -129,7 +130,8 @@ def _build_static(c: StepConstants) -> _Static:
                   np.repeat(np.array([layer.friction for layer in layers], dtype=dtype),
                             sizes)),
         consts=(dtype.type(c.dx), dtype.type(4.0 / c.dx**2), dtype.type((4 * eps) ** 2)),
-        corotated=c.material == "corotated", buffers={})
+        corotated=c.material == "corotated", no_actuation=np.zeros(1, dtype=dtype),
+        buffers={})
 
 
 _STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -151,7 +153,9 @@ def _buffers(c: StepConstants, s: _Static, n: int, parallel: bool) -> _Buffers:
 
 
 def _contiguous(*arrays) -> tuple:
-    return tuple(a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays)
+    if all(a.flags.c_contiguous for a in arrays):
+        return arrays
+    return tuple(np.ascontiguousarray(a) for a in arrays)
 
 
 def _to_grid(c: StepConstants, s: _Static, b: _Buffers, arrays: tuple, action, params: tuple,
@@ -163,8 +167,11 @@ def _to_grid(c: StepConstants, s: _Static, b: _Buffers, arrays: tuple, action, p
     dtype = c.dtype
     x = arrays[0]
     action = np.asarray(action, dtype=dtype)
-    scale = np.zeros(c.n_stress + 1, dtype=dtype)
-    np.multiply(action[: c.n_stress], c.actuator_max_stress, out=scale[1:])
+    if c.n_stress:
+        scale = np.zeros(c.n_stress + 1, dtype=dtype)
+        np.multiply(action[: c.n_stress], c.actuator_max_stress, out=scale[1:])
+    else:
+        scale = s.no_actuation
     act = (s.actuator_row, scale, s.actuator_axes)
     cable_signals = action[c.n_stress:]
     cable_f = (cable_forces(np, x, cable_signals, c.cables) if c.cables
@@ -224,7 +231,8 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
     g_v, g_C, g_E, g_nu, g_rho, g_V, g_momentum = particles_to_grid_vjp.pick(parallel)(
         *arrays, params, act, consts, res, s.corotated, c.exponent, b.rotation, b.material,
         b.saved, b.g_grid, g_x, g_F, b.g_act, b.gathered, b.bounds)
-    g_stress = b.g_act.sum(axis=0)[1:] * c.actuator_max_stress
+    g_stress = (b.g_act.sum(axis=0)[1:] * c.actuator_max_stress if c.n_stress
+                else np.zeros(0, dtype=c.dtype))
     if c.cables:
         g_x_cable, g_cable = cable_forces_vjp(np, x, cable_signals, c.cables,
                                               dt_t * g_momentum)

@@ -155,14 +155,13 @@ class MPMSimulator:
 
     def step_vjp(self, state: MPMState, action, design: dict, dt: float, g_next: MPMState):
         """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂(next state)."""
-        xp = self.xp
-        g_next = MPMState(*(xp.zeros_like(getattr(state, f)) if g is None else
-                            xp.asarray(g, dtype=self.model.dtype)
-                            for f, g in zip(("particle_x", "particle_v", "particle_F",
-                                             "particle_C"), (g_next.particle_x,
-                                                             g_next.particle_v,
-                                                             g_next.particle_F,
-                                                             g_next.particle_C), strict=True)))
+        xp, dtype = self.xp, self.model.dtype
+        fields = (g_next.particle_x, g_next.particle_v, g_next.particle_F, g_next.particle_C)
+        if not all(isinstance(g, xp.ndarray) and g.dtype == dtype for g in fields):
+            g_next = MPMState(*(xp.zeros_like(s) if g is None else xp.asarray(g, dtype=dtype)
+                                for s, g in zip((state.particle_x, state.particle_v,
+                                                 state.particle_F, state.particle_C), fields,
+                                                strict=True)))
         g_state, g_action, g_params = self._substep_vjp(
             self._constants, state, self._check_action(action), self._step_parameters(design),
             float(dt), g_next)
