@@ -153,25 +153,27 @@ def _grid_pass(acc, box, strides, gravity, dt, grid_v, grid_v_free, inv_m, bound
     d = grid_v.shape[1]
     zero = inv_m.dtype.type(0.0)
     one = inv_m.dtype.type(1.0)
+    flat = acc.reshape(acc.shape[0], -1)
     for r in numba.prange(row_start.shape[0]):
-        for i in range(row_start[r], row_start[r] + row_length):
+        first, last = row_start[r], row_start[r] + row_length
+        # the other chunks into chunk 0 over the row's contiguous span, then per node
+        for chunk in range(1, acc.shape[0]):
+            for k in range(first * (d + 1), last * (d + 1)):
+                flat[0, k] += flat[chunk, k]
+                flat[chunk, k] = zero
+        for i in range(first, last):
             m = acc[0, i, d]
             acc[0, i, d] = zero
-            for chunk in range(1, acc.shape[0]):
-                m += acc[chunk, i, d]
-                acc[chunk, i, d] = zero
             inv = one / m if m > 0 else zero
             inv_m[i] = inv
             for a in range(d):
-                mv = acc[0, i, a]
+                vf = acc[0, i, a] * inv
                 acc[0, i, a] = zero
-                for chunk in range(1, acc.shape[0]):
-                    mv += acc[chunk, i, a]
-                    acc[chunk, i, a] = zero
-                vf = mv * inv
                 grid_v_free[i, a] = vf
                 grid_v[i, a] = vf + dt * gravity[a] if m > 0 else zero
-            _project_node(grid_v, i, entries, entry_start, normal, kinds, frictions, inputs)
+            if entry_start[i + 1] > entry_start[i]:
+                _project_node(grid_v, i, entries, entry_start, normal, kinds, frictions,
+                              inputs)
     return row_start, row_length
 
 
@@ -186,17 +188,20 @@ def _grid_pass_vjp(g_acc, grid_v_free, inv_m, boundary, inputs, rows, g_grid_v, 
     entries, entry_start, normal, kinds, frictions = boundary
     d = g_grid_v.shape[1]
     zero = inv_m.dtype.type(0.0)
+    flat = g_acc.reshape(g_acc.shape[0], -1)
     for r in numba.prange(row_start.shape[0]):
-        for i in range(row_start[r], row_start[r] + row_length):
+        first, last = row_start[r], row_start[r] + row_length
+        for chunk in range(1, g_acc.shape[0]):
+            for k in range(first * d, last * d):
+                flat[0, k] += flat[chunk, k]
+                flat[chunk, k] = zero
+        for i in range(first, last):
             for a in range(d):
-                total = g_acc[0, i, a]
+                g_grid_v[i, a] = g_acc[0, i, a]
                 g_acc[0, i, a] = zero
-                for chunk in range(1, g_acc.shape[0]):
-                    total += g_acc[chunk, i, a]
-                    g_acc[chunk, i, a] = zero
-                g_grid_v[i, a] = total
-            _project_node_vjp(g_grid_v, i, entries, entry_start, normal, kinds, frictions,
-                              inputs)
+            if entry_start[i + 1] > entry_start[i]:
+                _project_node_vjp(g_grid_v, i, entries, entry_start, normal, kinds, frictions,
+                                  inputs)
             dot = zero
             for a in range(d):
                 g_grid[i, a] = g_grid_v[i, a] * inv_m[i]

@@ -1025,8 +1025,9 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
             g_x[p, 0] += gs3[0] - (A3[0] * gq3[0] + A3[3] * gq3[1] + A3[6] * gq3[2])
             g_x[p, 1] += gs3[1] - (A3[1] * gq3[0] + A3[4] * gq3[1] + A3[7] * gq3[2])
             g_x[p, 2] += gs3[2] - (A3[2] * gq3[0] + A3[5] * gq3[1] + A3[8] * gq3[2])
-    for k in range(g_act.shape[1]):
-        g_act[chunk, k] = 0
+    # summed locally: the chunks' rows of g_act share a cache line, which two threads
+    # writing per particle would pass back and forth
+    act_sum = np.zeros(g_act.shape[1], dtype=g_act.dtype)
     for p in range(start, stop):
         k = act[0][p]
         if d == 2:
@@ -1038,7 +1039,7 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
                 _actuation2(act, p), dt, K, corotated, exponent, gathered[p, 0],
                 (gathered[p, 1], gathered[p, 2]),
                 (gathered[p, 3], gathered[p, 4], gathered[p, 5], gathered[p, 6]), one)
-            g_act[chunk, k] += ga2[0] * axes[k, 0] + ga2[1] * axes[k, 1]
+            act_sum[k] += ga2[0] * axes[k, 0] + ga2[1] * axes[k, 1]
             for a in range(2):
                 g_v[p, a] = gv2[a]
                 g_q[p, a] = gathered[p, 1 + a]
@@ -1055,7 +1056,7 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
                 (gathered[p, 1], gathered[p, 2], gathered[p, 3]),
                 (gathered[p, 4], gathered[p, 5], gathered[p, 6], gathered[p, 7], gathered[p, 8],
                  gathered[p, 9], gathered[p, 10], gathered[p, 11], gathered[p, 12]), one)
-            g_act[chunk, k] += ga3[0] * axes[k, 0] + ga3[1] * axes[k, 1] + ga3[2] * axes[k, 2]
+            act_sum[k] += ga3[0] * axes[k, 0] + ga3[1] * axes[k, 1] + ga3[2] * axes[k, 2]
             for a in range(3):
                 g_v[p, a] = gv3[a]
                 g_q[p, a] = gathered[p, 1 + a]
@@ -1063,13 +1064,15 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
                     g_F[p, a, b] += gf3[3 * a + b]
                     g_C[p, a, b] = gc3[3 * a + b]
         g_E[p], g_nu[p], g_rho[p], g_V[p] = ge, gn, gr, gvol
+    for k in range(g_act.shape[1]):
+        g_act[chunk, k] = act_sum[k]
 
 
 def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, exponent,
                            rotation, table, saved, g_grid, g_x, g_F, g_act, gathered, bounds):
     """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
     (nodes, d + 1): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates ∂L/∂(σ_a along each
-    actuator's axes) into g_act[chunk, index + 1] (g_act zeroed here), and returns
+    actuator's axes) into g_act[chunk, index + 1] (overwritten), and returns
     (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables; the
     parameters' in their dtype).
 
