@@ -116,8 +116,10 @@ def cofactor9(f):
 
 
 @_inline
-def _newton3(x, one):
-    """One scaled Newton step of the polar iteration; returns (X', ‖X' − X‖²_F)."""
+def _newton3(x, one, scaled):
+    """One Newton step of the polar iteration, scaled by ζ or (``scaled`` False, for
+    iterates already near orthogonal, where ζ ≈ 1) plain X ← ½(X + X⁻ᵀ); returns (X',
+    ‖X' − X‖²_F)."""
     x00, x01, x02, x10, x11, x12, x20, x21, x22 = x
     half = one / (one + one)
     c = cofactor9(x)
@@ -125,13 +127,17 @@ def _newton3(x, one):
     y00, y01, y02 = c[0] * inv, c[1] * inv, c[2] * inv
     y10, y11, y12 = c[3] * inv, c[4] * inv, c[5] * inv
     y20, y21, y22 = c[6] * inv, c[7] * inv, c[8] * inv
-    nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
-          + x20 * x20 + x21 * x21 + x22 * x22)
-    ny = (y00 * y00 + y01 * y01 + y02 * y02 + y10 * y10 + y11 * y11 + y12 * y12
-          + y20 * y20 + y21 * y21 + y22 * y22)
-    zeta = np.sqrt(np.sqrt(ny / nx))  # (ny/nx)^¼ without a pow call
-    a = half * zeta
-    b = half / zeta
+    if scaled:
+        nx = (x00 * x00 + x01 * x01 + x02 * x02 + x10 * x10 + x11 * x11 + x12 * x12
+              + x20 * x20 + x21 * x21 + x22 * x22)
+        ny = (y00 * y00 + y01 * y01 + y02 * y02 + y10 * y10 + y11 * y11 + y12 * y12
+              + y20 * y20 + y21 * y21 + y22 * y22)
+        zeta = np.sqrt(np.sqrt(ny / nx))  # (ny/nx)^¼ without a pow call
+        a = half * zeta
+        b = half / zeta
+    else:
+        a = half
+        b = half
     n00, n01, n02 = a * x00 + b * y00, a * x01 + b * y01, a * x02 + b * y02
     n10, n11, n12 = a * x10 + b * y10, a * x11 + b * y11, a * x12 + b * y12
     n20, n21, n22 = a * x20 + b * y20, a * x21 + b * y21, a * x22 + b * y22
@@ -159,10 +165,12 @@ def polar3_batch(F, R, start, stop, tolerance, one):
         f = load9(F, p)
         det = f[0] * (f[4] * f[8] - f[5] * f[7]) - f[1] * (f[3] * f[8] - f[5] * f[6]) \
             + f[2] * (f[3] * f[7] - f[4] * f[6])
-        x, _ = _newton3(f, one)
-        x, _ = _newton3(x, one)
-        x, _ = _newton3(x, one)
-        x, change = _newton3(x, one)
+        # scaled once (balances large stretches), then plain steps: ζ costs two square
+        # roots and two divisions, the bulk of a step
+        x, _ = _newton3(f, one, True)
+        x, _ = _newton3(x, one, False)
+        x, _ = _newton3(x, one, False)
+        x, change = _newton3(x, one, False)
         R[0, p] = change if det > 0 else inf
         R[1, p], R[2, p], R[3, p], R[4, p], R[5, p], R[6, p], R[7, p], R[8, p] = x[1:]
 
@@ -200,7 +208,7 @@ def polar3_finish(F, R, start, stop, tolerance, one):
         x = rotation3(R, p)
         change = R[0, p]
         for _ in range(60):
-            x, change = _newton3(x, one)
+            x, change = _newton3(x, one, True)
             if change <= tolerance:
                 break
         R[0, p] = change
