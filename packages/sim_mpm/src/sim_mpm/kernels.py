@@ -1,6 +1,6 @@
 """numba CPU kernels for the MLS-MPM substep and its adjoint, equal to :mod:`.step`.
 
-One substep is four compiled passes:
+One substep is three compiled passes:
 
 1. particles → grid (:mod:`._particle_kernels`): per particle the Kirchhoff stress with
    actuation, mass, momentum and affine momentum, scattered to the grid; in 3D corotated a
