@@ -85,6 +85,12 @@ class TaichiMPM:
             for I in ti.grouped(grid_m):
                 grid_mv[I] = ti.Vector.zero(ti.f32, d)
                 grid_m[I] = 0.0
+
+        @ti.kernel
+        def clear_grid_and_gradients():
+            for I in ti.grouped(grid_m):
+                grid_mv[I] = ti.Vector.zero(ti.f32, d)
+                grid_m[I] = 0.0
                 grid_v[I] = ti.Vector.zero(ti.f32, d)
                 grid_mv.grad[I] = ti.Vector.zero(ti.f32, d)
                 grid_m.grad[I] = 0.0
@@ -158,6 +164,7 @@ class TaichiMPM:
                 F[0, p] = F[1, p]
 
         self._clear_grid, self._p2g, self._grid_update = clear_grid, p2g, grid_update
+        self._clear_grid_and_gradients = clear_grid_and_gradients
         self._g2p, self._advance = g2p, advance
 
     def _substep(self):
@@ -193,8 +200,9 @@ class TaichiMPM:
             field.grad.from_numpy(grad)
 
     def _reverse(self):
-        """One reverse substep as diffmpm runs it: recompute the grid, then the adjoints."""
-        self._clear_grid()
+        """One reverse substep as diffmpm runs it: recompute the grid (its gradients cleared
+        too), then the adjoints. The forward clears grid values only."""
+        self._clear_grid_and_gradients()
         self._p2g()
         self._grid_update()
         self._g2p.grad()
