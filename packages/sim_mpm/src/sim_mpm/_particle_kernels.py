@@ -87,9 +87,10 @@ class Kernel:
 
 # -- per-particle physics: stress, P2G inputs and their adjoint ---------------------------------
 
-POLAR_BATCH_ITERATIONS = 4
-"""Newton iterations every particle gets in the vectorized polar pass (enough for strains
-of a few per cent to converge; the rest continue in :func:`polar3_finish`)."""
+POLAR_BATCH_ITERATIONS = (3, 4)
+"""Newton iterations every particle gets in the vectorized polar pass in float32 and
+float64 (enough for strains of a few per cent to converge to round-off; the rest continue
+in :func:`polar3_finish`)."""
 
 
 
@@ -169,7 +170,8 @@ def polar3_batch(F, R, start, stop, tolerance, one):
         # roots and two divisions, the bulk of a step
         x, _ = _newton3(f, one, True)
         x, _ = _newton3(x, one, False)
-        x, _ = _newton3(x, one, False)
+        if R.itemsize == 8:  # float64 round-off takes one step more (a compile-time branch)
+            x, _ = _newton3(x, one, False)
         x, change = _newton3(x, one, False)
         R[0, p] = change if det > 0 else inf
         R[1, p], R[2, p], R[3, p], R[4, p], R[5, p], R[6, p], R[7, p], R[8, p] = x[1:]
@@ -754,14 +756,17 @@ def _sweep2(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
         h0, h1 = h0 + c00, h1 + c10
         v0 += w0 * r0
         v1 += w0 * r1
-        vm += w0 * rm
         if i0 > 0:
             s00 += T(i0) * w0 * r0
             s10 += T(i0) * w0 * r1
         s01 += w0 * y0
         s11 += w0 * y1
-        x0 += _pick3(i0, da0, da1, da2) * t0
-        x1 += w0 * t1
+        # (guarded: w · 0 is not folded away without fast-math)
+        if with_mass:
+            vm += w0 * rm
+        if with_dot:
+            x0 += _pick3(i0, da0, da1, da2) * t0
+            x1 += w0 * t1
     return ((v0, v1),
             (dx * (s00 - v0 * f0), dx * (s01 - v0 * f1), dx * (s10 - v1 * f0),
              dx * (s11 - v1 * f1)),
@@ -824,7 +829,6 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
             r0 += w1 * q0
             r1 += w1 * q1
             r2 += w1 * q2
-            rm += w1 * qm
             if i1 > 0:
                 y0 += T(i1) * w1 * q0
                 y1 += T(i1) * w1 * q1
@@ -832,13 +836,16 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
             z0 += w1 * o0
             z1 += w1 * o1
             z2 += w1 * o2
-            ta += w1 * t
-            tb += _pick3(i1, db0, db1, db2) * t
-            tc += w1 * tz
+            # (guarded: w · 0 is not folded away without fast-math)
+            if with_mass:
+                rm += w1 * qm
+            if with_dot:
+                ta += w1 * t
+                tb += _pick3(i1, db0, db1, db2) * t
+                tc += w1 * tz
         v0 += w0 * r0
         v1 += w0 * r1
         v2 += w0 * r2
-        vm += w0 * rm
         if i0 > 0:
             s00 += T(i0) * w0 * r0
             s10 += T(i0) * w0 * r1
@@ -849,9 +856,12 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
         s02 += w0 * z0
         s12 += w0 * z1
         s22 += w0 * z2
-        x0 += _pick3(i0, da0, da1, da2) * ta
-        x1 += w0 * tb
-        x2 += w0 * tc
+        if with_mass:
+            vm += w0 * rm
+        if with_dot:
+            x0 += _pick3(i0, da0, da1, da2) * ta
+            x1 += w0 * tb
+            x2 += w0 * tc
         h0, h1, h2 = h0 + c00, h1 + c10, h2 + c20
     return ((v0, v1, v2),
             (dx * (s00 - v0 * f0), dx * (s01 - v0 * f1), dx * (s02 - v0 * f2),
