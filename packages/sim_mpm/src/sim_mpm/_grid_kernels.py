@@ -144,7 +144,7 @@ def _project_node_vjp(g, i, entries, entry_start, normal, kinds, frictions, inpu
 def _grid_pass(acc, box, strides, gravity, dt, grid_v, grid_v_free, inv_m, boundary,
                inputs):
     """The grid part of a substep over the node box of every chunk's ``box``: sum the
-    chunks' (momentum, mass) in acc (chunks, nodes, d + 1) and zero it, velocity plus
+    chunks' (momentum, mass) in acc (chunks, nodes, 4) and zero it, velocity plus
     gravity where the mass is positive, then the node's boundary entries; boundary =
     (entries, entry_start, normal, kinds, frictions) per entry. Returns the box rows
     (row_start, row_length) for the adjoint."""
@@ -158,7 +158,7 @@ def _grid_pass(acc, box, strides, gravity, dt, grid_v, grid_v_free, inv_m, bound
         first, last = row_start[r], row_start[r] + row_length
         # the other chunks into chunk 0 over the row's contiguous span, then per node
         for chunk in range(1, acc.shape[0]):
-            for k in range(first * (d + 1), last * (d + 1)):
+            for k in range(first * 4, last * 4):
                 flat[0, k] += flat[chunk, k]
                 flat[chunk, k] = zero
         for i in range(first, last):
@@ -192,7 +192,7 @@ def _grid_pass_vjp(g_acc, grid_v_free, inv_m, boundary, inputs, rows, g_grid_v, 
     for r in numba.prange(row_start.shape[0]):
         first, last = row_start[r], row_start[r] + row_length
         for chunk in range(1, g_acc.shape[0]):
-            for k in range(first * d, last * d):
+            for k in range(first * 4, last * 4):
                 flat[0, k] += flat[chunk, k]
                 flat[chunk, k] = zero
         for i in range(first, last):

@@ -45,6 +45,9 @@ import types
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 __all__ = [
     "POLAR_BATCH_ITERATIONS",
@@ -83,6 +86,39 @@ class Kernel:
     def pick(self, parallel: bool):
         """The multithreaded build if ``parallel``, else the serial one."""
         return self.parallel if parallel else self.serial
+
+
+@intrinsic
+def add4(typingctx, array, index, w, a, b, c, d):
+    """array[index:index + 4] += w · (a, b, c, d) as one 4-lane vector read-add-write.
+
+    ``array`` is a 1-D contiguous float array. The scatters add four channels (momentum and
+    mass, or the three velocity cotangents and a zero) per grid node; LLVM would emit four
+    scalar updates (numba leaves its SLP vectorizer off), which bound P2G's speed."""
+    sig = numba.types.void(array, index, w, a, b, c, d)
+
+    def codegen(context, builder, signature, args):
+        array_value, offset, weight = args[0], args[1], args[2]
+        element = context.get_data_type(signature.args[0].dtype)
+        vector = ir.VectorType(element, 4)
+        data = context.make_array(signature.args[0])(context, builder, array_value).data
+        pointer = builder.bitcast(builder.gep(data, [offset], inbounds=True),
+                                  vector.as_pointer())
+        lanes = ir.Constant(vector, ir.Undefined)
+        weights = ir.Constant(vector, ir.Undefined)
+        for k, value in enumerate(args[3:]):
+            lane = ir.Constant(ir.IntType(32), k)
+            lanes = builder.insert_element(lanes, value, lane)
+            weights = builder.insert_element(weights, weight, lane)
+        name = "llvm.fma.v4f32" if element == ir.FloatType() else "llvm.fma.v4f64"
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vector, [vector, vector, vector]), name)
+        align = 4 if element == ir.FloatType() else 8  # the element's, not the vector's
+        old = builder.load(pointer, align=align)
+        builder.store(builder.call(fma, [weights, lanes, old]), pointer, align=align)
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 # -- per-particle physics: stress, P2G inputs and their adjoint ---------------------------------
@@ -566,8 +602,11 @@ def _actuation3(act, p):
 
 
 @_inline
-def _p2g2(x, p, dx, res, m, q, A, acc, chunk):
-    """Scatter particle p's mass and momentum (2D) into acc[chunk]; returns its base node."""
+def _p2g2(x, p, dx, res, m, q, A, flat, base):
+    """Scatter particle p's mass and momentum (2D) into the grid accumulator ``flat`` (the
+    flattened (chunks, nodes, 4) array; ``base`` = the chunk's first node); returns the
+    particle's base node."""
+    zero = m - m
     b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
     b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
     a00, a01, a10, a11 = A
@@ -581,17 +620,15 @@ def _p2g2(x, p, dx, res, m, q, A, acc, chunk):
         for i1 in range(3):
             wt = w0 * _pick3(i1, wb0, wb1, wb2)
             i = row + i1
-            acc[chunk, i, 0] += wt * n0
-            acc[chunk, i, 1] += wt * n1
-            acc[chunk, i, 2] += wt * m
+            add4(flat, (base + i) * 4, wt, n0, n1, m, zero)
             n0, n1 = n0 + c01, n1 + c11
         u0, u1 = u0 + c00, u1 + c10
     return b0, b1
 
 
 @_inline
-def _p2g3(x, p, dx, res, m, q, A, acc, chunk):
-    """Scatter particle p's mass and momentum (3D) into acc[chunk]; returns its base node."""
+def _p2g3(x, p, dx, res, m, q, A, flat, base):
+    """The 3D counterpart of :func:`_p2g2`."""
     b0, f0, wa0, wa1, wa2, _, _, _ = _axis(x, p, 0, dx, res)
     b1, f1, wb0, wb1, wb2, _, _, _ = _axis(x, p, 1, dx, res)
     b2, f2, wc0, wc1, wc2, _, _, _ = _axis(x, p, 2, dx, res)
@@ -614,10 +651,7 @@ def _p2g3(x, p, dx, res, m, q, A, acc, chunk):
             for i2 in range(3):
                 wt = w01 * _pick3(i2, wc0, wc1, wc2)
                 i = row + i2
-                acc[chunk, i, 0] += wt * n0
-                acc[chunk, i, 1] += wt * n1
-                acc[chunk, i, 2] += wt * n2
-                acc[chunk, i, 3] += wt * m
+                add4(flat, (base + i) * 4, wt, n0, n1, n2, m)
                 n0, n1, n2 = n0 + c02, n1 + c12, n2 + c22
             v0, v1, v2 = v0 + c01, v1 + c11, v2 + c21
         u0, u1, u2 = u0 + c00, u1 + c10, u2 + c20
@@ -633,12 +667,12 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
     cable_f (n, d) [N];
     consts = (Δt [s], Δx [m], K = 4/Δx², polar tolerance). Fills ``rotation`` (9, n) in
     3D corotated (see polar3_batch), ``table`` (4, n) with the material (material_batch),
-    ``saved`` (n, 1 + d + d²) with each particle's mass,
-    momentum and affine for the adjoint (skipped when saved has no rows: 13 floats a
-    particle in 3D are memory traffic the forward pass need not pay), and box[chunk] =
-    (lowest base node, highest base node + 3) of the chunk (lo = res, hi = 0 for an empty
-    chunk). acc (chunks, nodes, d + 1) must be zero
-    where the particles scatter (the grid pass zeroes it again)."""
+    ``saved`` (n, 1 + d + d²) with each particle's mass, momentum and affine for the adjoint
+    (skipped when saved has no rows: 13 floats a particle in 3D are memory traffic the
+    forward pass need not pay), and box[chunk] = (lowest base node, highest base node + 3)
+    of the chunk (lo = res, hi = 0 for an empty chunk). acc (chunks, nodes, 4) (momentum,
+    mass, and a zero lane in 2D) must be zero where the particles scatter (the grid pass
+    zeroes it again)."""
     n, d = x.shape
     T = x.dtype.type
     one = T(1.0)
@@ -649,6 +683,8 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
     if d == 3 and corotated:
         polar3_batch(F, rotation, start, stop, tolerance, one)
         polar3_finish(F, rotation, start, stop, tolerance, one)
+    flat = acc.reshape(-1)
+    base = chunk * acc.shape[1]
     lo0 = lo1 = lo2 = res
     hi0 = hi1 = hi2 = 0
     for p in range(start, stop):
@@ -664,7 +700,7 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
                 saved[p, 0] = m2
                 saved[p, 1], saved[p, 2] = q2
                 saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6] = A2
-            b0, b1 = _p2g2(x, p, dx, res, m2, q2, A2, acc, chunk)
+            b0, b1 = _p2g2(x, p, dx, res, m2, q2, A2, flat, base)
             b2 = 0
         else:
             f3 = load9(F, p)
@@ -679,7 +715,7 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
                 saved[p, 1], saved[p, 2], saved[p, 3] = q3
                 (saved[p, 4], saved[p, 5], saved[p, 6], saved[p, 7], saved[p, 8], saved[p, 9],
                  saved[p, 10], saved[p, 11], saved[p, 12]) = A3
-            b0, b1, b2 = _p2g3(x, p, dx, res, m3, q3, A3, acc, chunk)
+            b0, b1, b2 = _p2g3(x, p, dx, res, m3, q3, A3, flat, base)
         lo0, hi0 = min(lo0, b0), max(hi0, b0 + 3)
         lo1, hi1 = min(lo1, b1), max(hi1, b1 + 3)
         lo2, hi2 = min(lo2, b2), max(hi2, b2 + 3)
@@ -706,13 +742,14 @@ particles_to_grid = Kernel(_particles_to_grid)
 
 
 @_inline
-def _sweep2(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass, scatter):
+def _sweep2(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass, scatter):
     """One pass over particle p's 2D stencil: (Σ w g (2,), Σ w g oᵀ (4,), Σ w g_m,
     Σ ∂w/∂x (g·u + g_m m) (2,)).
 
     g is the field's first two channels at the node, g_m its third (``with_mass``), o the
     node's offset from the particle and u = base + M o (row-major M (4,)); ``with_dot``
-    computes the last sum (else zeros), ``scatter`` adds w u into target[chunk]. G2P
+    computes the last sum (else zeros), ``scatter`` adds w u into ``target``, a flattened
+    (chunks, nodes, 4) array whose chunk starts at node ``first``. G2P
     gathers (v, C/K); the G2P adjoint scatters ∂L/∂(grid v) with u = ∂L/∂v' + K Ĉ o; the P2G
     adjoint gathers with u = momentum + A o."""
     T = x.dtype.type
@@ -737,8 +774,7 @@ def _sweep2(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
             g0, g1 = field[i + i1, 0], field[i + i1, 1]
             if scatter:
                 wt = w0 * w1
-                target[chunk, i + i1, 0] += wt * n0
-                target[chunk, i + i1, 1] += wt * n1
+                add4(target, (first + i + i1) * 4, wt, n0, n1, zero, zero)
             r0 += w1 * g0
             r1 += w1 * g1
             if i1 > 0:
@@ -774,7 +810,7 @@ def _sweep2(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
 
 
 @_inline
-def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass, scatter):
+def _sweep3(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass, scatter):
     """The 3D counterpart of :func:`_sweep2` (tuples of 3, 9, and 3; g_m is channel 3)."""
     T = x.dtype.type
     zero = T(0.0)
@@ -806,9 +842,7 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, chunk, with_dot, with_mass
                 g0, g1, g2 = field[i + i2, 0], field[i + i2, 1], field[i + i2, 2]
                 if scatter:
                     wt = w01 * w2
-                    target[chunk, i + i2, 0] += wt * n0
-                    target[chunk, i + i2, 1] += wt * n1
-                    target[chunk, i + i2, 2] += wt * n2
+                    add4(target, (first + i + i2) * 4, wt, n0, n1, n2, zero)
                 q0 += w2 * g0
                 q1 += w2 * g1
                 q2 += w2 * g2
@@ -879,7 +913,7 @@ def _grid_to_particles_range(start, stop, x, F, grid_v, dx, res, dt, K, new_x, n
     """G2P of particles start ≤ p < stop into new_x, new_v, new_C, new_F."""
     d = x.shape[1]
     zero = x.dtype.type(0.0)
-    unused = np.empty((0, 0, 0), dtype=x.dtype)
+    unused = np.empty(0, dtype=x.dtype)
     for p in range(start, stop):
         if d == 2:
             v2, o2, _, _ = _sweep2(x, p, dx, res, grid_v, (zero, zero), (zero, zero, zero, zero),
@@ -936,6 +970,8 @@ def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, r
     d = x.shape[1]
     zero = x.dtype.type(0.0)
     gx, gv, gF, gC = g_next
+    flat = g_acc.reshape(-1)
+    first = chunk * g_acc.shape[1]
     for p in range(start, stop):
         if d == 2:
             f2 = load4(F, p)
@@ -947,8 +983,8 @@ def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, r
                   gC[p, 1, 0] + dt * (h2[2] * f2[0] + h2[3] * f2[1]),
                   gC[p, 1, 1] + dt * (h2[2] * f2[2] + h2[3] * f2[3]))
             v2, o2, _, x2 = _sweep2(x, p, dx, res, grid_v, u2,
-                                    (K * e2[0], K * e2[1], K * e2[2], K * e2[3]), zero, g_acc,
-                                    chunk, True, False, True)
+                                    (K * e2[0], K * e2[1], K * e2[2], K * e2[3]), zero, flat,
+                                    first, True, False, True)
             c2 = (K * o2[0], K * o2[1], K * o2[2], K * o2[3])
             for a in range(2):
                 # −K Ĉᵀ v from the offsets' dependence on x
@@ -972,7 +1008,7 @@ def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, r
             v3, o3, _, x3 = _sweep3(
                 x, p, dx, res, grid_v, u3,
                 (K * e3[0], K * e3[1], K * e3[2], K * e3[3], K * e3[4], K * e3[5], K * e3[6],
-                 K * e3[7], K * e3[8]), zero, g_acc, chunk, True, False, True)
+                 K * e3[7], K * e3[8]), zero, flat, first, True, False, True)
             c3 = (K * o3[0], K * o3[1], K * o3[2], K * o3[3], K * o3[4], K * o3[5], K * o3[6],
                   K * o3[7], K * o3[8])
             for a in range(3):
@@ -985,7 +1021,8 @@ def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, r
 
 def _grid_to_particles_vjp(x, F, grid_v, g_next, dx, res, dt, K, g_acc, bounds):
     """Adjoint of G2P given g_next = ∂L/∂(x', v', F', C'): returns (∂L/∂x, ∂L/∂F) through
-    G2P and scatters ∂L/∂(grid v) into g_acc[chunk] (zero where the particles scatter)."""
+    G2P and scatters ∂L/∂(grid v) into g_acc[chunk] (chunks, nodes, 4; zero where the
+    particles scatter; the last lane, or two in 2D, stays zero)."""
     g_x = np.empty_like(x)
     g_F = np.empty_like(F)
     for chunk in numba.prange(g_acc.shape[0]):
@@ -1017,7 +1054,7 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
     E, nu, rho, V = params
     g_v, g_C, g_E, g_nu, g_rho, g_V, g_q = outputs
     axes = act[2]
-    unused = np.empty((0, 0, 0), dtype=x.dtype)
+    unused = np.empty(0, dtype=x.dtype)
     for p in range(start, stop):
         m = saved[p, 0]
         if d == 2:

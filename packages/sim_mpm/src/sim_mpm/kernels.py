@@ -68,8 +68,10 @@ class _Buffers:
         self.not_saved = np.empty((0, 1 + d + d * d), dtype=dtype)
         self.gathered = np.empty_like(self.saved)
         self.box = np.empty((chunks, 2, d), dtype=np.int64)
-        self.acc = np.zeros((chunks, nodes, d + 1), dtype=dtype)
-        self.g_acc = np.zeros((chunks, nodes, d), dtype=dtype)
+        # four lanes a node for the vector read-add-writes of the scatters (_particle_kernels
+        # .add4): momentum and mass (2D: one lane spare), velocity cotangents (spare lanes)
+        self.acc = np.zeros((chunks, nodes, 4), dtype=dtype)
+        self.g_acc = np.zeros((chunks, nodes, 4), dtype=dtype)
         self.grid_v = np.empty((nodes, d), dtype=dtype)
         self.grid_v_free = np.empty((nodes, d), dtype=dtype)
         self.inv_m = np.empty(nodes, dtype=dtype)
