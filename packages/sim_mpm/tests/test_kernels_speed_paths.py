@@ -133,3 +133,30 @@ def test_single_particle_with_more_chunks_than_particles():
         np.testing.assert_allclose(getattr(b[0], f), getattr(a[0], f), rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(getattr(b[1][0], f), getattr(a[1][0], f), rtol=1e-12,
                                    atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_vector_lane_intrinsics_equal_scalar_arithmetic(dtype):
+    """add4 and row_sums (four-lane vector code the numba kernels emit directly) against
+    NumPy."""
+    import numba
+
+    from sim_mpm._particle_kernels import add4, row_sums
+
+    @numba.njit
+    def run(array, weights, lanes):
+        add4(array, 4, weights[0], lanes[0], lanes[1], lanes[2], lanes[3])
+        return row_sums(array, 4, (weights[0], weights[1], weights[2], weights[3],
+                                   weights[4], weights[5]))
+
+    rng = np.random.default_rng(0)
+    array = rng.standard_normal(20).astype(dtype)
+    weights = rng.standard_normal(6).astype(dtype)
+    lanes = rng.standard_normal(4).astype(dtype)
+    expected = array.copy()
+    expected[4:8] += weights[0] * lanes
+    nodes = expected[4:16].reshape(3, 4)
+    sums = np.asarray(run(array, weights, lanes))
+    np.testing.assert_allclose(array, expected, rtol=1e-6)
+    np.testing.assert_allclose(sums[:4], weights[:3] @ nodes, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sums[4:], weights[3:] @ nodes, rtol=1e-5, atol=1e-6)

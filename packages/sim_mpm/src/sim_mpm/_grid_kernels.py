@@ -72,7 +72,7 @@ def box_rows(box, strides):
 def _project_node(grid_v, i, entries, entry_start, normal, kinds, frictions, inputs):
     """Node i's boundary entries in order (see sim_mpm.boundaries), recording each entry's
     input velocity in ``inputs`` for the adjoint."""
-    d = grid_v.shape[1]
+    d = normal.shape[1]
     zero = grid_v.dtype.type(0.0)
     one = grid_v.dtype.type(1.0)
     for j in range(entry_start[i], entry_start[i + 1]):
@@ -145,12 +145,13 @@ def _grid_pass(acc, box, strides, gravity, dt, grid_v, grid_v_free, inv_m, bound
                inputs):
     """The grid part of a substep over the node box of every chunk's ``box``: sum the
     chunks' (momentum, mass) in acc (chunks, nodes, 4) and zero it, velocity plus
-    gravity where the mass is positive, then the node's boundary entries; boundary =
+    gravity where the mass is positive into grid_v (nodes, 4; lanes past d untouched), then
+    the node's boundary entries; boundary =
     (entries, entry_start, normal, kinds, frictions) per entry. Returns the box rows
     (row_start, row_length) for the adjoint."""
     row_start, row_length = box_rows(box, strides)
     entries, entry_start, normal, kinds, frictions = boundary
-    d = grid_v.shape[1]
+    d = grid_v_free.shape[1]
     zero = inv_m.dtype.type(0.0)
     one = inv_m.dtype.type(1.0)
     flat = acc.reshape(acc.shape[0], -1)
@@ -183,7 +184,7 @@ grid_pass = Kernel(_grid_pass)
 def _grid_pass_vjp(g_acc, grid_v_free, inv_m, boundary, inputs, rows, g_grid_v, g_grid):
     """Adjoint of :func:`_grid_pass`: per node of its box rows, the chunks' ∂L/∂(grid v) in
     g_acc summed (zeroing g_acc) into g_grid_v, the boundary adjoints, and g_grid (nodes,
-    d + 1) = ∂L/∂(grid momentum, mass)."""
+    4; lanes past d + 1 untouched) = ∂L/∂(grid momentum, mass)."""
     row_start, row_length = rows
     entries, entry_start, normal, kinds, frictions = boundary
     d = g_grid_v.shape[1]

@@ -88,6 +88,21 @@ class Kernel:
         return self.parallel if parallel else self.serial
 
 
+def _splat(builder, vector, value):
+    """LLVM IR: ``value`` in every lane of ``vector``'s type."""
+    lanes = ir.Constant(vector, ir.Undefined)
+    for lane in range(vector.count):
+        lanes = builder.insert_element(lanes, value, ir.Constant(ir.IntType(32), lane))
+    return lanes
+
+
+def _vector_fma(builder, element, vector):
+    """LLVM's fused multiply-add on four lanes of ``element``."""
+    name = "llvm.fma.v4f32" if element == ir.FloatType() else "llvm.fma.v4f64"
+    return cgutils.get_or_insert_function(builder.module,
+                                          ir.FunctionType(vector, [vector] * 3), name)
+
+
 @intrinsic
 def add4(typingctx, array, index, w, a, b, c, d):
     """array[index:index + 4] += w · (a, b, c, d) as one 4-lane vector read-add-write.
@@ -105,17 +120,13 @@ def add4(typingctx, array, index, w, a, b, c, d):
         pointer = builder.bitcast(builder.gep(data, [offset], inbounds=True),
                                   vector.as_pointer())
         lanes = ir.Constant(vector, ir.Undefined)
-        weights = ir.Constant(vector, ir.Undefined)
         for k, value in enumerate(args[3:]):
-            lane = ir.Constant(ir.IntType(32), k)
-            lanes = builder.insert_element(lanes, value, lane)
-            weights = builder.insert_element(weights, weight, lane)
-        name = "llvm.fma.v4f32" if element == ir.FloatType() else "llvm.fma.v4f64"
-        fma = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(vector, [vector, vector, vector]), name)
+            lanes = builder.insert_element(lanes, value, ir.Constant(ir.IntType(32), k))
         align = 4 if element == ir.FloatType() else 8  # the element's, not the vector's
         old = builder.load(pointer, align=align)
-        builder.store(builder.call(fma, [weights, lanes, old]), pointer, align=align)
+        new = builder.call(_vector_fma(builder, element, vector),
+                           [_splat(builder, vector, weight), lanes, old])
+        builder.store(new, pointer, align=align)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -741,19 +752,66 @@ particles_to_grid = Kernel(_particles_to_grid)
 # -- stencil sweeps shared by G2P and the adjoints ----------------------------------------------
 
 
+@intrinsic
+def row_sums(typingctx, array, index, weights):
+    """Weighted sums over three consecutive grid nodes of four lanes each: for every weight
+    triple (w₀, w₁, w₂) in ``weights`` (a tuple of 3·S floats), w₀ g₀ + w₁ g₁ + w₂ g₂ with
+    g_k = array[index + 4k : index + 4k + 4]; returns the S sums' lanes, 4·S floats.
+
+    The stencil sweeps gather a row of the quadratic stencil with it: three vector loads
+    and 3·S vector multiply-adds where scalar code issues twelve loads and 12·S."""
+    count = len(weights)
+    if count % 3 or not isinstance(array, numba.types.Array):
+        return None
+    dtype = array.dtype
+    sig = numba.types.UniTuple(dtype, 4 * (count // 3))(array, index, weights)
+
+    def codegen(context, builder, signature, args):
+        array_value, offset, weight_tuple = args
+        element = context.get_data_type(dtype)
+        vector = ir.VectorType(element, 4)
+        data = context.make_array(signature.args[0])(context, builder, array_value).data
+        align = 4 if element == ir.FloatType() else 8  # the element's, not the vector's
+        nodes = []
+        for k in range(3):
+            at = builder.add(offset, ir.Constant(offset.type, 4 * k))
+            pointer = builder.bitcast(builder.gep(data, [at], inbounds=True),
+                                      vector.as_pointer())
+            nodes.append(builder.load(pointer, align=align))
+        fma = _vector_fma(builder, element, vector)
+        weight_values = cgutils.unpack_tuple(builder, weight_tuple, count)
+        lanes = []
+        for first in range(0, count, 3):
+            total = None
+            for k in range(3):
+                weight = _splat(builder, vector, weight_values[first + k])
+                total = (builder.fmul(weight, nodes[k]) if total is None
+                         else builder.call(fma, [weight, nodes[k], total]))
+            lanes.extend(builder.extract_element(total, ir.Constant(ir.IntType(32), lane))
+                         for lane in range(4))
+        return context.make_tuple(builder, signature.return_type, lanes)
+
+    return sig, codegen
+
+
 @_inline
 def _sweep2(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass, scatter):
     """One pass over particle p's 2D stencil: (Σ w g (2,), Σ w g oᵀ (4,), Σ w g_m,
     Σ ∂w/∂x (g·u + g_m m) (2,)).
 
-    g is the field's first two channels at the node, g_m its third (``with_mass``), o the
-    node's offset from the particle and u = base + M o (row-major M (4,)); ``with_dot``
-    computes the last sum (else zeros), ``scatter`` adds w u into ``target``, a flattened
-    (chunks, nodes, 4) array whose chunk starts at node ``first``. G2P
-    gathers (v, C/K); the G2P adjoint scatters ∂L/∂(grid v) with u = ∂L/∂v' + K Ĉ o; the P2G
-    adjoint gathers with u = momentum + A o."""
+    ``field`` is a flattened (nodes, 4) array: g its first two lanes at the node, g_m its
+    third (``with_mass``); o is the node's offset from the particle and u = base + M o
+    (row-major M (4,)); ``with_dot`` computes the last sum (else zeros), ``scatter`` adds
+    w u into ``target``, a flattened (chunks, nodes, 4) array whose chunk starts at node
+    ``first``. G2P gathers (v, C/K); the G2P adjoint scatters ∂L/∂(grid v) with u = ∂L/∂v'
+    + K Ĉ o; the P2G adjoint gathers with u = momentum + A o.
+
+    Rows of the stencil (i₀ fixed) are gathered by :func:`row_sums` as moments Σ w₁ g,
+    Σ i₁ w₁ g (and with the weights' derivatives for the position gradient): u is linear
+    in the node index, so Σ w₁ g·u = (Σ w₁ g)·h + (Σ i₁ w₁ g)·c₁ with h the row's first u."""
     T = x.dtype.type
     zero = T(0.0)
+    two = T(2.0)
     inv_dx = T(1.0) / dx
     b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
     b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
@@ -766,29 +824,26 @@ def _sweep2(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass
     h0, h1 = e0, e1
     for i0 in range(3):
         w0 = _pick3(i0, wa0, wa1, wa2)
-        n0, n1 = h0, h1
         i = (b0 + i0) * res + b1
-        r0 = r1 = rm = y0 = y1 = t0 = t1 = zero
-        for i1 in range(3):
-            w1 = _pick3(i1, wb0, wb1, wb2)
-            g0, g1 = field[i + i1, 0], field[i + i1, 1]
-            if scatter:
-                wt = w0 * w1
-                add4(target, (first + i + i1) * 4, wt, n0, n1, zero, zero)
-            r0 += w1 * g0
-            r1 += w1 * g1
-            if i1 > 0:
-                y0 += T(i1) * w1 * g0
-                y1 += T(i1) * w1 * g1
-            if with_dot:
-                dot = g0 * n0 + g1 * n1
-                if with_mass:
-                    dot += field[i + i1, 2] * m
-                t0 += w1 * dot
-                t1 += _pick3(i1, db0, db1, db2) * dot
+        if with_dot:
+            (r0, r1, rm, _, y0, y1, _, _, k0, k1, km, _, z0, z1, _, _) = row_sums(
+                field, 4 * i, (wb0, wb1, wb2, zero, wb1, two * wb2, db0, db1, db2, zero, db1,
+                               two * db2))
+            # Σ_i₁ w₁ (g·u + g_m m) and the same with dw₁/df
+            t0 = r0 * h0 + r1 * h1 + y0 * c01 + y1 * c11
+            t1 = k0 * h0 + k1 * h1 + z0 * c01 + z1 * c11
             if with_mass:
-                rm += w1 * field[i + i1, 2]
-            n0, n1 = n0 + c01, n1 + c11
+                t0 += rm * m
+                t1 += km * m
+        else:
+            r0, r1, rm, _, y0, y1, _, _ = row_sums(field, 4 * i,
+                                                   (wb0, wb1, wb2, zero, wb1, two * wb2))
+        if scatter:
+            n0, n1 = h0, h1
+            for i1 in range(3):
+                add4(target, (first + i + i1) * 4, w0 * _pick3(i1, wb0, wb1, wb2), n0, n1,
+                     zero, zero)
+                n0, n1 = n0 + c01, n1 + c11
         h0, h1 = h0 + c00, h1 + c10
         v0 += w0 * r0
         v1 += w0 * r1
@@ -811,9 +866,11 @@ def _sweep2(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass
 
 @_inline
 def _sweep3(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass, scatter):
-    """The 3D counterpart of :func:`_sweep2` (tuples of 3, 9, and 3; g_m is channel 3)."""
+    """The 3D counterpart of :func:`_sweep2` (tuples of 3, 9, and 3; g_m is lane 3; rows
+    along i₂)."""
     T = x.dtype.type
     zero = T(0.0)
+    two = T(2.0)
     inv_dx = T(1.0) / dx
     b0, f0, wa0, wa1, wa2, da0, da1, da2 = _axis(x, p, 0, dx, res)
     b1, f1, wb0, wb1, wb2, db0, db1, db2 = _axis(x, p, 1, dx, res)
@@ -833,32 +890,27 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass
         r0 = r1 = r2 = rm = y0 = y1 = y2 = z0 = z1 = z2 = ta = tb = tc = zero
         for i1 in range(3):
             w1 = _pick3(i1, wb0, wb1, wb2)
-            w01 = w0 * w1
-            n0, n1, n2 = j0, j1, j2
             i = ((b0 + i0) * res + b1 + i1) * res + b2
-            q0 = q1 = q2 = qm = o0 = o1 = o2 = t = tz = zero  # sums over i₂
-            for i2 in range(3):
-                w2 = _pick3(i2, wc0, wc1, wc2)
-                g0, g1, g2 = field[i + i2, 0], field[i + i2, 1], field[i + i2, 2]
-                if scatter:
-                    wt = w01 * w2
-                    add4(target, (first + i + i2) * 4, wt, n0, n1, n2, zero)
-                q0 += w2 * g0
-                q1 += w2 * g1
-                q2 += w2 * g2
-                if i2 > 0:
-                    o0 += T(i2) * w2 * g0
-                    o1 += T(i2) * w2 * g1
-                    o2 += T(i2) * w2 * g2
-                if with_dot:
-                    dot = g0 * n0 + g1 * n1 + g2 * n2
-                    if with_mass:
-                        dot += field[i + i2, 3] * m
-                    t += w2 * dot
-                    tz += _pick3(i2, dc0, dc1, dc2) * dot
+            if with_dot:
+                (q0, q1, q2, qm, o0, o1, o2, _, k0, k1, k2, km, l0, l1, l2, _) = row_sums(
+                    field, 4 * i, (wc0, wc1, wc2, zero, wc1, two * wc2, dc0, dc1, dc2, zero,
+                                   dc1, two * dc2))
+                # Σ_i₂ w₂ (g·u + g_m m) and the same with dw₂/df
+                t = q0 * j0 + q1 * j1 + q2 * j2 + o0 * c02 + o1 * c12 + o2 * c22
+                tz = k0 * j0 + k1 * j1 + k2 * j2 + l0 * c02 + l1 * c12 + l2 * c22
                 if with_mass:
-                    qm += w2 * field[i + i2, 3]
-                n0, n1, n2 = n0 + c02, n1 + c12, n2 + c22
+                    t += qm * m
+                    tz += km * m
+            else:
+                q0, q1, q2, qm, o0, o1, o2, _ = row_sums(field, 4 * i,
+                                                         (wc0, wc1, wc2, zero, wc1, two * wc2))
+            if scatter:
+                w01 = w0 * w1
+                n0, n1, n2 = j0, j1, j2
+                for i2 in range(3):
+                    add4(target, (first + i + i2) * 4, w01 * _pick3(i2, wc0, wc1, wc2), n0, n1,
+                         n2, zero)
+                    n0, n1, n2 = n0 + c02, n1 + c12, n2 + c22
             j0, j1, j2 = j0 + c01, j1 + c11, j2 + c21
             r0 += w1 * q0
             r1 += w1 * q1
@@ -914,9 +966,10 @@ def _grid_to_particles_range(start, stop, x, F, grid_v, dx, res, dt, K, new_x, n
     d = x.shape[1]
     zero = x.dtype.type(0.0)
     unused = np.empty(0, dtype=x.dtype)
+    field = grid_v.reshape(-1)
     for p in range(start, stop):
         if d == 2:
-            v2, o2, _, _ = _sweep2(x, p, dx, res, grid_v, (zero, zero), (zero, zero, zero, zero),
+            v2, o2, _, _ = _sweep2(x, p, dx, res, field, (zero, zero), (zero, zero, zero, zero),
                                    zero, unused, 0, False, False, False)
             c2 = (K * o2[0], K * o2[1], K * o2[2], K * o2[3])
             f2 = load4(F, p)
@@ -928,7 +981,7 @@ def _grid_to_particles_range(start, stop, x, F, grid_v, dx, res, dt, K, new_x, n
                     new_F[p, a, b] = f2[2 * a + b] + dt * (c2[2 * a] * f2[b]
                                                            + c2[2 * a + 1] * f2[2 + b])
         else:
-            v3, o3, _, _ = _sweep3(x, p, dx, res, grid_v, (zero, zero, zero),
+            v3, o3, _, _ = _sweep3(x, p, dx, res, field, (zero, zero, zero),
                                    (zero, zero, zero, zero, zero, zero, zero, zero, zero), zero,
                                    unused, 0, False, False, False)
             c3 = (K * o3[0], K * o3[1], K * o3[2], K * o3[3], K * o3[4], K * o3[5], K * o3[6],
@@ -945,8 +998,8 @@ def _grid_to_particles_range(start, stop, x, F, grid_v, dx, res, dt, K, new_x, n
 
 
 def _grid_to_particles(x, F, grid_v, dx, res, dt, K, bounds):
-    """G2P: new (x, v, C, F) of every particle from the grid velocities (nodes, d), chunk by
-    chunk (bounds as in _particles_to_grid)."""
+    """G2P: new (x, v, C, F) of every particle from the grid velocities (nodes, 4; the lanes
+    past d zero), chunk by chunk (bounds as in _particles_to_grid)."""
     new_x = np.empty_like(x)
     new_v = np.empty_like(x)
     new_C = np.empty_like(F)
@@ -970,6 +1023,7 @@ def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, r
     d = x.shape[1]
     zero = x.dtype.type(0.0)
     gx, gv, gF, gC = g_next
+    field = grid_v.reshape(-1)
     flat = g_acc.reshape(-1)
     first = chunk * g_acc.shape[1]
     for p in range(start, stop):
@@ -982,7 +1036,7 @@ def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, r
                   gC[p, 0, 1] + dt * (h2[0] * f2[2] + h2[1] * f2[3]),
                   gC[p, 1, 0] + dt * (h2[2] * f2[0] + h2[3] * f2[1]),
                   gC[p, 1, 1] + dt * (h2[2] * f2[2] + h2[3] * f2[3]))
-            v2, o2, _, x2 = _sweep2(x, p, dx, res, grid_v, u2,
+            v2, o2, _, x2 = _sweep2(x, p, dx, res, field, u2,
                                     (K * e2[0], K * e2[1], K * e2[2], K * e2[3]), zero, flat,
                                     first, True, False, True)
             c2 = (K * o2[0], K * o2[1], K * o2[2], K * o2[3])
@@ -1006,7 +1060,7 @@ def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, r
                   gC[p, 2, 1] + dt * (h3[6] * f3[3] + h3[7] * f3[4] + h3[8] * f3[5]),
                   gC[p, 2, 2] + dt * (h3[6] * f3[6] + h3[7] * f3[7] + h3[8] * f3[8]))
             v3, o3, _, x3 = _sweep3(
-                x, p, dx, res, grid_v, u3,
+                x, p, dx, res, field, u3,
                 (K * e3[0], K * e3[1], K * e3[2], K * e3[3], K * e3[4], K * e3[5], K * e3[6],
                  K * e3[7], K * e3[8]), zero, flat, first, True, False, True)
             c3 = (K * o3[0], K * o3[1], K * o3[2], K * o3[3], K * o3[4], K * o3[5], K * o3[6],
@@ -1055,11 +1109,12 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
     g_v, g_C, g_E, g_nu, g_rho, g_V, g_q = outputs
     axes = act[2]
     unused = np.empty(0, dtype=x.dtype)
+    field = g_grid.reshape(-1)
     for p in range(start, stop):
         m = saved[p, 0]
         if d == 2:
             A2 = (saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6])
-            gq2, gA2, gm2, gs2 = _sweep2(x, p, dx, res, g_grid, (saved[p, 1], saved[p, 2]), A2,
+            gq2, gA2, gm2, gs2 = _sweep2(x, p, dx, res, field, (saved[p, 1], saved[p, 2]), A2,
                                          m, unused, 0, True, True, False)
             gathered[p, 0] = gm2
             gathered[p, 1], gathered[p, 2] = gq2
@@ -1070,7 +1125,7 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
         else:
             A3 = (saved[p, 4], saved[p, 5], saved[p, 6], saved[p, 7], saved[p, 8], saved[p, 9],
                   saved[p, 10], saved[p, 11], saved[p, 12])
-            gq3, gA3, gm3, gs3 = _sweep3(x, p, dx, res, g_grid,
+            gq3, gA3, gm3, gs3 = _sweep3(x, p, dx, res, field,
                                          (saved[p, 1], saved[p, 2], saved[p, 3]), A3, m, unused,
                                          0, True, True, False)
             gathered[p, 0] = gm3
@@ -1126,8 +1181,9 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
 def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, exponent,
                            rotation, table, saved, g_grid, g_x, g_F, g_act, gathered, bounds):
     """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
-    (nodes, d + 1): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates ∂L/∂(σ_a along each
-    actuator's axes) into g_act[chunk, index + 1] (overwritten), and returns
+    (nodes, 4; lanes past d + 1 zero): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates
+    ∂L/∂(σ_a along each actuator's axes) into g_act[chunk, index + 1] (overwritten), and
+    returns
     (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables; the
     parameters' in their dtype).
 
