@@ -41,8 +41,9 @@ PARAMS = {"E": "particle.youngs_modulus", "nu": "particle.poissons_ratio",
           "rho": "particle.density"}
 
 
-def _check(sim, state, steps, action=ACTION, dt=1e-3, seed=0):
-    """Gradcheck every input of n substeps; returns the largest relative error."""
+def _check(sim, state, steps, action=ACTION, dt=1e-3, seed=0, eps=None):
+    """Gradcheck every input of n substeps; returns the largest relative error. ``eps``
+    overrides finite-difference steps of STEPS by group."""
     design = {k: np.asarray(v, dtype=np.float64) for k, v in
               sim.design_space().defaults().items()}
     volume0 = float(np.mean(design["particle.volume"]))
@@ -81,8 +82,8 @@ def _check(sim, state, steps, action=ACTION, dt=1e-3, seed=0):
     analytic["V"] = g_design["particle.volume"] * volume0
     analytic["action"] = g_action
     worst = 0.0
-    for group, eps in STEPS.items():
-        report = gradcheck(loss, inputs, analytic, groups=[group], eps=eps,
+    for group, step in {**STEPS, **(eps or {})}.items():
+        report = gradcheck(loss, inputs, analytic, groups=[group], eps=step,
                            tolerance=TOLERANCE, seed=seed)
         report.assert_ok()
         worst = max(worst, max(report.errors.values()))
@@ -149,8 +150,11 @@ def test_long_rollout_gradients(material):
     tiny = scenes.contact_model(2, material=material, spacing=1.0, cables=False,
                                 boundaries=(BoxWalls(kind="slip"),))
     sim = MPMSimulator(tiny, kernels="numba")
+    # after 1000 substeps the loss's round-off moves 4-point differences in C by a few 1e-6
+    # at steps up to 1e-4 (measured against the reference kernels' adjoint, which the numba
+    # adjoint equals to 1e-14); 3e-4 is still far inside the smooth range
     _check(sim, sim.initial_state(sim.design_space().defaults()), 1000,
-           action=np.array([0.2, -0.1]))
+           action=np.array([0.2, -0.1]), eps={"C": 3e-4})
 
 
 @pytest.mark.parametrize("dim", [2, 3])
