@@ -45,7 +45,7 @@ import types
 
 import numba
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -57,6 +57,13 @@ __all__ = [
     "grid_to_particles_vjp",
     "particles_to_grid_vjp",
 ]
+
+# LLVM vectorizes a loop whose arrays it cannot prove apart only behind run-time overlap
+# checks, at most 128 by default; the per-particle stress loops read and write about thirty
+# arrays (each pair one check, paid once per call) and ran 4-5x slower as scalar loops.
+# The option is process-wide and only widens which loops LLVM may vectorize.
+binding.set_option("sim_mpm", "-vectorize-memory-check-threshold=1024")
+binding.set_option("sim_mpm", "-vectorize-scev-check-threshold=256")
 
 # fused multiply-adds (contract) are allowed; no other fast-math reassociation
 _FLAGS = dict(cache=True, error_model="numpy", fastmath={"contract"})
@@ -1091,23 +1098,133 @@ grid_to_particles_vjp = Kernel(_grid_to_particles_vjp)
 # -- P2G adjoint --------------------------------------------------------------------------------
 
 
+@_inline
+def _flat4(A, p):
+    """Entries 4p … 4p + 3 of the flat array A (p unsigned: no negative-index wrapping)."""
+    i = np.uint64(4) * p
+    return A[i], A[i + np.uint64(1)], A[i + np.uint64(2)], A[i + np.uint64(3)]
+
+
+@_inline
+def _flat9(A, p):
+    """Entries 9p … 9p + 8 of the flat array A (p unsigned)."""
+    i = np.uint64(9) * p
+    return (A[i], A[i + np.uint64(1)], A[i + np.uint64(2)], A[i + np.uint64(3)],
+            A[i + np.uint64(4)], A[i + np.uint64(5)], A[i + np.uint64(6)], A[i + np.uint64(7)],
+            A[i + np.uint64(8)])
+
+
+@_inline
+def _stress2_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exponent, gathered,
+                      g_rows, g_params, one):
+    """The stress adjoint of 2D particles start ≤ p < stop given the gathered rows
+    (∂L/∂m, ∂L/∂momentum (2), ∂L/∂affine (4), σ_a (2)) by particle: fills g_rows (rows
+    ∂L/∂F (4), ∂L/∂σ_a (2)) and g_params = (∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V).
+
+    Written so that LLVM vectorizes it across particles (about 5x) when ``corotated`` and
+    ``exponent`` are constants: no branch on the particle, no index read from memory,
+    stores by particle into rows (stores interleaved by particle were 4x slower), and
+    interleaved reads through flat views, whose entries lie at constant distances."""
+    T = F.dtype.type
+    E, nu, rho, V = params
+    g_E, g_nu, g_rho, g_V = g_params
+    F, C, v = F.reshape(-1), C.reshape(-1), v.reshape(-1)
+    for p in range(np.uint64(start), np.uint64(stop)):
+        f2 = _flat4(F, p)
+        r2 = rotation2(f2, one) if corotated else f2
+        i = np.uint64(2) * p
+        gf2, _, _, ge, gn, gr, gvol, ga2 = impulse2_vjp(
+            f2, r2, _flat4(C, p), (v[i], v[i + np.uint64(1)]), material(E, nu, table, p),
+            T(rho[p]), T(V[p]), (gathered[7, p], gathered[8, p]), dt, K, corotated, exponent,
+            gathered[0, p], (gathered[1, p], gathered[2, p]),
+            (gathered[3, p], gathered[4, p], gathered[5, p], gathered[6, p]), one)
+        g_rows[0, p], g_rows[1, p], g_rows[2, p], g_rows[3, p] = gf2
+        g_rows[4, p], g_rows[5, p] = ga2
+        g_E[p], g_nu[p], g_rho[p], g_V[p] = ge, gn, gr, gvol
+
+
+@_inline
+def _stress3_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exponent,
+                      rotation, gathered, g_rows, g_params, one):
+    """The 3D counterpart of :func:`_stress2_vjp_loop` (gathered rows 1 + 3 + 9 + 3, g_rows
+    9 + 3; ``rotation`` from the polar pass)."""
+    T = F.dtype.type
+    E, nu, rho, V = params
+    g_E, g_nu, g_rho, g_V = g_params
+    F, C, v = F.reshape(-1), C.reshape(-1), v.reshape(-1)
+    for p in range(np.uint64(start), np.uint64(stop)):
+        f3 = _flat9(F, p)
+        r3 = rotation3(rotation, p) if corotated else f3
+        i = np.uint64(3) * p
+        gf3, _, _, ge, gn, gr, gvol, ga3 = impulse3_vjp(
+            f3, r3, _flat9(C, p), (v[i], v[i + np.uint64(1)], v[i + np.uint64(2)]),
+            material(E, nu, table, p), T(rho[p]), T(V[p]),
+            (gathered[13, p], gathered[14, p], gathered[15, p]), dt, K, corotated, exponent,
+            gathered[0, p], (gathered[1, p], gathered[2, p], gathered[3, p]),
+            (gathered[4, p], gathered[5, p], gathered[6, p], gathered[7, p], gathered[8, p],
+             gathered[9, p], gathered[10, p], gathered[11, p], gathered[12, p]), one)
+        (g_rows[0, p], g_rows[1, p], g_rows[2, p], g_rows[3, p], g_rows[4, p], g_rows[5, p],
+         g_rows[6, p], g_rows[7, p], g_rows[8, p]) = gf3
+        g_rows[9, p], g_rows[10, p], g_rows[11, p] = ga3
+        g_E[p], g_nu[p], g_rho[p], g_V[p] = ge, gn, gr, gvol
+
+
+@_inline
+def _outputs2_loop(start, stop, params, gathered, g_rows, g_F, outputs):
+    """Last of the 2D P2G adjoint, vectorized: g_F += the stress rows; ∂L/∂v = m ∂L/∂momentum,
+    ∂L/∂C = m ∂L/∂affine and ∂L/∂momentum itself into the first two of ``outputs``
+    (interleaved stores through flat views, which LLVM vectorizes in a loop this small)."""
+    T = g_F.dtype.type
+    _, _, rho, V = params
+    g_v, g_C, _, _, _, _, g_q = outputs
+    gF, gC, gv, gq = g_F.reshape(-1), g_C.reshape(-1), g_v.reshape(-1), g_q.reshape(-1)
+    for p in range(np.uint64(start), np.uint64(stop)):
+        m = T(rho[p]) * T(V[p])
+        i = np.uint64(4) * p
+        for j in range(4):
+            gF[i + np.uint64(j)] += g_rows[j, p]
+            gC[i + np.uint64(j)] = m * gathered[3 + j, p]
+        i = np.uint64(2) * p
+        for j in range(2):
+            gq[i + np.uint64(j)] = gathered[1 + j, p]
+            gv[i + np.uint64(j)] = m * gathered[1 + j, p]
+
+
+@_inline
+def _outputs3_loop(start, stop, params, gathered, g_rows, g_F, outputs):
+    """The 3D counterpart of :func:`_outputs2_loop`."""
+    T = g_F.dtype.type
+    _, _, rho, V = params
+    g_v, g_C, _, _, _, _, g_q = outputs
+    gF, gC, gv, gq = g_F.reshape(-1), g_C.reshape(-1), g_v.reshape(-1), g_q.reshape(-1)
+    for p in range(np.uint64(start), np.uint64(stop)):
+        m = T(rho[p]) * T(V[p])
+        i = np.uint64(9) * p
+        for j in range(9):
+            gF[i + np.uint64(j)] += g_rows[j, p]
+            gC[i + np.uint64(j)] = m * gathered[4 + j, p]
+        i = np.uint64(3) * p
+        for j in range(3):
+            gq[i + np.uint64(j)] = gathered[1 + j, p]
+            gv[i + np.uint64(j)] = m * gathered[1 + j, p]
+
+
 @_range
 def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, consts, res,
                                  corotated, exponent, rotation, table, saved, g_grid, g_x, g_F,
-                                 g_act, gathered, outputs):
+                                 g_act, gathered, g_rows, outputs):
     """The P2G adjoint of particles start ≤ p < stop (see _particles_to_grid_vjp); outputs =
-    (g_v, g_C, g_E, g_ν, g_ρ, g_V, g_momentum) to fill, gathered (n, 1 + d + d²) scratch.
+    (g_v, g_C, g_E, g_ν, g_ρ, g_V, g_momentum) to fill; gathered (1 + 2d + d², n) and
+    g_rows (d² + d, n) scratch.
 
-    Two loops: the stencil gathers of ∂L/∂(m, momentum, affine), then the stress adjoint
-    per particle (one loop doing both runs 1.4x slower: its body no longer fits the
-    registers)."""
+    Three loops: the stencil gathers of ∂L/∂(m, momentum, affine), with the outputs linear
+    in them; the stress adjoint per particle, which vectorizes (one loop doing both ran
+    1.4x slower even before: its body did not fit the registers); ∂L/∂F and the sums per
+    actuator from its rows."""
     d = x.shape[1]
-    T = x.dtype.type
-    one = T(1.0)
+    one = x.dtype.type(1.0)
     dt, dx, K, _ = consts
-    E, nu, rho, V = params
-    g_v, g_C, g_E, g_nu, g_rho, g_V, g_q = outputs
-    axes = act[2]
+    _, _, g_E, g_nu, g_rho, g_V, _ = outputs
     unused = np.empty(0, dtype=x.dtype)
     field = g_grid.reshape(-1)
     for p in range(start, stop):
@@ -1116,9 +1233,10 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
             A2 = (saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6])
             gq2, gA2, gm2, gs2 = _sweep2(x, p, dx, res, field, (saved[p, 1], saved[p, 2]), A2,
                                          m, unused, 0, True, True, False)
-            gathered[p, 0] = gm2
-            gathered[p, 1], gathered[p, 2] = gq2
-            gathered[p, 3], gathered[p, 4], gathered[p, 5], gathered[p, 6] = gA2
+            gathered[0, p] = gm2
+            gathered[1, p], gathered[2, p] = gq2
+            gathered[3, p], gathered[4, p], gathered[5, p], gathered[6, p] = gA2
+            gathered[7, p], gathered[8, p] = _actuation2(act, p)
             # −Aᵀ ∂L/∂momentum from the offsets' dependence on x
             g_x[p, 0] += gs2[0] - (A2[0] * gq2[0] + A2[2] * gq2[1])
             g_x[p, 1] += gs2[1] - (A2[1] * gq2[0] + A2[3] * gq2[1])
@@ -1128,58 +1246,57 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
             gq3, gA3, gm3, gs3 = _sweep3(x, p, dx, res, field,
                                          (saved[p, 1], saved[p, 2], saved[p, 3]), A3, m, unused,
                                          0, True, True, False)
-            gathered[p, 0] = gm3
-            gathered[p, 1], gathered[p, 2], gathered[p, 3] = gq3
-            (gathered[p, 4], gathered[p, 5], gathered[p, 6], gathered[p, 7], gathered[p, 8],
-             gathered[p, 9], gathered[p, 10], gathered[p, 11], gathered[p, 12]) = gA3
+            gathered[0, p] = gm3
+            gathered[1, p], gathered[2, p], gathered[3, p] = gq3
+            (gathered[4, p], gathered[5, p], gathered[6, p], gathered[7, p], gathered[8, p],
+             gathered[9, p], gathered[10, p], gathered[11, p], gathered[12, p]) = gA3
+            gathered[13, p], gathered[14, p], gathered[15, p] = _actuation3(act, p)
             g_x[p, 0] += gs3[0] - (A3[0] * gq3[0] + A3[3] * gq3[1] + A3[6] * gq3[2])
             g_x[p, 1] += gs3[1] - (A3[1] * gq3[0] + A3[4] * gq3[1] + A3[7] * gq3[2])
             g_x[p, 2] += gs3[2] - (A3[2] * gq3[0] + A3[5] * gq3[1] + A3[8] * gq3[2])
+    # the common material compiled with constant switches, which lets the loop vectorize
+    g_params = (g_E, g_nu, g_rho, g_V)
+    if d == 2:
+        if corotated and exponent == 0:
+            _stress2_vjp_loop(start, stop, F, C, v, params, table, dt, K, True, 0, gathered,
+                              g_rows, g_params, one)
+        else:
+            _stress2_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exponent,
+                              gathered, g_rows, g_params, one)
+    elif corotated and exponent == 0:
+        _stress3_vjp_loop(start, stop, F, C, v, params, table, dt, K, True, 0, rotation,
+                          gathered, g_rows, g_params, one)
+    else:
+        _stress3_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exponent,
+                          rotation, gathered, g_rows, g_params, one)
+    if d == 2:
+        _outputs2_loop(start, stop, params, gathered, g_rows, g_F, outputs)
+    else:
+        _outputs3_loop(start, stop, params, gathered, g_rows, g_F, outputs)
     # summed locally: the chunks' rows of g_act share a cache line, which two threads
-    # writing per particle would pass back and forth
+    # writing per particle would pass back and forth; particles of one actuator come in
+    # runs, summed in a register (a sum through memory waits on the store before it)
     act_sum = np.zeros(g_act.shape[1], dtype=g_act.dtype)
+    axes = act[2]
+    zero = g_act.dtype.type(0.0)
+    k_run = 0
+    run_sum = zero
     for p in range(start, stop):
         k = act[0][p]
-        if d == 2:
-            f2 = load4(F, p)
-            r2 = rotation2(f2, one) if corotated else f2
-            gf2, gc2, gv2, ge, gn, gr, gvol, ga2 = impulse2_vjp(
-                f2, r2, load4(C, p), (v[p, 0], v[p, 1]), material(E, nu, table, p), T(rho[p]),
-                T(V[p]),
-                _actuation2(act, p), dt, K, corotated, exponent, gathered[p, 0],
-                (gathered[p, 1], gathered[p, 2]),
-                (gathered[p, 3], gathered[p, 4], gathered[p, 5], gathered[p, 6]), one)
-            act_sum[k] += ga2[0] * axes[k, 0] + ga2[1] * axes[k, 1]
-            for a in range(2):
-                g_v[p, a] = gv2[a]
-                g_q[p, a] = gathered[p, 1 + a]
-                for b in range(2):
-                    g_F[p, a, b] += gf2[2 * a + b]
-                    g_C[p, a, b] = gc2[2 * a + b]
-        else:
-            f3 = load9(F, p)
-            r3 = rotation3(rotation, p) if corotated else f3
-            gf3, gc3, gv3, ge, gn, gr, gvol, ga3 = impulse3_vjp(
-                f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]), material(E, nu, table, p),
-                T(rho[p]), T(V[p]), _actuation3(act, p), dt, K, corotated, exponent,
-                gathered[p, 0],
-                (gathered[p, 1], gathered[p, 2], gathered[p, 3]),
-                (gathered[p, 4], gathered[p, 5], gathered[p, 6], gathered[p, 7], gathered[p, 8],
-                 gathered[p, 9], gathered[p, 10], gathered[p, 11], gathered[p, 12]), one)
-            act_sum[k] += ga3[0] * axes[k, 0] + ga3[1] * axes[k, 1] + ga3[2] * axes[k, 2]
-            for a in range(3):
-                g_v[p, a] = gv3[a]
-                g_q[p, a] = gathered[p, 1 + a]
-                for b in range(3):
-                    g_F[p, a, b] += gf3[3 * a + b]
-                    g_C[p, a, b] = gc3[3 * a + b]
-        g_E[p], g_nu[p], g_rho[p], g_V[p] = ge, gn, gr, gvol
+        if k != k_run:
+            act_sum[k_run] += run_sum
+            run_sum = zero
+            k_run = k
+        for a in range(d):
+            run_sum += g_rows[d * d + a, p] * axes[k, a]
+    act_sum[k_run] += run_sum
     for k in range(g_act.shape[1]):
         g_act[chunk, k] = act_sum[k]
 
 
 def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, exponent,
-                           rotation, table, saved, g_grid, g_x, g_F, g_act, gathered, bounds):
+                           rotation, table, saved, g_grid, g_x, g_F, g_act, gathered, g_rows,
+                           bounds):
     """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
     (nodes, 4; lanes past d + 1 zero): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates
     ∂L/∂(σ_a along each actuator's axes) into g_act[chunk, index + 1] (overwritten), and
@@ -1189,14 +1306,15 @@ def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, expo
 
     ``rotation``, ``table`` and ``saved`` are what particles_to_grid filled for the same
     state;
-    ``gathered`` is scratch of saved's shape."""
+    ``gathered`` and ``g_rows`` are scratch (see _particles_to_grid_vjp_range)."""
     E = params[0]
     outputs = (np.empty_like(x), np.empty_like(F), np.empty_like(E), np.empty_like(E),
                np.empty_like(E), np.empty_like(E), np.empty_like(x))
     for chunk in numba.prange(g_act.shape[0]):
         _particles_to_grid_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C,
                                      params, act, consts, res, corotated, exponent, rotation,
-                                     table, saved, g_grid, g_x, g_F, g_act, gathered, outputs)
+                                     table, saved, g_grid, g_x, g_F, g_act, gathered,
+                                     g_rows, outputs)
     return outputs
 
 

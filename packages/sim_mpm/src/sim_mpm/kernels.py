@@ -66,7 +66,8 @@ class _Buffers:
         self.material = np.empty((4, n), dtype=dtype)
         self.saved = np.empty((n, 1 + d + d * d), dtype=dtype)
         self.not_saved = np.empty((0, 1 + d + d * d), dtype=dtype)
-        self.gathered = np.empty_like(self.saved)
+        self.gathered = np.empty((1 + 2 * d + d * d, n), dtype=dtype)
+        self.g_rows = np.empty((d * d + d, n), dtype=dtype)
         self.box = np.empty((chunks, 2, d), dtype=np.int64)
         # four lanes a node for the vector read-add-writes of the scatters (_particle_kernels
         # .add4): momentum and mass (2D: one lane spare), velocity cotangents (spare lanes)
@@ -233,7 +234,7 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
     b.settle("g_acc")
     g_v, g_C, g_E, g_nu, g_rho, g_V, g_momentum = particles_to_grid_vjp.pick(parallel)(
         *arrays, params, act, consts, res, s.corotated, c.exponent, b.rotation, b.material,
-        b.saved, b.g_grid, g_x, g_F, b.g_act, b.gathered, b.bounds)
+        b.saved, b.g_grid, g_x, g_F, b.g_act, b.gathered, b.g_rows, b.bounds)
     g_stress = (b.g_act.sum(axis=0)[1:] * c.actuator_max_stress if c.n_stress
                 else np.zeros(0, dtype=c.dtype))
     if c.cables:
