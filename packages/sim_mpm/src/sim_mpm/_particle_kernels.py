@@ -599,23 +599,6 @@ def _pick3(i, a0, a1, a2):
     return a0 if i == 0 else (a1 if i == 1 else a2)
 
 
-@_inline
-def _actuation2(act, p):
-    """Diagonal actuation stress σ_a of particle p (2D): act = (index + 1 per particle,
-    signal·σ_max per actuator with a leading 0, axis masks with a leading 0 row)."""
-    k = act[0][p]
-    s = act[1][k]
-    return s * act[2][k, 0], s * act[2][k, 1]
-
-
-@_inline
-def _actuation3(act, p):
-    """Diagonal actuation stress σ_a of particle p (3D); see _actuation2."""
-    k = act[0][p]
-    s = act[1][k]
-    return s * act[2][k, 0], s * act[2][k, 1], s * act[2][k, 2]
-
-
 # -- P2G ----------------------------------------------------------------------------------------
 
 
@@ -676,64 +659,119 @@ def _p2g3(x, p, dx, res, m, q, A, flat, base):
     return b0, b1, b2
 
 
+@_inline
+def _actuation_rows(start, stop, act, out):
+    """Diagonal actuation stress σ_a of particles start ≤ p < stop into out (d, n); act =
+    (index + 1 per particle, signal·σ_max per actuator with a leading 0, axis masks with a
+    leading 0 row). Its own loop: an index read from memory (the particle's actuator) keeps
+    LLVM from vectorizing the loops that use it."""
+    d = out.shape[0]
+    for p in range(start, stop):
+        k = act[0][p]
+        s = act[1][k]
+        for a in range(d):
+            out[a, p] = s * act[2][k, a]
+
+
+@_inline
+def _impulse2_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K, corotated,
+                   exponent, saved, one):
+    """P2G inputs of 2D particles start ≤ p < stop into the rows of ``saved`` (m, momentum
+    (2), affine (4)); vectorized like :func:`_stress2_vjp_loop`."""
+    T = F.dtype.type
+    E, nu, rho, V = params
+    F, C, v, cable_f = F.reshape(-1), C.reshape(-1), v.reshape(-1), cable_f.reshape(-1)
+    for p in range(np.uint64(start), np.uint64(stop)):
+        f2 = _flat4(F, p)
+        r2 = rotation2(f2, one) if corotated else f2
+        i = np.uint64(2) * p
+        j = i + np.uint64(1)
+        m, q, A = impulse2(f2, r2, _flat4(C, p), (v[i], v[j]), material(E, nu, table, p),
+                           T(rho[p]), T(V[p]), (actuation[0, p], actuation[1, p]),
+                           (cable_f[i], cable_f[j]), dt, K, corotated, exponent, one)
+        saved[0, p] = m
+        saved[1, p], saved[2, p] = q
+        saved[3, p], saved[4, p], saved[5, p], saved[6, p] = A
+
+
+@_inline
+def _impulse3_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K, corotated,
+                   exponent, rotation, saved, one):
+    """The 3D counterpart of :func:`_impulse2_loop` (rows m, momentum (3), affine (9))."""
+    T = F.dtype.type
+    E, nu, rho, V = params
+    F, C, v, cable_f = F.reshape(-1), C.reshape(-1), v.reshape(-1), cable_f.reshape(-1)
+    for p in range(np.uint64(start), np.uint64(stop)):
+        f3 = _flat9(F, p)
+        r3 = rotation3(rotation, p) if corotated else f3
+        i = np.uint64(3) * p
+        j, k = i + np.uint64(1), i + np.uint64(2)
+        m, q, A = impulse3(f3, r3, _flat9(C, p), (v[i], v[j], v[k]), material(E, nu, table, p),
+                           T(rho[p]), T(V[p]),
+                           (actuation[0, p], actuation[1, p], actuation[2, p]),
+                           (cable_f[i], cable_f[j], cable_f[k]), dt, K, corotated, exponent, one)
+        saved[0, p] = m
+        saved[1, p], saved[2, p], saved[3, p] = q
+        (saved[4, p], saved[5, p], saved[6, p], saved[7, p], saved[8, p], saved[9, p],
+         saved[10, p], saved[11, p], saved[12, p]) = A
+
+
 @_range
 def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_f, consts, res,
-                             corotated, exponent, rotation, table, saved, acc, box):
+                             corotated, exponent, rotation, table, actuation, saved, acc, box):
     """Particle stresses and P2G, one chunk of particles per acc[chunk].
 
-    params = (E, ν, ρ, V) per particle, any float dtype (read in x's); act: see _actuation2;
+    params = (E, ν, ρ, V) per particle, any float dtype (read in x's); act: see
+    _actuation_rows;
     cable_f (n, d) [N];
     consts = (Δt [s], Δx [m], K = 4/Δx², polar tolerance). Fills ``rotation`` (9, n) in
     3D corotated (see polar3_batch), ``table`` (4, n) with the material (material_batch),
-    ``saved`` (n, 1 + d + d²) with each particle's mass, momentum and affine for the adjoint
-    (skipped when saved has no rows: 13 floats a particle in 3D are memory traffic the
-    forward pass need not pay), and box[chunk] = (lowest base node, highest base node + 3)
-    of the chunk (lo = res, hi = 0 for an empty chunk). acc (chunks, nodes, 4) (momentum,
-    mass, and a zero lane in 2D) must be zero where the particles scatter (the grid pass
-    zeroes it again)."""
-    n, d = x.shape
-    T = x.dtype.type
-    one = T(1.0)
+    ``actuation`` (d, n) with σ_a, ``saved`` (1 + d + d², n) with each particle's mass,
+    momentum and affine (the adjoint reads them too), and box[chunk] = (lowest base node,
+    highest base node + 3) of the chunk (lo = res, hi = 0 for an empty chunk). acc (chunks,
+    nodes, 4) (momentum, mass, and a zero lane in 2D) must be zero where the particles
+    scatter (the grid pass zeroes it again).
+
+    The per-particle physics runs in loops that LLVM vectorizes, the scatter in a loop of
+    its own."""
+    d = x.shape[1]
+    one = x.dtype.type(1.0)
     dt, dx, K, tolerance = consts
-    E, nu, rho, V = params
-    keep = saved.shape[0] > 0
+    E, nu, _, _ = params
     material_batch(E, nu, table, start, stop, one)
-    if d == 3 and corotated:
-        polar3_batch(F, rotation, start, stop, tolerance, one)
-        polar3_finish(F, rotation, start, stop, tolerance, one)
+    _actuation_rows(start, stop, act, actuation)
+    if d == 2:
+        # the common material compiled with constant switches, which lets the loop vectorize
+        if corotated and exponent == 0:
+            _impulse2_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K,
+                           True, 0, saved, one)
+        else:
+            _impulse2_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K,
+                           corotated, exponent, saved, one)
+    else:
+        if corotated:
+            polar3_batch(F, rotation, start, stop, tolerance, one)
+            polar3_finish(F, rotation, start, stop, tolerance, one)
+        if corotated and exponent == 0:
+            _impulse3_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K,
+                           True, 0, rotation, saved, one)
+        else:
+            _impulse3_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K,
+                           corotated, exponent, rotation, saved, one)
     flat = acc.reshape(-1)
     base = chunk * acc.shape[1]
     lo0 = lo1 = lo2 = res
     hi0 = hi1 = hi2 = 0
     for p in range(start, stop):
         if d == 2:
-            f2 = load4(F, p)
-            r2 = rotation2(f2, one) if corotated else f2
-            m2, q2, A2 = impulse2(f2, r2, load4(C, p), (v[p, 0], v[p, 1]),
-                                  material(E, nu, table, p), T(rho[p]), T(V[p]),
-                                  _actuation2(act, p),
-                                  (cable_f[p, 0], cable_f[p, 1]), dt, K, corotated,
-                                  exponent, one)
-            if keep:
-                saved[p, 0] = m2
-                saved[p, 1], saved[p, 2] = q2
-                saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6] = A2
-            b0, b1 = _p2g2(x, p, dx, res, m2, q2, A2, flat, base)
+            b0, b1 = _p2g2(x, p, dx, res, saved[0, p], (saved[1, p], saved[2, p]),
+                           (saved[3, p], saved[4, p], saved[5, p], saved[6, p]), flat, base)
             b2 = 0
         else:
-            f3 = load9(F, p)
-            r3 = rotation3(rotation, p) if corotated else f3
-            m3, q3, A3 = impulse3(f3, r3, load9(C, p), (v[p, 0], v[p, 1], v[p, 2]),
-                                  material(E, nu, table, p), T(rho[p]), T(V[p]),
-                                  _actuation3(act, p),
-                                  (cable_f[p, 0], cable_f[p, 1], cable_f[p, 2]), dt, K,
-                                  corotated, exponent, one)
-            if keep:
-                saved[p, 0] = m3
-                saved[p, 1], saved[p, 2], saved[p, 3] = q3
-                (saved[p, 4], saved[p, 5], saved[p, 6], saved[p, 7], saved[p, 8], saved[p, 9],
-                 saved[p, 10], saved[p, 11], saved[p, 12]) = A3
-            b0, b1, b2 = _p2g3(x, p, dx, res, m3, q3, A3, flat, base)
+            b0, b1, b2 = _p2g3(x, p, dx, res, saved[0, p], (saved[1, p], saved[2, p], saved[3, p]),
+                               (saved[4, p], saved[5, p], saved[6, p], saved[7, p], saved[8, p],
+                                saved[9, p], saved[10, p], saved[11, p], saved[12, p]), flat,
+                               base)
         lo0, hi0 = min(lo0, b0), max(hi0, b0 + 3)
         lo1, hi1 = min(lo1, b1), max(hi1, b1 + 3)
         lo2, hi2 = min(lo2, b2), max(hi2, b2 + 3)
@@ -744,13 +782,13 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
 
 
 def _particles_to_grid(x, v, F, C, params, act, cable_f, consts, res, corotated, exponent,
-                       rotation, table, saved, acc, box, bounds):
+                       rotation, table, actuation, saved, acc, box, bounds):
     """Particle stresses and P2G, chunk by chunk (see _particles_to_grid_range), one chunk
     of particles per acc[chunk]; bounds (chunks + 1,) = first particle of each chunk, n."""
     for chunk in numba.prange(acc.shape[0]):
         _particles_to_grid_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C, params,
                                  act, cable_f, consts, res, corotated, exponent, rotation,
-                                 table, saved, acc, box)
+                                 table, actuation, saved, acc, box)
 
 
 particles_to_grid = Kernel(_particles_to_grid)
@@ -1115,11 +1153,11 @@ def _flat9(A, p):
 
 
 @_inline
-def _stress2_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exponent, gathered,
-                      g_rows, g_params, one):
+def _stress2_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
+                      exponent, gathered, g_rows, g_params, one):
     """The stress adjoint of 2D particles start ≤ p < stop given the gathered rows
-    (∂L/∂m, ∂L/∂momentum (2), ∂L/∂affine (4), σ_a (2)) by particle: fills g_rows (rows
-    ∂L/∂F (4), ∂L/∂σ_a (2)) and g_params = (∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V).
+    (∂L/∂m, ∂L/∂momentum (2), ∂L/∂affine (4)) by particle: fills g_rows (rows ∂L/∂F (4),
+    ∂L/∂σ_a (2)) and g_params = (∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V).
 
     Written so that LLVM vectorizes it across particles (about 5x) when ``corotated`` and
     ``exponent`` are constants: no branch on the particle, no index read from memory,
@@ -1135,7 +1173,7 @@ def _stress2_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exp
         i = np.uint64(2) * p
         gf2, _, _, ge, gn, gr, gvol, ga2 = impulse2_vjp(
             f2, r2, _flat4(C, p), (v[i], v[i + np.uint64(1)]), material(E, nu, table, p),
-            T(rho[p]), T(V[p]), (gathered[7, p], gathered[8, p]), dt, K, corotated, exponent,
+            T(rho[p]), T(V[p]), (actuation[0, p], actuation[1, p]), dt, K, corotated, exponent,
             gathered[0, p], (gathered[1, p], gathered[2, p]),
             (gathered[3, p], gathered[4, p], gathered[5, p], gathered[6, p]), one)
         g_rows[0, p], g_rows[1, p], g_rows[2, p], g_rows[3, p] = gf2
@@ -1144,9 +1182,9 @@ def _stress2_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exp
 
 
 @_inline
-def _stress3_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exponent,
-                      rotation, gathered, g_rows, g_params, one):
-    """The 3D counterpart of :func:`_stress2_vjp_loop` (gathered rows 1 + 3 + 9 + 3, g_rows
+def _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
+                      exponent, rotation, gathered, g_rows, g_params, one):
+    """The 3D counterpart of :func:`_stress2_vjp_loop` (gathered rows 1 + 3 + 9, g_rows
     9 + 3; ``rotation`` from the polar pass)."""
     T = F.dtype.type
     E, nu, rho, V = params
@@ -1159,7 +1197,7 @@ def _stress3_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exp
         gf3, _, _, ge, gn, gr, gvol, ga3 = impulse3_vjp(
             f3, r3, _flat9(C, p), (v[i], v[i + np.uint64(1)], v[i + np.uint64(2)]),
             material(E, nu, table, p), T(rho[p]), T(V[p]),
-            (gathered[13, p], gathered[14, p], gathered[15, p]), dt, K, corotated, exponent,
+            (actuation[0, p], actuation[1, p], actuation[2, p]), dt, K, corotated, exponent,
             gathered[0, p], (gathered[1, p], gathered[2, p], gathered[3, p]),
             (gathered[4, p], gathered[5, p], gathered[6, p], gathered[7, p], gathered[8, p],
              gathered[9, p], gathered[10, p], gathered[11, p], gathered[12, p]), one)
@@ -1211,10 +1249,10 @@ def _outputs3_loop(start, stop, params, gathered, g_rows, g_F, outputs):
 
 @_range
 def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, consts, res,
-                                 corotated, exponent, rotation, table, saved, g_grid, g_x, g_F,
-                                 g_act, gathered, g_rows, outputs):
+                                 corotated, exponent, rotation, table, actuation, saved, g_grid,
+                                 g_x, g_F, g_act, gathered, g_rows, outputs):
     """The P2G adjoint of particles start ≤ p < stop (see _particles_to_grid_vjp); outputs =
-    (g_v, g_C, g_E, g_ν, g_ρ, g_V, g_momentum) to fill; gathered (1 + 2d + d², n) and
+    (g_v, g_C, g_E, g_ν, g_ρ, g_V, g_momentum) to fill; gathered (1 + d + d², n) and
     g_rows (d² + d, n) scratch.
 
     Three loops: the stencil gathers of ∂L/∂(m, momentum, affine), with the outputs linear
@@ -1228,29 +1266,27 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
     unused = np.empty(0, dtype=x.dtype)
     field = g_grid.reshape(-1)
     for p in range(start, stop):
-        m = saved[p, 0]
+        m = saved[0, p]
         if d == 2:
-            A2 = (saved[p, 3], saved[p, 4], saved[p, 5], saved[p, 6])
-            gq2, gA2, gm2, gs2 = _sweep2(x, p, dx, res, field, (saved[p, 1], saved[p, 2]), A2,
+            A2 = (saved[3, p], saved[4, p], saved[5, p], saved[6, p])
+            gq2, gA2, gm2, gs2 = _sweep2(x, p, dx, res, field, (saved[1, p], saved[2, p]), A2,
                                          m, unused, 0, True, True, False)
             gathered[0, p] = gm2
             gathered[1, p], gathered[2, p] = gq2
             gathered[3, p], gathered[4, p], gathered[5, p], gathered[6, p] = gA2
-            gathered[7, p], gathered[8, p] = _actuation2(act, p)
             # −Aᵀ ∂L/∂momentum from the offsets' dependence on x
             g_x[p, 0] += gs2[0] - (A2[0] * gq2[0] + A2[2] * gq2[1])
             g_x[p, 1] += gs2[1] - (A2[1] * gq2[0] + A2[3] * gq2[1])
         else:
-            A3 = (saved[p, 4], saved[p, 5], saved[p, 6], saved[p, 7], saved[p, 8], saved[p, 9],
-                  saved[p, 10], saved[p, 11], saved[p, 12])
+            A3 = (saved[4, p], saved[5, p], saved[6, p], saved[7, p], saved[8, p], saved[9, p],
+                  saved[10, p], saved[11, p], saved[12, p])
             gq3, gA3, gm3, gs3 = _sweep3(x, p, dx, res, field,
-                                         (saved[p, 1], saved[p, 2], saved[p, 3]), A3, m, unused,
+                                         (saved[1, p], saved[2, p], saved[3, p]), A3, m, unused,
                                          0, True, True, False)
             gathered[0, p] = gm3
             gathered[1, p], gathered[2, p], gathered[3, p] = gq3
             (gathered[4, p], gathered[5, p], gathered[6, p], gathered[7, p], gathered[8, p],
              gathered[9, p], gathered[10, p], gathered[11, p], gathered[12, p]) = gA3
-            gathered[13, p], gathered[14, p], gathered[15, p] = _actuation3(act, p)
             g_x[p, 0] += gs3[0] - (A3[0] * gq3[0] + A3[3] * gq3[1] + A3[6] * gq3[2])
             g_x[p, 1] += gs3[1] - (A3[1] * gq3[0] + A3[4] * gq3[1] + A3[7] * gq3[2])
             g_x[p, 2] += gs3[2] - (A3[2] * gq3[0] + A3[5] * gq3[1] + A3[8] * gq3[2])
@@ -1258,17 +1294,17 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
     g_params = (g_E, g_nu, g_rho, g_V)
     if d == 2:
         if corotated and exponent == 0:
-            _stress2_vjp_loop(start, stop, F, C, v, params, table, dt, K, True, 0, gathered,
-                              g_rows, g_params, one)
-        else:
-            _stress2_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exponent,
+            _stress2_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, True, 0,
                               gathered, g_rows, g_params, one)
+        else:
+            _stress2_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
+                              exponent, gathered, g_rows, g_params, one)
     elif corotated and exponent == 0:
-        _stress3_vjp_loop(start, stop, F, C, v, params, table, dt, K, True, 0, rotation,
-                          gathered, g_rows, g_params, one)
-    else:
-        _stress3_vjp_loop(start, stop, F, C, v, params, table, dt, K, corotated, exponent,
+        _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, True, 0,
                           rotation, gathered, g_rows, g_params, one)
+    else:
+        _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
+                          exponent, rotation, gathered, g_rows, g_params, one)
     if d == 2:
         _outputs2_loop(start, stop, params, gathered, g_rows, g_F, outputs)
     else:
@@ -1295,8 +1331,8 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
 
 
 def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, exponent,
-                           rotation, table, saved, g_grid, g_x, g_F, g_act, gathered, g_rows,
-                           bounds):
+                           rotation, table, actuation, saved, g_grid, g_x, g_F, g_act, gathered,
+                           g_rows, bounds):
     """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
     (nodes, 4; lanes past d + 1 zero): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates
     ∂L/∂(σ_a along each actuator's axes) into g_act[chunk, index + 1] (overwritten), and
@@ -1304,7 +1340,8 @@ def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, expo
     (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables; the
     parameters' in their dtype).
 
-    ``rotation``, ``table`` and ``saved`` are what particles_to_grid filled for the same
+    ``rotation``, ``table``, ``actuation`` and ``saved`` are what particles_to_grid filled for
+    the same
     state;
     ``gathered`` and ``g_rows`` are scratch (see _particles_to_grid_vjp_range)."""
     E = params[0]
@@ -1313,8 +1350,8 @@ def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, expo
     for chunk in numba.prange(g_act.shape[0]):
         _particles_to_grid_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C,
                                      params, act, consts, res, corotated, exponent, rotation,
-                                     table, saved, g_grid, g_x, g_F, g_act, gathered,
-                                     g_rows, outputs)
+                                     table, actuation, saved, g_grid, g_x, g_F, g_act,
+                                     gathered, g_rows, outputs)
     return outputs
 
 

@@ -64,9 +64,9 @@ class _Buffers:
         rows = n if d == 3 and c.material == "corotated" else 1
         self.rotation = np.empty((9, rows), dtype=dtype)
         self.material = np.empty((4, n), dtype=dtype)
-        self.saved = np.empty((n, 1 + d + d * d), dtype=dtype)
-        self.not_saved = np.empty((0, 1 + d + d * d), dtype=dtype)
-        self.gathered = np.empty((1 + 2 * d + d * d, n), dtype=dtype)
+        self.actuation = np.empty((d, n), dtype=dtype)
+        self.saved = np.empty((1 + d + d * d, n), dtype=dtype)
+        self.gathered = np.empty_like(self.saved)
         self.g_rows = np.empty((d * d + d, n), dtype=dtype)
         self.box = np.empty((chunks, 2, d), dtype=np.int64)
         # four lanes a node for the vector read-add-writes of the scatters (_particle_kernels
@@ -163,11 +163,11 @@ def _contiguous(*arrays) -> tuple:
 
 
 def _to_grid(c: StepConstants, s: _Static, b: _Buffers, arrays: tuple, action, params: tuple,
-             dt, parallel: bool, *, keep: bool):
+             dt, parallel: bool):
     """Pass 1 (stresses and P2G) and pass 2 (grid update and boundaries) of the state
     ``arrays`` = (x, v, F, C) into the buffers; returns (act, consts, cable signals, box
-    rows) for G2P and the adjoint. ``keep`` keeps each particle's P2G inputs for the
-    adjoint."""
+    rows) for G2P and the adjoint, which also reads each particle's P2G inputs from
+    ``b.saved``."""
     dtype = c.dtype
     x = arrays[0]
     action = np.asarray(action, dtype=dtype)
@@ -185,7 +185,7 @@ def _to_grid(c: StepConstants, s: _Static, b: _Buffers, arrays: tuple, action, p
     acc = b.scatter_target("acc")
     particles_to_grid.pick(parallel)(
         *arrays, params, act, cable_f, consts, c.grid_resolution, s.corotated, c.exponent,
-        b.rotation, b.material, b.saved if keep else b.not_saved, acc, b.box, b.bounds)
+        b.rotation, b.material, b.actuation, b.saved, acc, b.box, b.bounds)
     rows = grid_pass.pick(parallel)(acc, b.box, c.strides, c.gravity, consts[0], b.grid_v,
                                     b.grid_v_free, b.inv_m, s.boundary, b.inputs)
     b.settle("acc")
@@ -204,8 +204,7 @@ def substep(c: StepConstants, state: MPMState, action, params: dict, dt: float, 
     arrays = _contiguous(state.particle_x, state.particle_v, state.particle_F, state.particle_C)
     s = _static(c)
     b = _buffers(c, s, arrays[0].shape[0], parallel)
-    _, consts, _, _ = _to_grid(c, s, b, arrays, action, _params(params), dt, parallel,
-                               keep=False)
+    _, consts, _, _ = _to_grid(c, s, b, arrays, action, _params(params), dt, parallel)
     dt_t, dx, K, _ = consts
     new_x, new_v, new_C, new_F = grid_to_particles.pick(parallel)(
         arrays[0], arrays[2], b.grid_v, dx, c.grid_resolution, dt_t, K, b.bounds)
@@ -222,8 +221,8 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
     x = arrays[0]
     b = _buffers(c, s, x.shape[0], parallel)
     params = _params(params)
-    act, consts, cable_signals, rows = _to_grid(c, s, b, arrays, action, params, dt, parallel,
-                                                keep=True)
+    act, consts, cable_signals, rows = _to_grid(c, s, b, arrays, action, params, dt,
+                                                parallel)
     dt_t, dx, K, _ = consts
     res = c.grid_resolution
     g_acc = b.scatter_target("g_acc")
@@ -234,7 +233,7 @@ def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: flo
     b.settle("g_acc")
     g_v, g_C, g_E, g_nu, g_rho, g_V, g_momentum = particles_to_grid_vjp.pick(parallel)(
         *arrays, params, act, consts, res, s.corotated, c.exponent, b.rotation, b.material,
-        b.saved, b.g_grid, g_x, g_F, b.g_act, b.gathered, b.g_rows, b.bounds)
+        b.actuation, b.saved, b.g_grid, g_x, g_F, b.g_act, b.gathered, b.g_rows, b.bounds)
     g_stress = (b.g_act.sum(axis=0)[1:] * c.actuator_max_stress if c.n_stress
                 else np.zeros(0, dtype=c.dtype))
     if c.cables:
