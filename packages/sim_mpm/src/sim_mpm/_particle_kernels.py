@@ -19,8 +19,13 @@ equal the reference's to round-off.
 
 The per-particle physics are scalar functions inlined into the particle loops, with every
 matrix entry in a local (tuples of 4 or 9 scalars, row-major): arrays as scratch would be
-reloaded after every store. Arithmetic stays in the inputs' precision (``one`` carries it:
-float literals would promote float32 to float64).
+reloaded after every store. The stress and its adjoint run in loops of their own that LLVM
+vectorizes across particles (4-5x): they read and write rows by particle ((k, n) arrays)
+and interleaved (n, d, d) arrays through flat views, index nothing through memory, and
+compile the common material (corotated, no incompressibility term) with constant switches.
+The stencil loops, which scatter or gather through computed node indices, stay scalar and
+pass their per-particle results through such rows. Arithmetic stays in the inputs'
+precision (``one`` carries it: float literals would promote float32 to float64).
 
 Both materials share one form of the Kirchhoff stress with actuation,
 
@@ -213,8 +218,8 @@ def polar3_batch(F, R, start, stop, tolerance, one):
     exceeds ``tolerance``.
 
     Nine stores of unsigned-indexed rows and nothing else: LLVM then vectorizes the loop
-    (more rows exceed its budget of runtime alias checks; a signed index keeps numba's
-    negative-index wraparound, which hides the accesses' bounds from it)."""
+    (a signed index keeps numba's negative-index wraparound, which hides the accesses'
+    bounds from it)."""
     inf = one / (one - one)
     for p in range(np.uint64(start), np.uint64(stop)):
         f = load9(F, p)

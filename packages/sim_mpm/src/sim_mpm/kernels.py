@@ -3,8 +3,9 @@
 One substep is three compiled passes:
 
 1. particles → grid (:mod:`._particle_kernels`): per particle the Kirchhoff stress with
-   actuation, mass, momentum and affine momentum, scattered to the grid; in 3D corotated a
-   vectorized pass first finds every particle's polar rotation;
+   actuation, mass, momentum and affine momentum (vectorized loops into rows by particle;
+   in 3D corotated a vectorized pass first finds every particle's polar rotation), then
+   scattered to the grid;
 2. grid (:mod:`._grid_kernels`): momentum to velocity plus gravity over the box of nodes
    the particles touch, then the boundary layers;
 3. grid → particles: v, C, F ← (I + Δt C) F, x.
