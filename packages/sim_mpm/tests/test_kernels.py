@@ -62,6 +62,14 @@ def test_numba_equals_reference(dim, material, exponent, kind):
     _compare(model)
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_numba_equals_reference_corotated_with_incompressibility(dim):
+    """Corotated with p = 2 takes the stress loops compiled with run-time switches (the
+    loops for p = 0 are compiled with constant ones)."""
+    _compare(scenes.small_model(dim, material="corotated", exponent=2, cables=True,
+                                boundaries=(BoxWalls(kind="sticky", margin=5),)))
+
+
 def test_numba_equals_reference_planes_and_terrain():
     _compare(scenes.contact_model(2, boundaries=(
         Plane(point=[0.0, 0.27], normal=[0.1, 1.0], kind="friction", friction=0.3),
