@@ -141,6 +141,17 @@ def _project_node_vjp(g, i, entries, entry_start, normal, kinds, frictions, inpu
                     g[i, a] = zero
 
 
+@_inline
+def _sum_chunks(flat, first, last):
+    """Add every other chunk's lanes of nodes first ≤ i < last into chunk 0 and zero them
+    (flat: (chunks, 4 · nodes)), one contiguous span per chunk."""
+    zero = flat.dtype.type(0.0)
+    for chunk in range(1, flat.shape[0]):
+        for k in range(first * 4, last * 4):
+            flat[0, k] += flat[chunk, k]
+            flat[chunk, k] = zero
+
+
 def _grid_pass(acc, box, strides, gravity, dt, grid_v, grid_v_free, inv_m, boundary,
                inputs):
     """The grid part of a substep over the node box of every chunk's ``box``: sum the
@@ -157,11 +168,7 @@ def _grid_pass(acc, box, strides, gravity, dt, grid_v, grid_v_free, inv_m, bound
     flat = acc.reshape(acc.shape[0], -1)
     for r in numba.prange(row_start.shape[0]):
         first, last = row_start[r], row_start[r] + row_length
-        # the other chunks into chunk 0 over the row's contiguous span, then per node
-        for chunk in range(1, acc.shape[0]):
-            for k in range(first * 4, last * 4):
-                flat[0, k] += flat[chunk, k]
-                flat[chunk, k] = zero
+        _sum_chunks(flat, first, last)
         for i in range(first, last):
             m = acc[0, i, d]
             acc[0, i, d] = zero
@@ -192,10 +199,7 @@ def _grid_pass_vjp(g_acc, grid_v_free, inv_m, boundary, inputs, rows, g_grid_v, 
     flat = g_acc.reshape(g_acc.shape[0], -1)
     for r in numba.prange(row_start.shape[0]):
         first, last = row_start[r], row_start[r] + row_length
-        for chunk in range(1, g_acc.shape[0]):
-            for k in range(first * 4, last * 4):
-                flat[0, k] += flat[chunk, k]
-                flat[chunk, k] = zero
+        _sum_chunks(flat, first, last)
         for i in range(first, last):
             for a in range(d):
                 g_grid_v[i, a] = g_acc[0, i, a]

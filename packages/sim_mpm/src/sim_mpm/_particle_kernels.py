@@ -1213,17 +1213,15 @@ def _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, cor
 
 
 @_inline
-def _outputs_loop(start, stop, d, params, gathered, g_rows, g_F, outputs):
+def _outputs_loop(start, stop, d, saved, gathered, g_rows, g_F, outputs):
     """Last of the P2G adjoint in d dimensions (a constant: the loops over entries unroll),
-    vectorized: g_F += the stress rows; ∂L/∂v = m ∂L/∂momentum, ∂L/∂C = m ∂L/∂affine and
-    ∂L/∂momentum itself into ``outputs`` (interleaved stores through flat views, which LLVM
-    vectorizes in a loop this small)."""
-    T = g_F.dtype.type
-    _, _, rho, V = params
+    vectorized: g_F += the stress rows; ∂L/∂v = m ∂L/∂momentum, ∂L/∂C = m ∂L/∂affine (m
+    from ``saved``) and ∂L/∂momentum itself into ``outputs`` (interleaved stores through
+    flat views, which LLVM vectorizes in a loop this small)."""
     g_v, g_C, _, _, _, _, g_q = outputs
     gF, gC, gv, gq = g_F.reshape(-1), g_C.reshape(-1), g_v.reshape(-1), g_q.reshape(-1)
     for p in range(np.uint64(start), np.uint64(stop)):
-        m = T(rho[p]) * T(V[p])
+        m = saved[0, p]
         i = np.uint64(d * d) * p
         for j in range(d * d):
             gF[i + np.uint64(j)] += g_rows[j, p]
@@ -1293,9 +1291,9 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
         _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
                           exponent, rotation, gathered, g_rows, g_params, one)
     if d == 2:
-        _outputs_loop(start, stop, 2, params, gathered, g_rows, g_F, outputs)
+        _outputs_loop(start, stop, 2, saved, gathered, g_rows, g_F, outputs)
     else:
-        _outputs_loop(start, stop, 3, params, gathered, g_rows, g_F, outputs)
+        _outputs_loop(start, stop, 3, saved, gathered, g_rows, g_F, outputs)
     # summed locally: the chunks' rows of g_act share a cache line, which two threads
     # writing per particle would pass back and forth; particles of one actuator come in
     # runs, summed in a register (a sum through memory waits on the store before it)
