@@ -20,7 +20,7 @@ equal the reference's to round-off.
 The per-particle physics are scalar functions inlined into the particle loops, with every
 matrix entry in a local (tuples of 4 or 9 scalars, row-major): arrays as scratch would be
 reloaded after every store. The stress and its adjoint run in loops of their own that LLVM
-vectorizes across particles (4-5x): they read and write rows by particle ((k, n) arrays)
+vectorizes across particles: they read and write rows by particle ((k, n) arrays)
 and interleaved (n, d, d) arrays through flat views, index nothing through memory, and
 compile the common material (corotated, no incompressibility term) with constant switches.
 The stencil loops, which scatter or gather through computed node indices, stay scalar and
@@ -39,7 +39,7 @@ affine = −Δt K V τ + m C (K = 4/Δx²), as in :func:`sim_mpm.step.particle_i
 
 The 3D polar rotation uses scaled Newton iterations X ← ½(ζX + X⁻ᵀ/ζ),
 ζ = (‖X⁻¹‖/‖X‖)^½: :func:`polar3_batch` runs a fixed number of them over a range of particles,
-a loop without branches that LLVM vectorizes across particles (about 9x), and
+a loop without branches that LLVM vectorizes across particles, and
 :func:`polar3_finish` continues those that have not converged to round-off and takes the
 SVD for inverted particles (det F ≤ 0), so both paths give the reference's R.
 """
@@ -65,7 +65,7 @@ __all__ = [
 
 # LLVM vectorizes a loop whose arrays it cannot prove apart only behind run-time overlap
 # checks, at most 128 by default; the per-particle stress loops read and write about thirty
-# arrays (each pair one check, paid once per call) and ran 4-5x slower as scalar loops.
+# arrays (each pair one check, paid once per call) and otherwise stayed scalar.
 # The option is process-wide and only widens which loops LLVM may vectorize.
 binding.set_option("sim_mpm", "-vectorize-memory-check-threshold=1024")
 binding.set_option("sim_mpm", "-vectorize-scev-check-threshold=256")
@@ -1164,9 +1164,9 @@ def _stress2_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, cor
     (∂L/∂m, ∂L/∂momentum (2), ∂L/∂affine (4)) by particle: fills g_rows (rows ∂L/∂F (4),
     ∂L/∂σ_a (2)) and g_params = (∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V).
 
-    Written so that LLVM vectorizes it across particles (about 5x) when ``corotated`` and
+    Written so that LLVM vectorizes it across particles when ``corotated`` and
     ``exponent`` are constants: no branch on the particle, no index read from memory,
-    stores by particle into rows (stores interleaved by particle were 4x slower), and
+    stores by particle into rows (stores interleaved by particle vectorized poorly), and
     interleaved reads through flat views, whose entries lie at constant distances."""
     T = F.dtype.type
     E, nu, rho, V = params
@@ -1242,7 +1242,7 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
 
     Three loops: the stencil gathers of ∂L/∂(m, momentum, affine), with the outputs linear
     in them; the stress adjoint per particle, which vectorizes (one loop doing both ran
-    1.4x slower even before: its body did not fit the registers); ∂L/∂F and the sums per
+    slower even before: its body did not fit the registers); ∂L/∂F and the sums per
     actuator from its rows."""
     d = x.shape[1]
     one = x.dtype.type(1.0)
