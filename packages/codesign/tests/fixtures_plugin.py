@@ -8,6 +8,7 @@ lets a subprocess freeze mid-run so a test can kill it at a known point.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 import time
@@ -18,6 +19,7 @@ import numpy as np
 from codesign import UnstableTimeStepError
 from codesign.hookspecs import hookimpl
 from codesign.optim.base import IterationInfo, OptimizeResult
+from codesign.options import Options, option, options_factory
 from codesign.plugins import get_plugin_manager
 
 CODESIGN_API = (1, 1)
@@ -76,9 +78,18 @@ class RenderedSpring(systems.SpringMass):
         return frame
 
 
-def make_spring(*, q0: float = 1.0, v0: float = 0.0) -> RenderedSpring:
-    """Factory of ``spring``: start position q0 [m] and velocity v0 [m/s]."""
-    return RenderedSpring(q0=q0, v0=v0)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SpringOptions(Options):
+    """The spring's options, declared once."""
+
+    q0: float = option(1.0, unit="m", lower=-2.0, upper=2.0, doc="start position")
+    v0: float = option(0.0, unit="m/s", doc="start velocity")
+
+
+@options_factory(SpringOptions)
+def make_spring(options: SpringOptions) -> RenderedSpring:
+    """Factory of ``spring``: the options of :class:`SpringOptions` as keywords."""
+    return RenderedSpring(q0=options.q0, v0=options.v0)
 
 
 def make_linear(*, size: int = 2, x0: list[float] | None = None) -> systems.LinearSystem:

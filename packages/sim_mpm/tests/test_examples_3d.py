@@ -17,6 +17,7 @@ from codesign.experiment import build_experiment
 from codesign.plugins import get_plugin_manager, get_registry
 from sim_mpm import plugin
 from sim_mpm.geometry import load_stl
+from sim_mpm.options import MPMOptions
 from sim_mpm.scene import EXAMPLES_DIR, SceneError, build_scene_model
 
 BOX_3D = {"shape": "box", "lower": [0.3, 0.3, 0.3], "size": [0.2, 0.1, 0.1]}
@@ -48,8 +49,8 @@ def test_regions_regroup_the_particles_inside_their_boxes_in_order():
     regions = [{"lower": [0.3, 0.3, 0.3], "upper": [0.4, 0.5, 0.5], "group": 5},
                {"lower": [0.35, 0.3, 0.3], "upper": [0.5, 0.5, 0.5], "group": 6}]
     actuators = [{"groups": [5], "axes": [1, 0, 0], "max_stress": 1.0}]
-    model = build_scene_model(dim=3, grid_resolution=16, bodies=[BOX_3D], regions=regions,
-                              actuators=actuators)
+    model = build_scene_model(MPMOptions(dim=3, grid_resolution=16, bodies=[BOX_3D],
+                                         regions=regions, actuators=actuators))
     x, group = model.particle_rest_x, model.particle_group
     np.testing.assert_array_equal(group[x[:, 0] < 0.35], 5)
     np.testing.assert_array_equal(group[x[:, 0] >= 0.35], 6)  # the later region wins
@@ -59,9 +60,9 @@ def test_regions_regroup_the_particles_inside_their_boxes_in_order():
 
 
 def test_regions_keep_the_body_group_outside_them():
-    model = build_scene_model(dim=3, grid_resolution=16, bodies=[{**BOX_3D, "group": 2}],
+    model = build_scene_model(MPMOptions(dim=3, grid_resolution=16, bodies=[{**BOX_3D, "group": 2}],
                               regions=[{"lower": [0.0, 0.0, 0.0], "upper": [0.4, 1.0, 1.0],
-                                        "group": 1}])
+                                        "group": 1}]))
     assert set(model.particle_group.tolist()) == {1, 2}
 
 
@@ -75,7 +76,7 @@ def test_regions_keep_the_body_group_outside_them():
 ])
 def test_bad_regions_are_named(region, message):
     with pytest.raises(SceneError, match=r"regions\[0\]") as error:
-        build_scene_model(dim=3, grid_resolution=16, bodies=[BOX_3D], regions=[region])
+        build_scene_model(MPMOptions(dim=3, grid_resolution=16, bodies=[BOX_3D], regions=[region]))
     assert message in str(error.value)
 
 

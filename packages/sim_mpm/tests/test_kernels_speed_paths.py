@@ -122,6 +122,7 @@ def test_single_particle_with_more_chunks_than_particles():
     """Empty chunks leave an empty node box, which the grid pass must skip."""
     x = np.array([[0.5, 0.5]])
     model = build_model(particle_x=x, dim=2, grid_resolution=16, dx=1 / 16, youngs_modulus=10.0,
+                        poissons_ratio=0.3, density=1.0,
                         boundaries=(BoxWalls(kind="slip"),))
     reference = MPMSimulator(model, kernels="reference")
     threaded = MPMSimulator(model, kernels="numba", parallel=True)

@@ -122,7 +122,8 @@ def test_block_slides_down_a_frictionless_slope_at_g_sin_theta():
     c, s = np.cos(theta), np.sin(theta)
     x = side @ np.array([[c, s], [-s, c]]) + [0.45, 0.15 + 0.45 * slope + 0.6 * DX]
     model = build_model(particle_x=x, dim=2, grid_resolution=RES, dx=DX,
-                        youngs_modulus=2e4, density=1000.0, boundaries=(terrain,))
+                        youngs_modulus=2e4, poissons_ratio=0.3, density=1000.0,
+                        boundaries=(terrain,))
     history = _run(MPMSimulator(model), 600, 2e-4)
     t = np.arange(len(history)) * 2e-4
     downhill = np.array([c, s])

@@ -109,7 +109,7 @@ def test_positive_stress_signal_contracts_along_the_actuator_axes(dim):
     mask = np.zeros((1, dim))
     mask[0, 0] = 1.0
     model = build_model(particle_x=x, dim=dim, grid_resolution=16, dx=dx,
-                        gravity=np.zeros(dim), youngs_modulus=50.0,
+                        gravity=np.zeros(dim), youngs_modulus=50.0, poissons_ratio=0.3, density=1.0,
                         actuator_index=np.zeros(len(x), dtype=np.int64), actuator_axes=mask,
                         actuator_max_stress=[5.0], boundaries=())
     sim = MPMSimulator(model)

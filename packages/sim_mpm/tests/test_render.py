@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from sim_mpm import MPMState
+from sim_mpm.options import MPMOptions
 from sim_mpm.render import project_points, render_frame
 from sim_mpm.scene import build_scene_model
 
@@ -27,8 +28,8 @@ def pixel_at(frame, model, point):
 def two_box_model(**options):
     bodies = [{"shape": "box", "lower": [0.2, 0.2], "size": [0.1, 0.1], "actuator": 0},
               {"shape": "box", "lower": [0.5, 0.2], "size": [0.1, 0.1], "youngs_modulus": 30.0}]
-    return build_scene_model(grid_resolution=32, bodies=bodies,
-                             actuators=[{"max_stress": 1.0}], **options)
+    return build_scene_model(MPMOptions(grid_resolution=32, bodies=bodies,
+                             actuators=[{"max_stress": 1.0}], **options))
 
 
 def test_frame_shape_and_group_colors():
@@ -85,7 +86,7 @@ def test_boundaries_and_terrain_are_drawn():
 def test_3d_nearest_particle_wins():
     bodies = [{"shape": "box", "lower": [0.4, 0.4, 0.2], "size": [0.1, 0.1, 0.1], "group": 0},
               {"shape": "box", "lower": [0.4, 0.4, 0.6], "size": [0.1, 0.1, 0.1], "group": 1}]
-    model = build_scene_model(dim=3, grid_resolution=16, bodies=bodies, boundaries=[])
+    model = build_scene_model(MPMOptions(dim=3, grid_resolution=16, bodies=bodies, boundaries=[]))
     state = state_of(model)
     # Looking along -z (azimuth 0, elevation 0) the box at z = 0.65 (group 1, orange) hides
     # the one at z = 0.25 (group 0, blue); from behind (azimuth 180) it is the other way.

@@ -4,14 +4,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sim_mpm import BoxWalls, HeightField, Plane
-from sim_mpm.scene import SceneError, SceneSimulator, build_scene_model, make_simulator
+from codesign.options import OptionsError
+from sim_mpm import BoxWalls, HeightField, MPMSimulator, Plane
+from sim_mpm.options import MPMOptions
+from sim_mpm.scene import SceneError, build_scene_model, make_simulator
 
 BOX = {"shape": "box", "lower": [0.2, 0.2], "size": [0.1, 0.05]}
 
 
 def test_box_scene_defaults():
-    model = build_scene_model(grid_resolution=32, bodies=[BOX])
+    model = build_scene_model(MPMOptions(grid_resolution=32, bodies=[BOX]))
     dx = 1.0 / 32
     assert model.dx == pytest.approx(dx)
     # lattice points (i + 1/2) dx/2 inside [0.2, 0.3) x [0.2, 0.25): 6 columns, 3 rows
@@ -30,8 +32,8 @@ def test_bodies_groups_overrides_and_actuators():
         {"shape": "sphere", "center": [0.6, 0.4], "radius": 0.05, "poissons_ratio": 0.2},
     ]
     actuators = [{"groups": [0], "axes": [0, 1], "max_stress": 4.0}, {"max_stress": 2.0}]
-    model = build_scene_model(grid_resolution=32, bodies=bodies, actuators=actuators,
-                              youngs_modulus=10.0, initial_velocity=[0.0, -0.5])
+    model = build_scene_model(MPMOptions(grid_resolution=32, bodies=bodies, actuators=actuators,
+                              youngs_modulus=10.0, initial_velocity=[0.0, -0.5]))
     group = model.particle_group
     assert set(np.unique(group)) == {0, 7, 2}
     np.testing.assert_array_equal(model.actuator_index[group == 0], 0)
@@ -55,8 +57,8 @@ def test_image_body_groups_come_from_colors(tmp_path):
     Image.fromarray(rgba, "RGBA").save(tmp_path / "robot.png")
     body = {"shape": "image", "path": "robot.png", "pixel_size": 1 / 32, "lower": [0.2, 0.2],
             "colors": {"#ff0000": 3, "#000000": 1}}
-    model = build_scene_model(grid_resolution=32, bodies=[body], asset_dir=str(tmp_path),
-                              actuators=[{"groups": [3], "axes": [1, 0], "max_stress": 1.0}])
+    model = build_scene_model(MPMOptions(grid_resolution=32, bodies=[body], asset_dir=str(tmp_path),
+                              actuators=[{"groups": [3], "axes": [1, 0], "max_stress": 1.0}]))
     assert (model.particle_group == 3).sum() == 4 * 4
     assert (model.particle_group == 1).sum() == 8 * 4
     np.testing.assert_array_equal(model.actuator_index == 0, model.particle_group == 3)
@@ -65,14 +67,14 @@ def test_image_body_groups_come_from_colors(tmp_path):
 def test_cables_snap_to_particles():
     cables = [{"points": [[0.205, 0.205], [0.295, 0.205]], "stiffness": 50.0,
                "max_contraction": 0.01}]
-    model = build_scene_model(grid_resolution=32, bodies=[BOX], cables=cables)
+    model = build_scene_model(MPMOptions(grid_resolution=32, bodies=[BOX], cables=cables))
     assert model.action_size == 1
     route = np.asarray(model.cables[0].route)
     np.testing.assert_allclose(model.particle_rest_x[route[0]], [13.5 / 64, 13.5 / 64])
     assert model.cables[0].rest_length == pytest.approx(
         np.linalg.norm(np.diff(model.particle_rest_x[route], axis=0), axis=1).sum())
-    by_index = build_scene_model(grid_resolution=32, bodies=[BOX],
-                                 cables=[{"particles": [0, 5], "max_contraction": 0.01}])
+    by_index = build_scene_model(MPMOptions(grid_resolution=32, bodies=[BOX],
+                                 cables=[{"particles": [0, 5], "max_contraction": 0.01}]))
     np.testing.assert_array_equal(by_index.cables[0].route, [0, 5])
 
 
@@ -84,7 +86,7 @@ def test_boundaries():
         {"type": "terrain", "heights": [0.05, 0.08, 0.12], "spacing": 0.5,
          "condition": "separate"},
     ]
-    model = build_scene_model(grid_resolution=32, bodies=[BOX], boundaries=boundaries)
+    model = build_scene_model(MPMOptions(grid_resolution=32, bodies=[BOX], boundaries=boundaries))
     walls, plane, terrain = model.boundaries
     assert isinstance(walls, BoxWalls) and walls.kind == "slip" and walls.margin == 2
     assert isinstance(plane, Plane) and plane.friction == 0.5 and plane.kind == "friction"
@@ -95,7 +97,7 @@ def test_geometry_groups_and_anchor():
     bodies = [dict(BOX, geometry_group=0),
               {"shape": "box", "lower": [0.3, 0.2], "size": [0.1, 0.05], "geometry_group": 1,
                "anchor": [0.3, 0.2]}]
-    model = build_scene_model(grid_resolution=32, bodies=bodies)
+    model = build_scene_model(MPMOptions(grid_resolution=32, bodies=bodies))
     assert model.geometry_group_count == 2
     np.testing.assert_allclose(model.geometry_anchor[1], [0.3, 0.2])
     np.testing.assert_allclose(model.geometry_anchor[0],
@@ -105,7 +107,7 @@ def test_geometry_groups_and_anchor():
 def test_make_simulator_renders_and_steps():
     sim = make_simulator(grid_resolution=32, bodies=[BOX], kernels="reference",
                          actuators=[{"groups": [0], "max_stress": 1.0}], color_by="actuation")
-    assert isinstance(sim, SceneSimulator)
+    assert isinstance(sim, MPMSimulator)
     design = sim.design_space().defaults()
     state = sim.step(sim.initial_state(design), np.array([0.5]), design, 1e-3)
     frame = sim.render(state, design, width=64, height=48)
@@ -119,7 +121,6 @@ def test_make_simulator_renders_and_steps():
 
 @pytest.mark.parametrize("options, message", [
     ({"bodies": []}, "no bodies"),
-    ({"bodies": [BOX], "material": "rubber"}, "unknown material 'rubber'"),
     ({"bodies": [{"shape": "blob"}]}, "unknown shape 'blob'"),
     ({"bodies": [{"shape": "box", "lower": [0.2, 0.2]}]}, "needs 'upper' \\(or 'size'\\)"),
     ({"bodies": [{"shape": "box", "lower": [0.2, 0.2], "size": [0.1, 0.1], "colour": 1}]},
@@ -128,7 +129,6 @@ def test_make_simulator_renders_and_steps():
     ({"bodies": [{"shape": "box", "lower": [0.2, 0.2, 0.2], "size": [0.1, 0.1, 0.1]}]},
      "3D box in a dim=2 scene"),
     ({"bodies": [{"shape": "image", "path": "missing.png", "pixel_size": 0.01}]}, "not found"),
-    ({"bodies": [BOX], "dim": 4}, "dim must be 2 or 3"),
     ({"bodies": [BOX], "particle_spacing": 1.0}, "particle_spacing"),
     ({"bodies": [dict(BOX, actuator=0)]}, "only 0 actuator"),
     ({"bodies": [BOX], "actuators": [{"groups": [5]}]}, "acts on no particle"),
@@ -146,18 +146,24 @@ def test_make_simulator_renders_and_steps():
 ])
 def test_bad_options_raise_clear_errors(options, message):
     with pytest.raises(SceneError, match=message):
-        build_scene_model(grid_resolution=32, **options)
+        build_scene_model(MPMOptions(grid_resolution=32, **options))
 
 
-def test_bad_grid_resolution():
-    with pytest.raises(SceneError, match="grid_resolution"):
-        build_scene_model(grid_resolution=4, bodies=[BOX])
+@pytest.mark.parametrize("options, message", [
+    ({"grid_resolution": 4}, "'grid_resolution': 4 lies outside its physical bounds >= 8"),
+    ({"dim": 4}, "'dim': 4 is not one of its choices: 2, 3"),
+    ({"material": "rubber"}, "'material': 'rubber' is not one of its choices"),
+    ({"poissons_ratio": 0.7}, "'poissons_ratio': 0.7 lies outside .* \\[0.001, 0.49\\]"),
+    ({"density": -1.0}, "'density': -1 kg/m\\^dim lies outside"),
+    ({"backend": "tpu"}, "'backend'"),
+    ({"kernels": "fast"}, "'kernels'"),
+    ({"color_by": "rainbow", "kernels": "reference"}, "'color_by'"),
+])
+def test_options_outside_their_declaration_raise(options, message):
+    with pytest.raises(OptionsError, match=message):
+        make_simulator(bodies=[BOX], **options)
 
 
-def test_bad_simulator_options():
-    with pytest.raises(SceneError, match="backend"):
-        make_simulator(bodies=[BOX], backend="tpu")
-    with pytest.raises(SceneError, match="kernels"):
-        make_simulator(bodies=[BOX], kernels="fast")
-    with pytest.raises(SceneError, match="render color"):
-        make_simulator(bodies=[BOX], color_by="rainbow", kernels="reference")
+def test_body_overrides_respect_the_declared_bounds():
+    with pytest.raises(SceneError, match=r"bodies\[0\].youngs_modulus: -5 Pa lies outside"):
+        make_simulator(bodies=[dict(BOX, youngs_modulus=-5.0)])

@@ -1,4 +1,4 @@
-"""The ``codesign`` command line: run, validate, plugins, demo.
+"""The ``codesign`` command line: run, validate, plugins, options, demo.
 
 - ``codesign run exp.yaml --out DIR [--quick] [--resume]``: optimize (or, for an
   experiment with an ``identification`` section, fit parameters to recordings and print
@@ -6,6 +6,7 @@
 - ``codesign validate exp.yaml [--quick]``: check the experiment (both phases), print OK or
   every problem.
 - ``codesign plugins``: every registered component with its plugin and distribution.
+- ``codesign options SIMULATOR``: the simulator's options: name, unit, default, bounds, doc.
 - ``codesign demo [--quick] [--out DIR]``: run the default example a plugin registers.
 
 Errors are printed as one message on stderr with exit code 2 (``--debug`` shows the
@@ -28,6 +29,7 @@ from . import __version__
 from .config import ConfigError, load_config, validate_config
 from .design import DesignError
 from .experiment import build_experiment
+from .options import format_options
 from .plugins import COMPONENT_KINDS, RegistryError, get_plugin_manager, get_registry
 from .runs import RunError, RunInterrupted, format_identification_table, run_experiment
 from .simulator import SimulationError
@@ -73,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--quick", action="store_true", help="check the quick setting")
 
     commands.add_parser("plugins", help="list plugins and the components they register")
+
+    options = commands.add_parser("options", help="list a simulator's options (name, unit, "
+                                                  "default, bounds, doc)")
+    options.add_argument("simulator", help="a simulator's name, e.g. mpm")
 
     demo = commands.add_parser("demo", help="run the default example of an installed plugin")
     demo.add_argument("--quick", action="store_true", help="a short run (seconds to minutes)")
@@ -156,6 +162,16 @@ def _plugins(plugin_manager) -> int:
     return 0
 
 
+def _options(args, plugin_manager) -> int:
+    factory = get_registry(plugin_manager).get("simulators", args.simulator).factory
+    declared = getattr(factory, "options", None)
+    if declared is None:
+        raise RegistryError(f"simulator {args.simulator!r} does not declare its options "
+                            "(codesign.options.options_factory); see its documentation")
+    print(format_options(declared))
+    return 0
+
+
 def _demo(args, plugin_manager) -> int:
     registry = get_registry(plugin_manager)
     example = registry.default_example()
@@ -196,6 +212,8 @@ def main(argv: Sequence[str] | None = None, *, plugin_manager=None) -> int:
             return _validate(args, manager)
         if args.command == "plugins":
             return _plugins(manager)
+        if args.command == "options":
+            return _options(args, manager)
         return _demo(args, manager)
     except RunInterrupted as exc:
         if args.debug:

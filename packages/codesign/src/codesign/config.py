@@ -61,6 +61,7 @@ import yaml
 
 from .design import DesignError
 from .executors import EXECUTOR_KINDS
+from .options import OptionsError
 
 __all__ = [
     "ConfigError",
@@ -588,6 +589,15 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
         ok, plain = _plain(p.default)
         if ok:
             resolved[name] = copy.deepcopy(plain)
+    declared = getattr(factory, "options", None)  # an options_factory's declaration
+    if declared is not None and not problems:
+        try:  # bounds and choices, and what other sources (a scene file) fill in
+            resolved = dataclasses.asdict(declared.from_values(options))
+        except OptionsError as exc:
+            problems += [((name,), f"option {name!r} of {what}: {message}")
+                         for name, message in exc.problems]
+        except ValueError as exc:
+            problems.append(((), f"{what}: {exc}"))
     return resolved, problems
 
 

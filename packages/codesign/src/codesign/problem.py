@@ -34,8 +34,17 @@ def apply_overrides(space: DesignSpace, overrides: Mapping[str, Mapping[str, Any
             raise DesignError(f"design.{name}: unknown key(s) {sorted(unknown)}; "
                               f"allowed: {sorted(allowed)}")
         fields = {("default" if k == "init" else k): v for k, v in changes.items()}
+        physical = space[name]
         space = space.with_parameter(name, **fields)
         parameter = space[name]
+        if np.any(parameter.lower_array() < physical.lower_array()):
+            raise DesignError(f"design.{name}: lower bound {changes['lower']!r} lies below the "
+                              f"parameter's physical bound {physical.lower!r}; a design "
+                              "section may narrow bounds, never widen them")
+        if np.any(parameter.upper_array() > physical.upper_array()):
+            raise DesignError(f"design.{name}: upper bound {changes['upper']!r} lies above the "
+                              f"parameter's physical bound {physical.upper!r}; a design "
+                              "section may narrow bounds, never widen them")
         parameter.check(parameter.default_array())
         low, high = parameter.lower_array(), parameter.upper_array()
         if np.any(low > high):

@@ -11,8 +11,12 @@ import numpy as np
 from .actuators import CableActuator
 from .boundaries import BoundaryLayer, BoxWalls, HeightField, Plane, compile_boundaries
 from .materials import MATERIALS
+from .options import MPMOptions
 
 __all__ = ["ModelError", "MPMModel", "build_model"]
+
+_DEFAULT = MPMOptions()
+"""The declared default of every option, the defaults of the builders below."""
 
 
 class ModelError(ValueError):
@@ -135,18 +139,18 @@ def build_model(
     particle_v=None,
     particle_group=None,
     gravity=None,
-    youngs_modulus=10.0,
-    poissons_ratio=0.3,
-    density=1.0,
+    youngs_modulus=_DEFAULT.youngs_modulus,
+    poissons_ratio=_DEFAULT.poissons_ratio,
+    density=_DEFAULT.density,
     volume=None,
-    material: str = "corotated",
-    incompressibility_exponent: int = 0,
+    material: str = _DEFAULT.material,
+    incompressibility_exponent: int = _DEFAULT.incompressibility_exponent,
     actuator_index=None,
     actuator_axes=None,
     actuator_max_stress=None,
     cables: Sequence[dict | CableActuator] = (),
     boundaries: Sequence[Any] = (BoxWalls(),),
-    dtype="float64",
+    dtype=_DEFAULT.dtype,
     geometry_group=None,
     geometry_anchor=None,
 ) -> MPMModel:
@@ -160,7 +164,8 @@ def build_model(
         particle_v: initial velocities [m/s], shape (n, dim); default zero.
         particle_group: body index per particle, shape (n,); default 0.
         gravity: [m/s²], shape (dim,); default −9.8 along axis 1 (y up).
-        youngs_modulus, poissons_ratio, density: defaults, scalar or shape (n,).
+        youngs_modulus, poissons_ratio, density: E [Pa], ν, ρ [kg/m^dim], scalar or shape (n,);
+            the defaults are the options' (:class:`~sim_mpm.options.MPMOptions`).
         volume: particle volume [m^dim]; default (dx/2)^dim (four particles per 2D cell).
         material: "corotated" or "neo_hookean".
         incompressibility_exponent: integer p ≥ 2, or 0 for none.

@@ -37,18 +37,18 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.options import options_factory
+
 from .boundaries import BoxWalls, HeightField, Plane
 from .geometry import Box, GeometryError, ImageShape, MeshShape, Sphere, sample_union
-from .materials import MATERIALS
 from .model import MPMModel, build_model
-from .render import COLOR_MODES, render_frame
+from .options import MPMOptions
 from .simulator import MPMSimulator
-from .tied import TIE_MODES, TiedMaterialSimulator
+from .tied import TiedMaterialSimulator
 
 __all__ = [
     "EXAMPLES_DIR",
     "SceneError",
-    "SceneSimulator",
     "build_scene_model",
     "make_simulator",
     "resolve_asset",
@@ -196,97 +196,54 @@ def _cable(entry: Mapping, index: int, particle_x: np.ndarray) -> dict:
     return cable
 
 
-def build_scene_model(
-    *,
-    dim: int = 2,
-    grid_resolution: int = 64,
-    domain_size: float = 1.0,
-    gravity: list[float] | None = None,
-    material: str = "corotated",
-    incompressibility_exponent: int = 0,
-    youngs_modulus: float = 10.0,
-    poissons_ratio: float = 0.3,
-    density: float = 1.0,
-    particle_spacing: float | None = None,
-    jitter: float = 0.0,
-    seed: int = 0,
-    bodies: list[dict] | None = None,
-    regions: list[dict] | None = None,
-    actuators: list[dict] | None = None,
-    cables: list[dict] | None = None,
-    boundaries: list[dict] | None = None,
-    initial_velocity: list[float] | None = None,
-    dtype: str = "float64",
-    asset_dir: str | None = None,
-) -> MPMModel:
-    """Build an :class:`MPMModel` from scene options (see the module docstring for shapes).
-
-    Args:
-        dim: 2 or 3.
-        grid_resolution: cells per axis of the cubic domain [0, domain_size]^dim.
-        domain_size: edge of the domain [m]; the cell size is domain_size / grid_resolution.
-        gravity: [m/s²], dim entries; default −9.8 along y (axis 1).
-        material: "corotated" or "neo_hookean".
-        incompressibility_exponent: p ≥ 2 adds the incompressibility term, 0 none.
-        youngs_modulus, poissons_ratio, density: defaults [Pa, -, kg/m^dim] of every body.
-        particle_spacing: lattice spacing [m], default dx / 2 (2^dim particles per cell);
-            each particle's volume is spacing^dim.
-        jitter: random particle offsets as a fraction of the spacing (seeded by ``seed``).
-        bodies: shape dicts, at least one.
-        regions: boxes ``{lower, upper, group}`` [m] that regroup the particles inside them.
-        actuators: stress actuators ``{groups, axes, max_stress}``.
-        cables: cable actuators ``{points | particles, stiffness, max_contraction}``.
-        boundaries: default ``[{type: walls, condition: sticky}]``.
-        initial_velocity: velocity of every particle at t = 0 [m/s] (bodies may override).
-        dtype: "float64" or "float32".
-        asset_dir: where relative image and mesh paths are looked up first.
-    """
-    if dim not in (2, 3):
-        raise SceneError(f"dim must be 2 or 3, got {dim!r}")
-    if not (isinstance(grid_resolution, int | np.integer) and grid_resolution >= 8):
-        raise SceneError(f"grid_resolution must be an integer ≥ 8, got {grid_resolution!r}")
-    if not (np.isfinite(domain_size) and domain_size > 0):
-        raise SceneError(f"domain_size must be a positive length [m], got {domain_size!r}")
-    if material not in MATERIALS:
-        raise SceneError(f"unknown material {material!r}; choose one of {', '.join(MATERIALS)}")
+def build_scene_model(options: MPMOptions) -> MPMModel:
+    """Build an :class:`MPMModel` from scene options (see :class:`~sim_mpm.options.MPMOptions`
+    for each option and the module docstring for the shapes of bodies, regions, actuators,
+    cables and boundaries)."""
+    o = options
+    dim, bodies = o.dim, o.bodies
     if not bodies:
         raise SceneError("the scene has no bodies; add at least one, e.g. "
                          "{shape: box, lower: [0.1, 0.1], size: [0.2, 0.1]}")
-    dx = float(domain_size) / int(grid_resolution)
-    spacing = 0.5 * dx if particle_spacing is None else float(particle_spacing)
-    if not (np.isfinite(spacing) and 0 < spacing <= dx):
+    dx = float(o.domain_size) / int(o.grid_resolution)
+    spacing = 0.5 * dx if o.particle_spacing is None else float(o.particle_spacing)
+    if spacing > dx:
         raise SceneError(f"particle_spacing must lie in (0, dx = {dx:g}] m, got {spacing!r}")
 
-    shapes = [_shape(body, i, dim, asset_dir) for i, body in enumerate(bodies)]
+    shapes = [_shape(body, i, dim, o.asset_dir) for i, body in enumerate(bodies)]
     try:
         particle_x, body_index, particle_group = sample_union(shapes, spacing=spacing,
-                                                              jitter=jitter, seed=seed)
+                                                              jitter=o.jitter, seed=o.seed)
     except GeometryError as exc:
         raise SceneError(str(exc)) from None
     for i, body in enumerate(bodies):
         group = body.get("group", None if body["shape"] == "image" else i)
         if group is not None:
             particle_group[body_index == i] = int(group)
-    for i, region in enumerate(regions or []):
+    for i, region in enumerate(o.regions):
         inside, group = _region(region, i, particle_x)
         particle_group[inside] = group
     n = len(particle_x)
 
-    def per_body(key, default):
+    def per_body(key):
         values = np.empty(n)
         for i, body in enumerate(bodies):
-            values[body_index == i] = float(body.get(key, default))
+            value = body.get(key, getattr(o, key))
+            problem = MPMOptions.spec(key).problem(value)
+            if problem is not None:
+                raise SceneError(f"bodies[{i}].{key}: {problem}")
+            values[body_index == i] = float(value)
         return values
 
     velocity = np.zeros((n, dim))
-    velocity[:] = np.zeros(dim) if initial_velocity is None else _vector(
-        initial_velocity, dim, "initial_velocity")
+    velocity[:] = np.zeros(dim) if o.initial_velocity is None else _vector(
+        o.initial_velocity, dim, "initial_velocity")
     for i, body in enumerate(bodies):
         if "velocity" in body:
             velocity[body_index == i] = _vector(body["velocity"], dim, f"bodies[{i}].velocity")
 
     actuator_index = np.full(n, -1, dtype=np.int64)
-    actuators = list(actuators or [])
+    actuators = o.actuators
     for k, actuator in enumerate(actuators):
         if not isinstance(actuator, Mapping):
             raise SceneError(f"actuators[{k}] must be a mapping, got {actuator!r}")
@@ -324,20 +281,19 @@ def build_scene_model(
             anchors.get(g, particle_x[geometry_group == g].mean(0) if np.any(geometry_group == g)
                         else np.zeros(dim)) for g in range(n_groups)])
 
-    scene_boundaries = [_boundary(b, i, dim) for i, b in enumerate(
-        boundaries if boundaries is not None else [{"type": "walls"}])]
+    scene_boundaries = [_boundary(b, i, dim) for i, b in enumerate(o.boundaries)]
     try:
         return build_model(
-            particle_x=particle_x, dim=dim, grid_resolution=int(grid_resolution), dx=dx,
-            particle_v=velocity, particle_group=particle_group, gravity=gravity,
-            youngs_modulus=per_body("youngs_modulus", youngs_modulus),
-            poissons_ratio=per_body("poissons_ratio", poissons_ratio),
-            density=per_body("density", density), volume=spacing**dim, material=material,
-            incompressibility_exponent=incompressibility_exponent,
+            particle_x=particle_x, dim=dim, grid_resolution=int(o.grid_resolution), dx=dx,
+            particle_v=velocity, particle_group=particle_group, gravity=o.gravity,
+            youngs_modulus=per_body("youngs_modulus"),
+            poissons_ratio=per_body("poissons_ratio"),
+            density=per_body("density"), volume=spacing**dim, material=o.material,
+            incompressibility_exponent=o.incompressibility_exponent,
             actuator_index=actuator_index, actuator_axes=np.asarray(axes).reshape(-1, dim),
             actuator_max_stress=np.asarray(max_stress),
-            cables=[_cable(c, i, particle_x) for i, c in enumerate(cables or [])],
-            boundaries=scene_boundaries, dtype=dtype, geometry_group=geometry_group,
+            cables=[_cable(c, i, particle_x) for i, c in enumerate(o.cables)],
+            boundaries=scene_boundaries, dtype=o.dtype, geometry_group=geometry_group,
             geometry_anchor=geometry_anchor)
     except ValueError as exc:
         if isinstance(exc, SceneError):
@@ -372,91 +328,13 @@ def _vector(value, dim: int, name: str) -> np.ndarray:
     return array
 
 
-class SceneSimulator(MPMSimulator):
-    """An :class:`MPMSimulator` that also renders video frames (``render``).
-
-    Args:
-        model: the scene.
-        color_by: how :meth:`render` colors particles: "group", "actuation" or "material".
-        backend, kernels, parallel: as for :class:`MPMSimulator`.
-    """
-
-    def __init__(self, model: MPMModel, *, color_by: str = "group", backend: str = "numpy",
-                 kernels: str = "numba", parallel: bool = False):
-        if color_by not in COLOR_MODES:
-            raise SceneError(f"unknown render color {color_by!r}; choose one of "
-                             f"{', '.join(COLOR_MODES)}")
-        super().__init__(model, backend=backend, kernels=kernels, parallel=parallel)
-        self.color_by = color_by
-
-    def render(self, state, design, *, width: int, height: int, action=None) -> np.ndarray:
-        """One video frame, uint8 (height, width, 3); ``action`` (the stress and cable
-        signals applied from this state) colors actuators when ``color_by`` is
-        "actuation"."""
-        return render_frame(self.model, state, width=width, height=height,
-                            color_by=self.color_by, action=action, design=design)
-
-
-def make_simulator(
-    *,
-    dim: int = 2,
-    grid_resolution: int = 64,
-    domain_size: float = 1.0,
-    gravity: list[float] | None = None,
-    material: str = "corotated",
-    incompressibility_exponent: int = 0,
-    youngs_modulus: float = 10.0,
-    poissons_ratio: float = 0.3,
-    density: float = 1.0,
-    particle_spacing: float | None = None,
-    jitter: float = 0.0,
-    seed: int = 0,
-    bodies: list[dict] | None = None,
-    regions: list[dict] | None = None,
-    actuators: list[dict] | None = None,
-    cables: list[dict] | None = None,
-    boundaries: list[dict] | None = None,
-    initial_velocity: list[float] | None = None,
-    dtype: str = "float64",
-    asset_dir: str | None = None,
-    backend: str = "numpy",
-    kernels: str = "numba",
-    parallel: bool = False,
-    color_by: str = "group",
-    material_parameters: str = "particle",
-) -> SceneSimulator | TiedMaterialSimulator:
-    """The ``mpm`` simulator of a scene (registered under that name).
-
-    Scene options are those of :func:`build_scene_model`; further:
-
-    Args:
-        backend: "numpy" (CPU) or "cupy" (GPU arrays, with ``kernels="reference"``).
-        kernels: "numba" (compiled CPU kernels) or "reference" (array-level code).
-        parallel: run the numba kernels on numba's threads (``NUMBA_NUM_THREADS``, default
-            every core): about 1.9x faster on two idle cores, much slower when other
-            processes compete for them (see :mod:`sim_mpm.kernels`).
-        color_by: particle colors in rendered videos: "group", "actuation" or "material".
-        material_parameters: "particle" (design ``particle.youngs_modulus`` etc., shape
-            (n,)), "uniform" (``material.youngs_modulus``, ``material.poissons_ratio``,
-            ``material.density``, shape (1,), shared by every particle) or "group" (the
-            same, one entry per particle group present, ascending); see :mod:`sim_mpm.tied`.
-    """
-    if material_parameters not in ("particle", *TIE_MODES):
-        raise SceneError(f"unknown material_parameters {material_parameters!r}; choose one of "
-                         f"'particle', {', '.join(repr(m) for m in TIE_MODES)}")
-    if backend not in ("numpy", "cupy"):
-        raise SceneError(f"unknown backend {backend!r}; choose 'numpy' or 'cupy'")
-    if kernels not in ("numba", "reference"):
-        raise SceneError(f"unknown kernels {kernels!r}; choose 'numba' or 'reference'")
-    model = build_scene_model(
-        dim=dim, grid_resolution=grid_resolution, domain_size=domain_size, gravity=gravity,
-        material=material, incompressibility_exponent=incompressibility_exponent,
-        youngs_modulus=youngs_modulus, poissons_ratio=poissons_ratio, density=density,
-        particle_spacing=particle_spacing, jitter=jitter, seed=seed, bodies=bodies,
-        regions=regions, actuators=actuators, cables=cables, boundaries=boundaries,
-        initial_velocity=initial_velocity, dtype=dtype, asset_dir=asset_dir)
-    simulator = SceneSimulator(model, color_by=color_by, backend=backend, kernels=kernels,
-                               parallel=parallel)
-    if material_parameters == "particle":
+@options_factory(MPMOptions)
+def make_simulator(options: MPMOptions) -> MPMSimulator | TiedMaterialSimulator:
+    """The ``mpm`` simulator of a scene (registered under that name); takes the options of
+    :class:`~sim_mpm.options.MPMOptions` as keywords."""
+    simulator = MPMSimulator(build_scene_model(options), color_by=options.color_by,
+                             backend=options.backend, kernels=options.kernels,
+                             parallel=options.parallel)
+    if options.material_parameters == "particle":
         return simulator
-    return TiedMaterialSimulator(simulator, mode=material_parameters)
+    return TiedMaterialSimulator(simulator, mode=options.material_parameters)

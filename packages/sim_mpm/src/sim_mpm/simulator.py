@@ -12,6 +12,8 @@ from codesign.backend import get_array_module, to_host
 from . import safety
 from . import step as reference
 from .model import MPMModel
+from .options import MPMOptions
+from .render import render_frame
 from .state import MPMState
 
 __all__ = ["MPMSimulator", "PARTICLE_PARAMETERS"]
@@ -40,14 +42,15 @@ class MPMSimulator:
         parallel: with numba kernels, run them on numba's threads (worth it on machines with
             several idle cores; much slower when other processes compete for the cores, see
             :mod:`sim_mpm.kernels`).
+        color_by: how :meth:`render` colors particles: "group", "actuation" or "material".
         elastic_courant, velocity_courant: constants of :meth:`check_time_step`.
     """
 
     def __init__(self, model: MPMModel, *, backend: str = "numpy", kernels: str = "numba",
-                 parallel: bool = False, elastic_courant: float = safety.ELASTIC_COURANT,
+                 parallel: bool = False, color_by: str = "group",
+                 elastic_courant: float = safety.ELASTIC_COURANT,
                  velocity_courant: float = safety.VELOCITY_COURANT):
-        if kernels not in ("numba", "reference"):
-            raise ValueError(f"kernels must be 'numba' or 'reference', got {kernels!r}")
+        MPMOptions(backend=backend, kernels=kernels, color_by=color_by)  # checks the choices
         self.model = model
         self.xp = get_array_module(backend)
         if kernels == "numba" and self.xp is not np:
@@ -62,6 +65,7 @@ class MPMSimulator:
             self._substep, self._substep_vjp = reference.substep, reference.substep_vjp
         self.kernels = kernels
         self._constants = reference.step_constants(model, self.xp)
+        self.color_by = color_by
         self.elastic_courant = elastic_courant
         self.velocity_courant = velocity_courant
 
@@ -74,16 +78,16 @@ class MPMSimulator:
         """Per-particle material fields, per-group geometry scale, initial velocity."""
         m = self.model
         n, d = m.particle_count, m.dim
+
+        def material(field: str, scale: float) -> Parameter:
+            return MPMOptions.parameter(field, name=f"particle.{field}", shape=(n,),
+                                        default=getattr(m, field), scale=scale,
+                                        entity="particle")
+
         return DesignSpace([
-            Parameter("particle.youngs_modulus", (n,), m.youngs_modulus, lower=1e-6,
-                      unit="Pa", scale=float(np.mean(m.youngs_modulus)), entity="particle",
-                      doc="Young's modulus E per particle"),
-            Parameter("particle.poissons_ratio", (n,), m.poissons_ratio, lower=1e-3,
-                      upper=0.49, scale=0.1, entity="particle",
-                      doc="Poisson's ratio ν per particle"),
-            Parameter("particle.density", (n,), m.density, lower=1e-6, unit=f"kg/m^{d}",
-                      scale=float(np.mean(m.density)), entity="particle",
-                      doc="density ρ per particle (mass = ρ · volume)"),
+            material("youngs_modulus", float(np.mean(m.youngs_modulus))),
+            material("poissons_ratio", 0.1),
+            material("density", float(np.mean(m.density))),
             Parameter("particle.volume", (n,), m.volume, lower=1e-12, unit=f"m^{d}",
                       scale=float(np.mean(m.volume)), entity="particle",
                       doc="volume V per particle"),
@@ -168,6 +172,13 @@ class MPMSimulator:
         g_design = {name: np.asarray(to_host(g_params[field]), dtype=np.float64)
                     for name, field in PARTICLE_PARAMETERS.items()}
         return g_state, to_host(g_action).astype(np.float64), g_design
+
+    def render(self, state, design, *, width: int, height: int, action=None) -> np.ndarray:
+        """One video frame, uint8 (height, width, 3); ``action`` (the stress and cable
+        signals applied from this state) colors actuators when ``color_by`` is
+        "actuation"."""
+        return render_frame(self.model, state, width=width, height=height,
+                            color_by=self.color_by, action=action, design=design)
 
     def check_time_step(self, design: dict, dt: float) -> None:
         """Raise codesign.UnstableTimeStepError, naming the largest safe Δt, if dt is unsafe."""

@@ -18,10 +18,13 @@ from typing import Any
 import numpy as np
 
 from .obstacles import Circle, Obstacle, Polygon, Wall, signed_distance
+from .options import GROWTH_MODES, VineOptions
 
 __all__ = ["VineModel", "ModelError", "GROWTH_MODES", "CONTACT_MODES"]
 
-GROWTH_MODES = ("every_prismatic", "tip")
+_DEFAULT = VineOptions()
+"""The declared default of every option, the defaults of the builders below."""
+
 CONTACT_MODES = ("pins", "bodies")
 
 
@@ -73,22 +76,24 @@ class VineModel:
         initial_angles: joint angles of the pins at t = 0 [rad], scalar or (n_pins,).
         implicit_springs: integrate spring and damper torques implicitly (stable for any
             dt); ``False`` uses the paper's explicit forces.
+
+    Defaults are the options' (:class:`~sim_vine.options.VineOptions`).
     """
 
-    body_count: int = 10
-    length: float = 0.2
-    total_mass: float = 0.01
-    gyration_radius: float | None = None
-    base: Sequence[float] = (0.0, 0.0, 0.0)
-    stiffness: Any = 0.05
-    damping: Any = 0.002
-    friction: float = 0.0
-    gravity: Sequence[float] = (0.0, 0.0)
-    growth: str = "every_prismatic"
-    contact: Any = "pins"
+    body_count: int = _DEFAULT.bodies
+    length: float = _DEFAULT.length
+    total_mass: float = _DEFAULT.total_mass
+    gyration_radius: float | None = _DEFAULT.gyration_radius
+    base: Sequence[float] = tuple(_DEFAULT.base)
+    stiffness: Any = _DEFAULT.stiffness
+    damping: Any = _DEFAULT.damping
+    friction: float = _DEFAULT.friction
+    gravity: Sequence[float] = tuple(_DEFAULT.gravity)
+    growth: str = _DEFAULT.growth
+    contact: Any = _DEFAULT.contact
     obstacles: tuple[Obstacle, ...] = ()
-    initial_angles: Any = 0.0
-    implicit_springs: bool = True
+    initial_angles: Any = _DEFAULT.initial_angles
+    implicit_springs: bool = _DEFAULT.implicit_springs
 
     def __post_init__(self):
         if isinstance(self.body_count, bool) or int(self.body_count) != self.body_count \

@@ -1,6 +1,7 @@
 """Vine scenes from YAML, and ``make_simulator``, the factory registered as ``vine``.
 
-A scene file is a YAML mapping of any of :func:`make_simulator`'s options (usually the
+A scene file is a YAML mapping of any of :func:`make_simulator`'s options
+(:class:`~sim_vine.options.VineOptions`) (usually the
 environment: ``obstacles``, ``base``, ``view``, and the vine's size), for example::
 
     bodies: 30
@@ -19,30 +20,23 @@ name of a scene shipped in ``sim_vine/scenes`` (``runtime``, ``cluttered``, ``wa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import yaml
 
+from codesign.options import options_factory
+
 from .fitting import TiedSimulator
 from .model import VineModel
 from .obstacles import obstacle_from_dict
+from .options import VineOptions
 from .qp import SolverSettings
 from .simulator import VineSimulator
 
-__all__ = ["SceneError", "load_scene", "make_simulator", "SCENE_DIRECTORY", "DEFAULTS"]
+__all__ = ["SceneError", "load_scene", "make_simulator", "SCENE_DIRECTORY"]
 
 SCENE_DIRECTORY = Path(__file__).parent / "scenes"
-
-DEFAULTS: dict[str, Any] = {
-    "bodies": 10, "length": 0.2, "total_mass": 0.01, "gyration_radius": None,
-    "base": [0.0, 0.0, 0.0], "stiffness": 0.05, "damping": 0.002, "friction": 0.0,
-    "gravity": [0.0, 0.0], "growth": "every_prismatic", "contact": "pins", "obstacles": [],
-    "initial_angles": 0.0, "implicit_springs": True, "eps_abs": 1e-4, "eps_rel": 1e-4,
-    "max_iter": 10000, "view": None,
-}
-"""Built-in value of every option that neither the call nor the scene sets."""
-
 
 class SceneError(ValueError):
     """A scene file is missing, unreadable or holds an unknown option."""
@@ -71,83 +65,32 @@ def load_scene(scene: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SceneError(f"scene file {path} must hold a mapping of options, got "
                          f"{type(data).__name__}")
-    unknown = sorted(set(data) - set(DEFAULTS))
+    known = [spec.name for spec in VineOptions.specs() if spec.name != "scene"]
+    unknown = sorted(set(data) - set(known))
     if unknown:
         raise SceneError(f"scene file {path} sets unknown option(s) {unknown}; "
-                         f"known: {sorted(DEFAULTS)}")
+                         f"known: {sorted(known)}")
     return data
 
 
-def make_simulator(
-    *,
-    scene: str | None = None,
-    bodies: int | None = None,
-    length: float | None = None,
-    total_mass: float | None = None,
-    gyration_radius: float | None = None,
-    base: list[float] | None = None,
-    stiffness: float | list[float] | None = None,
-    damping: float | list[float] | None = None,
-    friction: float | None = None,
-    gravity: list[float] | None = None,
-    growth: Literal["every_prismatic", "tip"] | None = None,
-    contact: str | list[list[float]] | None = None,
-    obstacles: list[dict] | None = None,
-    initial_angles: float | list[float] | None = None,
-    implicit_springs: bool | None = None,
-    eps_abs: float | None = None,
-    eps_rel: float | None = None,
-    max_iter: int | None = None,
-    view: list[float] | None = None,
-    tie: list[str] | None = None,
-) -> VineSimulator | TiedSimulator:
-    """Build a :class:`VineSimulator` from options, a scene file, and built-in defaults.
-
-    Args:
-        scene: a scene YAML path or bundled scene name; its options fill in unset ones.
-        bodies: number of rigid bodies N (default 10).
-        length: initial vine length [m] (0.2).
-        total_mass: vine mass [kg] (0.01), split equally over the bodies.
-        gyration_radius: body radius of gyration [m] (a slender rod's when unset).
-        base: base pose [x m, y m, angle rad] ([0, 0, 0]).
-        stiffness, damping: pin spring [N m/rad] (0.05) and damper [N m s/rad] (0.002),
-            a number or one per pin.
-        friction: Coulomb friction coefficient (0).
-        gravity: [gx, gy] [m/s²] ([0, 0]).
-        growth: ``every_prismatic`` (default) or ``tip``.
-        contact: ``pins`` (default), ``bodies`` or a list of [body, offset m].
-        obstacles: list of obstacle mappings (see :func:`obstacle_from_dict`).
-        initial_angles: pin angles at t = 0 [rad], a number or one per pin (0).
-        implicit_springs: implicit spring and damper torques (true).
-        eps_abs, eps_rel: OSQP tolerances (1e-4; OSQP only has to find the active set,
-            whose KKT system is then solved exactly).
-        max_iter: OSQP iteration limit (10000).
-        view: render window [x_min, x_max, y_min, y_max] [m] (framed automatically).
-        tie: per-pin design parameters to expose as one scalar shared by every pin (for
-            example ``[joint.stiffness, joint.damping]``, the paper's scalar K and C); the
-            simulator is then wrapped in a :class:`~sim_vine.fitting.TiedSimulator`.
-    """
-    given = {k: v for k, v in locals().items() if k not in ("scene", "tie") and v is not None}
-    options = dict(DEFAULTS)
-    if scene is not None:
-        options.update(load_scene(scene))
-    options.update(given)
-    obstacles = [obstacle_from_dict(spec) for spec in options["obstacles"] or []]
+@options_factory(VineOptions)
+def make_simulator(options: VineOptions) -> VineSimulator | TiedSimulator:
+    """Build a :class:`VineSimulator` from the options of
+    :class:`~sim_vine.options.VineOptions` (as keywords; a ``scene`` file fills in the
+    options not given); ``tie`` wraps it in a :class:`~sim_vine.fitting.TiedSimulator`."""
+    o = options
     model = VineModel(
-        body_count=options["bodies"], length=options["length"],
-        total_mass=options["total_mass"], gyration_radius=options["gyration_radius"],
-        base=options["base"], stiffness=options["stiffness"], damping=options["damping"],
-        friction=options["friction"], gravity=options["gravity"], growth=options["growth"],
-        contact=options["contact"], obstacles=tuple(obstacles),
-        initial_angles=options["initial_angles"], implicit_springs=options["implicit_springs"],
-    )
-    settings = SolverSettings(eps_abs=options["eps_abs"], eps_rel=options["eps_rel"],
-                              max_iter=options["max_iter"])
-    view = options["view"]
+        body_count=o.bodies, length=o.length, total_mass=o.total_mass,
+        gyration_radius=o.gyration_radius, base=o.base, stiffness=o.stiffness,
+        damping=o.damping, friction=o.friction, gravity=o.gravity, growth=o.growth,
+        contact=o.contact, obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
+        initial_angles=o.initial_angles, implicit_springs=o.implicit_springs)
+    settings = SolverSettings(eps_abs=o.eps_abs, eps_rel=o.eps_rel, max_iter=o.max_iter)
+    view = o.view
     if view is not None:
         view = np.asarray(view, dtype=np.float64)
         if view.shape != (4,) or not (view[0] < view[1] and view[2] < view[3]):
             raise SceneError(f"view must be [x_min, x_max, y_min, y_max] with min < max, "
-                             f"got {options['view']!r}")
+                             f"got {o.view!r}")
     simulator = VineSimulator(model, settings=settings, view=view)
-    return TiedSimulator(simulator, tied=tie) if tie else simulator
+    return TiedSimulator(simulator, tied=o.tie) if o.tie else simulator

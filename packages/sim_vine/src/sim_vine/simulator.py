@@ -21,6 +21,7 @@ from ._kernels import model_arrays
 from .constraints import joint_residual, row_layout
 from .kinematics import tip_position
 from .model import VineModel
+from .options import VineOptions
 from .qp import QPError, SolverSettings, VineQP
 from .render import render_vine
 from .state import VineState
@@ -89,16 +90,17 @@ class VineSimulator:
         m = self.model
         body_mass = m.total_mass / m.body_count
         return DesignSpace([
-            Parameter("joint.stiffness", (m.pin_count,), m.stiffness, lower=0.0,
-                      unit="N m/rad", scale=max(float(np.mean(m.stiffness)), 1e-6),
-                      entity="pin", doc="torsional spring stiffness K at each pin joint"),
-            Parameter("joint.damping", (m.pin_count,), m.damping, lower=0.0,
-                      unit="N m s/rad", scale=max(float(np.mean(m.damping)), 1e-6),
-                      entity="pin", doc="torsional damping C at each pin joint"),
-            Parameter("contact.friction", (), m.friction, lower=0.0, upper=5.0, unit="",
-                      scale=0.1, doc="Coulomb friction coefficient at the contact points"),
-            Parameter("body.mass", (m.body_count,), body_mass, lower=1e-6 * body_mass,
-                      unit="kg", scale=body_mass, entity="body", doc="mass of each body"),
+            VineOptions.parameter("stiffness", name="joint.stiffness", shape=(m.pin_count,),
+                                  default=m.stiffness, entity="pin",
+                                  scale=max(float(np.mean(m.stiffness)), 1e-6)),
+            VineOptions.parameter("damping", name="joint.damping", shape=(m.pin_count,),
+                                  default=m.damping, entity="pin",
+                                  scale=max(float(np.mean(m.damping)), 1e-6)),
+            VineOptions.parameter("friction", name="contact.friction", shape=(),
+                                  default=m.friction, scale=0.1),
+            VineOptions.parameter("total_mass", name="body.mass", shape=(m.body_count,),
+                                  default=body_mass, scale=body_mass, entity="body",
+                                  doc="mass of each body"),
             Parameter("growth.offset", (), 0.0, unit="m/s", scale=0.01,
                       doc="added to the growth-rate action (a calibration offset)"),
         ])

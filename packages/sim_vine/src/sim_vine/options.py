@@ -1,0 +1,65 @@
+"""Every option of the ``vine`` simulator, declared once (``codesign options vine`` lists them).
+
+A YAML ``simulator: {name: vine, options: {...}}`` or a scene file sets these;
+:func:`sim_vine.scene.make_simulator` takes them as keywords. ``stiffness``, ``damping``,
+``friction`` and ``total_mass`` also give the defaults and physical bounds of the design
+parameters ``joint.stiffness``, ``joint.damping``, ``contact.friction`` and ``body.mass``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from codesign.options import Options, option
+
+__all__ = ["GROWTH_MODES", "VineOptions"]
+
+GROWTH_MODES = ("every_prismatic", "tip")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VineOptions(Options):
+    """The vine, its environment and the QP solver's settings."""
+
+    scene: str | None = option(
+        None, doc="scene YAML path or bundled scene name; its options fill in unset ones")
+    bodies: int = option(10, lower=1, doc="number of rigid bodies N")
+    length: float = option(0.2, unit="m", lower=1e-9, doc="initial vine length")
+    total_mass: float = option(0.01, unit="kg", lower=1e-12,
+                               doc="vine mass, split equally over the bodies")
+    gyration_radius: float | None = option(
+        None, unit="m", lower=1e-12, doc="body radius of gyration (a slender rod's when unset)")
+    base: list[float] = option([0.0, 0.0, 0.0], doc="base pose [x m, y m, angle rad]")
+    stiffness: float | list[float] = option(
+        0.05, unit="N m/rad", lower=0.0, doc="torsional spring stiffness K at each pin joint")
+    damping: float | list[float] = option(
+        0.002, unit="N m s/rad", lower=0.0, doc="torsional damping C at each pin joint")
+    friction: float = option(0.0, lower=0.0, upper=5.0,
+                             doc="Coulomb friction coefficient at the contact points")
+    gravity: list[float] = option([0.0, 0.0], unit="m/s^2", doc="gravity [gx, gy]")
+    growth: str = option("every_prismatic", choices=GROWTH_MODES,
+                         doc="which prismatic joints extend with the growth rate")
+    contact: str | list[list[float]] = option(
+        "pins", doc="contact points: pins, bodies or a list of [body, offset m]")
+    obstacles: list[dict] = option([], doc="obstacle mappings (see sim_vine.obstacles)")
+    initial_angles: float | list[float] = option(
+        0.0, unit="rad", doc="pin angles at t = 0, a number or one per pin")
+    implicit_springs: bool = option(True, doc="implicit spring and damper torques")
+    eps_abs: float = option(1e-4, lower=0.0, doc="OSQP absolute tolerance (finds the active "
+                                                 "set; its KKT system is then solved exactly)")
+    eps_rel: float = option(1e-4, lower=0.0, doc="OSQP relative tolerance")
+    max_iter: int = option(10000, lower=1, doc="OSQP iteration limit per step")
+    view: list[float] | None = option(
+        None, unit="m", doc="render window [x_min, x_max, y_min, y_max] (framed automatically)")
+    tie: list[str] | None = option(
+        None, doc="per-pin design parameters exposed as one scalar shared by every pin")
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> VineOptions:
+        """The scene file's options (``scene``), then ``values`` over them."""
+        from .scene import load_scene  # the scene module builds simulators from options
+
+        scene = values.get("scene")
+        return cls(**{**(load_scene(scene) if scene is not None else {}), **values})
