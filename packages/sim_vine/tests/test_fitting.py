@@ -8,19 +8,19 @@ import numpy as np
 import pytest
 
 from codesign.testing import gradcheck
-from sim_vine.estimation import EstimationError, casadi_available, estimate
-from sim_vine.fitting import (
+from sim_vine.fit.estimation import EstimationError, casadi_available, estimate
+from sim_vine.fit.shooting import (
     FitError,
-    KeypointObserver,
     VideoRecording,
     fit_shooting,
     frame_schedule,
     simulate_keypoints,
     tip_errors_mm,
 )
-from sim_vine.keypoints import Keypoints
 from sim_vine.kinematics import keypoints
 from sim_vine.scene import make_simulator
+from sim_vine.terms import KeypointObserver
+from sim_vine.vision.keypoints import Keypoints
 
 TRUTH = {"joint.stiffness": 0.05, "joint.damping": 0.0005}
 FRAMES, POINTS = 16, 6
@@ -52,7 +52,7 @@ def test_frames_align_with_model_steps():
 
 def test_keypoint_observer_gradients():
     sim = cantilever()
-    observer = KeypointObserver(simulator=sim, points=POINTS)
+    observer = KeypointObserver(simulator=sim, count=POINTS)
     design = sim.design_space().defaults()
     state = sim.initial_state(design)
     w = np.random.default_rng(0).standard_normal(observer.size)

@@ -24,7 +24,8 @@ from typing import Any, Literal
 import numpy as np
 import yaml
 
-from .fitting import TiedSimulator
+from codesign.tying import Tie, TiedSimulator
+
 from .model import VineModel
 from .obstacles import obstacle_from_dict
 from .qp import SolverSettings
@@ -125,7 +126,7 @@ def make_simulator(
         view: render window [x_min, x_max, y_min, y_max] [m] (framed automatically).
         tie: per-pin design parameters to expose as one scalar shared by every pin (for
             example ``[joint.stiffness, joint.damping]``, the paper's scalar K and C); the
-            simulator is then wrapped in a :class:`~sim_vine.fitting.TiedSimulator`.
+            simulator is then wrapped in a :class:`~codesign.tying.TiedSimulator`.
     """
     given = {k: v for k, v in locals().items() if k not in ("scene", "tie") and v is not None}
     options = dict(DEFAULTS)
@@ -150,4 +151,4 @@ def make_simulator(
             raise SceneError(f"view must be [x_min, x_max, y_min, y_max] with min < max, "
                              f"got {options['view']!r}")
     simulator = VineSimulator(model, settings=settings, view=view)
-    return TiedSimulator(simulator, tied=tie) if tie else simulator
+    return TiedSimulator(simulator, ties=[Tie(name) for name in tie]) if tie else simulator

@@ -2,7 +2,7 @@
 
 :func:`synthetic_video` simulates a vine at a known design, projects its centerline into a
 camera image through a known homography (a plane seen at an angle) and draws every video
-frame with OpenCV (:func:`sim_vine.video.draw_vine_frame`): obstacles in grey, the vine as a
+frame with OpenCV (:func:`sim_vine.vision.video.draw_vine_frame`): obstacles in grey, the vine as a
 thick green line, Gaussian pixel noise on top. It returns the frames together with the true
 keypoints in metres and in pixels, so keypoint extraction and parameter fits can be scored
 against the truth that made the video.
@@ -20,14 +20,15 @@ import cv2
 import numpy as np
 
 from codesign import Objective, OpenLoopController, Rollout
+from codesign.tying import TiedSimulator
 
-from .fitting import TiedSimulator
-from .keypoints import Calibration
-from .kinematics import centerline_vertices
-from .kinematics import keypoints as model_keypoints
-from .obstacles import Circle, Polygon, Wall
-from .state import VineState
-from .video import draw_vine_frame
+from ..kinematics import centerline_vertices
+from ..kinematics import keypoints as model_keypoints
+from ..obstacles import Circle, Polygon, Wall
+from ..state import VineState
+from ..vision.keypoints import Calibration
+from ..vision.video import draw_vine_frame
+from .start_pose import FixedStart
 
 __all__ = ["SyntheticVideo", "synthetic_video", "tilted_calibration"]
 
@@ -160,7 +161,7 @@ def synthetic_video(
     # the rollout starts from ``initial_state`` whatever the design
     controller = OpenLoopController(observation_size=0, action_size=1,
                                     control_steps=frames - 1)
-    rollout = Rollout(TiedSimulator(simulator, initial_state=initial_state),
+    rollout = Rollout(TiedSimulator(simulator, start=FixedStart(simulator, initial_state)),
                       controller=controller, steps=frames - 1, substeps=int(substeps),
                       dt=float(dt))
     states = rollout.forward(design, {"table": rate[:, None]}, Objective(()),
