@@ -15,8 +15,7 @@ The core's sources:
 - :func:`synthetic_recordings` (``synthetic``): simulate the simulator at a truth design
   with generated actions (:func:`smooth_random_actions`) and add Gaussian noise.
 
-A source of timestamped frames (a video, a motion-capture log) places them on the run's
-control steps with :func:`frame_steps`.
+:func:`frame_steps` places a source's timestamped frames (a video) on the run's control steps.
 """
 
 from __future__ import annotations

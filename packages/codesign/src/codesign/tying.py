@@ -5,8 +5,10 @@ stiffness per joint); identifying them from a few trajectories, or designing one
 material, needs a handful of shared values instead. :class:`TiedSimulator` wraps a simulator
 and exposes each :class:`Tie` as one value shared by every entry of a wrapped parameter
 (shape ``()``) or one value per group of entries (shape ``(k,)``); every other parameter
-passes through. A :class:`StartState` may replace the initial state by one that depends on
-design parameters of its own (a fitted start pose per recording).
+passes through. A *start* may replace the initial state by one that depends on design
+parameters of its own (a fitted start pose per recording): an object with ``parameters``
+(the :class:`~codesign.design.Parameter` it adds), ``state(design)`` and
+``state_vjp(design, g_state) -> dict`` (∂L/∂its parameters).
 
 The expansion θ_entry = θ_tied[group_of(entry)] is linear, so its VJP sums the per-entry
 gradients of each group: ∂L/∂θ_tied[j] = Σ_{i in group j} ∂L/∂θ_entry[i].
@@ -16,13 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from .design import DesignSpace, Parameter
 
-__all__ = ["StartState", "Tie", "TiedSimulator"]
+__all__ = ["Tie", "TiedSimulator"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Tie:
 
     Attributes:
         source: the wrapped parameter, e.g. ``"particle.youngs_modulus"``.
-        name: the exposed parameter (default: ``source``, replaced in place).
+        name: the exposed parameter (default: ``source``); it takes the source's place.
         groups: a group label per entry of ``source`` (flattened); the exposed parameter
             has one value per label present, in ascending order, shape (k,). ``None``: one
             scalar for every entry, shape ().
@@ -39,30 +41,12 @@ class Tie:
     """
 
     source: str
-    name: str | None = None
+    name: str = ""
     groups: Any = None
     entity: str | None = None
 
-    @property
-    def exposed(self) -> str:
-        """The exposed parameter's name."""
-        return self.name or self.source
-
-
-class StartState(Protocol):
-    """An initial state that depends on design parameters of its own.
-
-    Attributes:
-        parameters: the parameters it adds to the design space.
-    """
-
-    parameters: Sequence[Parameter]
-
-    def state(self, design) -> Any:
-        """The initial state in ``design``."""
-
-    def state_vjp(self, design, g_state) -> dict:
-        """∂L/∂(its parameters) given ∂L/∂state."""
+    def __post_init__(self):
+        object.__setattr__(self, "name", self.name or self.source)
 
 
 class _Grouping:
@@ -70,19 +54,14 @@ class _Grouping:
 
     def __init__(self, tie: Tie, parameter: Parameter):
         size = int(np.prod(parameter.shape))
-        if tie.groups is None:
-            self.labels, self.index, self.shape = [None], np.zeros(size, dtype=np.int64), ()
-        else:
-            groups = np.asarray(tie.groups).reshape(-1)
-            if groups.shape != (size,):
-                raise ValueError(f"tie of {tie.source!r}: groups has {groups.size} labels for "
-                                 f"{size} entries")
-            present, self.index = np.unique(groups, return_inverse=True)
-            self.labels = present.tolist()
-            self.shape = (len(present),)
-        self.source_shape = parameter.shape
-        self.count = len(self.labels)
-        self.sizes = np.bincount(self.index, minlength=self.count).astype(np.float64)
+        groups = np.zeros(size) if tie.groups is None else np.asarray(tie.groups).reshape(-1)
+        if groups.shape != (size,):
+            raise ValueError(f"tie of {tie.source!r}: groups has {groups.size} labels for "
+                             f"{size} entries")
+        present, self.index = np.unique(groups, return_inverse=True)
+        self.labels = present.tolist()
+        self.shape = () if tie.groups is None else (len(present),)
+        self.source, self.source_shape = tie.source, parameter.shape
 
     def expand(self, value) -> np.ndarray:
         """Exposed values spread over the source's entries, shape of the source."""
@@ -92,11 +71,7 @@ class _Grouping:
     def reduce(self, gradient) -> np.ndarray:
         """Per-entry gradients summed per group (the VJP of :meth:`expand`)."""
         weights = np.asarray(gradient, dtype=np.float64).reshape(-1)
-        return np.bincount(self.index, weights=weights, minlength=self.count).reshape(self.shape)
-
-    def mean(self, values) -> np.ndarray:
-        """The mean of per-entry ``values`` over each group, shape of the exposed value."""
-        return self.reduce(np.broadcast_to(values, self.source_shape)) / self.sizes.reshape(
+        return np.bincount(self.index, weights=weights, minlength=len(self.labels)).reshape(
             self.shape)
 
 
@@ -113,40 +88,31 @@ class TiedSimulator:
         start: the initial state and its parameters (default: the wrapped initial state).
     """
 
-    def __init__(self, inner, *, ties: Sequence[Tie] = (), start: StartState | None = None):
-        self.inner = inner
-        self.start = start
+    def __init__(self, inner, *, ties: Sequence[Tie] = (), start=None):
+        self.inner, self.start = inner, start
+        self.action_size = inner.action_size
         base = inner.design_space()
-        self._ties = {tie.exposed: tie for tie in ties}
-        self.groupings = {tie.exposed: _Grouping(tie, base[tie.source]) for tie in ties}
+        self.groupings = {tie.name: _Grouping(tie, base[tie.source]) for tie in ties}
         exposed = {tie.source: self._tied_parameter(tie, base[tie.source]) for tie in ties}
         parameters = [exposed.get(p.name, p) for p in base]
         self._start_names = tuple(p.name for p in start.parameters) if start else ()
         self._space = DesignSpace([*parameters, *(start.parameters if start else ())])
 
     def _tied_parameter(self, tie: Tie, p: Parameter) -> Parameter:
-        grouping = self.groupings[tie.exposed]
+        grouping = self.groupings[tie.name]
         shared = (f"one value per {tie.entity}" if tie.entity
                   else f"one value for every {p.entity or 'entry'}")
-        return p.replace(name=tie.exposed, shape=grouping.shape,
-                         default=grouping.mean(p.default_array()),
+        sizes = grouping.reduce(np.ones(p.shape))
+        return p.replace(name=tie.name, shape=grouping.shape,
+                         default=grouping.reduce(p.default_array()) / sizes,
                          lower=float(np.max(p.lower_array())),
                          upper=float(np.min(p.upper_array())), entity=tie.entity,
                          doc=f"{p.doc} ({shared})")
 
-    # -- pass-through --------------------------------------------------------------------
-
     @property
     def model(self):
-        """The wrapped simulator's model."""
+        """The wrapped simulator's model (for simulators that have one)."""
         return self.inner.model
-
-    @property
-    def action_size(self) -> int:
-        """The wrapped simulator's action size."""
-        return self.inner.action_size
-
-    # -- design ---------------------------------------------------------------------------
 
     def design_space(self) -> DesignSpace:
         """The wrapped space with tied parameters exposed, then the start's parameters."""
@@ -156,29 +122,26 @@ class TiedSimulator:
         """The wrapped simulator's design: tied values spread over their entries (absent
         ones take their defaults), the start's parameters left out."""
         out = {k: v for k, v in design.items()
-               if k not in self._ties and k not in self._start_names}
-        for name, tie in self._ties.items():
-            grouping = self.groupings[name]
+               if k not in self.groupings and k not in self._start_names}
+        for name, grouping in self.groupings.items():
             value = np.asarray(design[name] if name in design
                                else self._space[name].default_array(), dtype=np.float64)
             if value.shape != grouping.shape:
                 raise ValueError(f"{name} must have shape {grouping.shape} (one value per tie), "
                                  f"got {value.shape}")
-            out[tie.source] = grouping.expand(value)
+            out[grouping.source] = grouping.expand(value)
         return out
 
     def reduce_gradient(self, g_design: Mapping[str, Any] | None) -> dict:
         """Wrapped design gradients with per-entry ones summed per tie (the VJP of
         :meth:`expand`)."""
         g_design = g_design or {}
-        sources = {tie.source for tie in self._ties.values()}
+        sources = {grouping.source for grouping in self.groupings.values()}
         out = {k: v for k, v in g_design.items() if k not in sources}
-        for name, tie in self._ties.items():
-            if g_design.get(tie.source) is not None:
-                out[name] = self.groupings[name].reduce(g_design[tie.source])
+        for name, grouping in self.groupings.items():
+            if g_design.get(grouping.source) is not None:
+                out[name] = grouping.reduce(g_design[grouping.source])
         return out
-
-    # -- the simulator protocol -----------------------------------------------------------
 
     def initial_state(self, design):
         """The start's state, or the wrapped initial state of the expanded design."""
@@ -202,8 +165,7 @@ class TiedSimulator:
                                                           dt, g_next)
         return g_state, g_action, self.reduce_gradient(g_design)
 
-    # the optional hooks (codesign.simulator.OPTIONAL_HOOKS): a check the wrapped simulator
-    # lacks passes
+    # the optional hooks (codesign.simulator.OPTIONAL_HOOKS): a check the inner lacks passes
 
     def check_time_step(self, design, dt: float) -> None:
         """The wrapped simulator's time-step check on the expanded design."""

@@ -1,16 +1,10 @@
 """Tied material parameters: one Young's modulus, Poisson's ratio and density per body part.
 
-:class:`MPMSimulator` exposes material fields per particle (``particle.youngs_modulus`` of
-shape (n,), ...). :class:`TiedMaterialSimulator` is the core's
-:class:`~codesign.tying.TiedSimulator` replacing the three per-particle fields by
-
-- ``material.youngs_modulus`` [Pa], ``material.poissons_ratio`` [-], ``material.density``
-  [kg/m^d], each of shape (k,),
-
-where ``mode="uniform"`` ties every particle to one value (k = 1) and ``mode="group"``
-gives each particle group present (ascending group numbers) its own entry. Every other
-parameter of the wrapped simulator (``particle.volume``, ``geometry.scale``,
-``initial.velocity``) passes through unchanged.
+:class:`TiedMaterialSimulator` is the core's :class:`~codesign.tying.TiedSimulator` replacing
+the per-particle fields of :class:`MPMSimulator` by ``material.youngs_modulus`` [Pa],
+``material.poissons_ratio`` [-] and ``material.density`` [kg/m^d] of shape (k,): one value
+for every particle (``mode="uniform"``, k = 1) or one per particle group present, in
+ascending group order (``"group"``). Every other parameter passes through unchanged.
 """
 
 from __future__ import annotations

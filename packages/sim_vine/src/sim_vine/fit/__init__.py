@@ -1,6 +1,3 @@
-"""Vine parameters from recordings: the shooting fit, the joint (collocation) estimation,
-start poses, the ``vine_video`` recording source and synthetic videos with known truth.
-
-A wing of sim_vine: it imports the physics at the package root and :mod:`sim_vine.vision`,
-never the other way.
-"""
+"""Vine parameters from recordings (shooting fit, joint estimation, start poses, the
+``vine_video`` source, synthetic videos); a wing: imports the physics and :mod:`sim_vine.vision`,
+never the other way."""

@@ -372,9 +372,8 @@ def _result(ca, simulator, recording: VideoRecording, program: Program, x_opt, i
     for item in items:
         value = theta_opt[item.index] * item.scale
         fitted[item.name] = value.copy() if item.per_joint else np.asarray(float(value[0]))
-        shape = np.shape(base_design[item.name])
-        fitted_design[item.name] = (np.broadcast_to(fitted[item.name], shape).copy() if shape
-                                    else np.asarray(float(value[0])))
+        fitted_design[item.name] = np.broadcast_to(fitted[item.name],
+                                                   np.shape(base_design[item.name])).copy()
     body_q = program.body_q(x_opt)
     body_qd = np.empty_like(body_q)
     body_qd[1:] = program.body_qd(x_opt, schedule.dt)

@@ -56,8 +56,10 @@ __all__ = [
     "FrameSchedule",
     "frame_schedule",
     "VideoRecording",
+    "growth_rates",
     "ShootingFit",
     "fit_shooting",
+    "simulate_states",
     "simulate_keypoints",
     "tip_errors_mm",
 ]
@@ -147,16 +149,21 @@ class VideoRecording:
 
     def growth_table(self) -> np.ndarray:
         """The growth rate per frame interval as actions, shape (frames − 1, 1)."""
-        steps = self.keypoints.frame_count - 1
-        rate = np.asarray(self.growth_rate, dtype=np.float64)
-        if rate.ndim == 0:
-            rate = np.full(steps, float(rate))
-        if rate.shape != (steps,):
-            raise FitError(f"recording {self.name!r}: growth_rate must be a number or one value "
-                           f"per frame interval ({steps}), got shape {rate.shape}")
-        if not np.all(np.isfinite(rate)):
-            raise FitError(f"recording {self.name!r}: growth_rate holds NaN or inf")
-        return rate[:, None]
+        return growth_rates(self.growth_rate, self.keypoints.frame_count,
+                            where=f"recording {self.name!r}: ")[:, None]
+
+
+def growth_rates(growth_rate, frames: int, *, where: str = "") -> np.ndarray:
+    """The growth rate per frame interval [m/s], shape (frames − 1,), from a number or that
+    shape; ``where`` starts the error message."""
+    rate = np.asarray(growth_rate, dtype=np.float64)
+    rate = np.full(frames - 1, float(rate)) if rate.ndim == 0 else rate
+    if rate.shape != (frames - 1,):
+        raise FitError(f"{where}growth_rate must be a number or one value per frame interval "
+                       f"({frames - 1}), got shape {rate.shape}")
+    if not np.all(np.isfinite(rate)):
+        raise FitError(f"{where}growth_rate holds NaN or inf")
+    return rate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,28 +220,35 @@ class _MeanProblem:
         return [self.evaluate(x, grad=grad) for x in xs]
 
 
-def simulate_keypoints(simulator, design, *, initial_state: VineState, growth_rate,
-                       schedule: FrameSchedule, frames: int, points: int) -> np.ndarray:
-    """Keypoints of a simulated run at every frame [m], shape (frames, points, 2).
+def simulate_states(simulator, design, *, initial_state: VineState, growth_rate, frames: int,
+                    substeps: int, dt: float) -> list[VineState]:
+    """The states of a run at every frame, open loop from ``initial_state`` whatever the design.
 
     Args:
         simulator: a vine simulator (or a :class:`~codesign.tying.TiedSimulator`) and its
             ``design``.
         initial_state: the state at frame 0.
         growth_rate: growth rate per frame interval [m/s], a number or shape (frames − 1,).
-        schedule: frame interval and substeps.
         frames: number of frames.
-        points: keypoints per frame.
+        substeps: model steps per frame; dt: model step [s].
     """
-    rate = np.asarray(growth_rate, dtype=np.float64)
-    rate = np.full(frames - 1, float(rate)) if rate.ndim == 0 else rate
-    wrapped = TiedSimulator(simulator, start=FixedStart(simulator, initial_state))
+    rate = growth_rates(growth_rate, frames)
+    rollout = Rollout(TiedSimulator(simulator, start=FixedStart(simulator, initial_state)),
+                      controller=OpenLoopController(observation_size=0, action_size=1,
+                                                    control_steps=frames - 1),
+                      steps=frames - 1, substeps=int(substeps), dt=float(dt))
+    return rollout.forward(design, {"table": rate[:, None]}, Objective(()), record=True).states
+
+
+def simulate_keypoints(simulator, design, *, initial_state: VineState, growth_rate,
+                       schedule: FrameSchedule, frames: int, points: int) -> np.ndarray:
+    """Keypoints of a simulated run at every frame [m], shape (frames, points, 2); the run
+    as :func:`simulate_states` with the ``schedule``'s substeps and step."""
     observer = KeypointObserver(simulator=simulator, count=points)
-    rollout = Rollout(wrapped, controller=OpenLoopController(
-        observation_size=0, action_size=1, control_steps=frames - 1),
-        steps=frames - 1, substeps=schedule.substeps, dt=schedule.dt)
-    result = rollout.forward(design, {"table": rate[:, None]}, Objective(()), record=True)
-    return np.stack([observer.observe(s, design).reshape(points, 2) for s in result.states])
+    states = simulate_states(simulator, design, initial_state=initial_state,
+                             growth_rate=growth_rate, frames=frames,
+                             substeps=schedule.substeps, dt=schedule.dt)
+    return np.stack([observer.observe(s, design).reshape(points, 2) for s in states])
 
 
 def tip_errors_mm(predicted, measured) -> dict[str, float]:
@@ -324,15 +338,11 @@ def fit_shooting(
         fitted_names.append("start.angles")
         if fit_length and simulator.model.prismatic_count:
             fitted_names.append("start.extension")
-    problems, start_states = [], []
+    problems = []
     for index, recording in enumerate(recordings):
-        if fit_start:
-            start_states.append(StartPoses(simulator, starts, index=index))
-        else:
-            q0 = starts[index].body_q(simulator.model)
-            start_states.append(FixedStart(simulator,
-                                           VineState(body_q=q0, body_qd=np.zeros_like(q0))))
-        wrapped = TiedSimulator(simulator, ties=ties, start=start_states[-1])
+        # without fit_start the start poses are design parameters left at their defaults
+        wrapped = TiedSimulator(simulator, ties=ties,
+                                start=StartPoses(simulator, starts, index=index))
         measured = recording.keypoints.points.reshape(recording.keypoints.frame_count, -1)
         problems.append(IdentificationProblem(
             wrapped, [Recording(actions=recording.growth_table(), measurements=measured,
@@ -347,11 +357,8 @@ def fit_shooting(
     design = problems[0].design(result.x)
     full_design = problems[0].simulator.expand(design)
     fitted = {name: np.asarray(design[name]).copy() for name in free}
-    if fit_start:
-        starts = [start.pose(design) for start in start_states]
-    initial_states = [VineState(body_q=pose.body_q(simulator.model),
-                                body_qd=np.zeros((simulator.model.body_count, 3)))
-                      for pose in starts]
+    starts = [p.simulator.start.pose(design) for p in problems]
+    initial_states = [p.simulator.initial_state(design) for p in problems]
     predicted, tips = [], []
     for recording, state0 in zip(recordings, initial_states, strict=True):
         frames = recording.keypoints.frame_count

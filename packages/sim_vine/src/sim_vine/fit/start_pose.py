@@ -111,10 +111,9 @@ START_PARAMETERS = ("start.angles", "start.extension")
 def _step_zero(simulator, state: VineState) -> VineState:
     """A copy of ``state`` that ``simulator`` counts as step 0 in its error messages."""
     start = getattr(simulator, "start_from", None)  # a wrapper of the simulator has none
-    if start is not None:
-        return start(state)
-    return VineState(body_q=np.array(state.body_q, dtype=np.float64),
-                     body_qd=np.array(state.body_qd, dtype=np.float64))
+    return start(state) if start is not None else VineState(
+        body_q=np.array(state.body_q, dtype=np.float64),
+        body_qd=np.array(state.body_qd, dtype=np.float64))
 
 
 class FixedStart:

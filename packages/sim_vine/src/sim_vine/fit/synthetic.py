@@ -19,16 +19,13 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from codesign import Objective, OpenLoopController, Rollout
-from codesign.tying import TiedSimulator
-
 from ..kinematics import centerline_vertices
 from ..kinematics import keypoints as model_keypoints
 from ..obstacles import Circle, Polygon, Wall
 from ..state import VineState
 from ..vision.keypoints import Calibration
 from ..vision.video import draw_vine_frame
-from .start_pose import FixedStart
+from .shooting import simulate_states
 
 __all__ = ["SyntheticVideo", "synthetic_video", "tilted_calibration"]
 
@@ -147,25 +144,14 @@ def synthetic_video(
     frames = int(frames)
     if frames < 2:
         raise ValueError(f"a synthetic video needs at least 2 frames, got {frames}")
-    rate = np.asarray(growth_rate, dtype=np.float64)
-    rate = np.full(frames - 1, float(rate)) if rate.ndim == 0 else rate
-    if rate.shape != (frames - 1,):
-        raise ValueError(f"growth_rate must be a number or one value per frame interval "
-                         f"({frames - 1}), got shape {rate.shape}")
     bad = [int(i) for i in hidden if not 0 <= int(i) < frames]
     if bad:
         raise ValueError(f"hidden frames {bad} are outside 0 … {frames - 1}")
     model = simulator.model
     if initial_state is None:
         initial_state = simulator.initial_state(design)
-    # the rollout starts from ``initial_state`` whatever the design
-    controller = OpenLoopController(observation_size=0, action_size=1,
-                                    control_steps=frames - 1)
-    rollout = Rollout(TiedSimulator(simulator, start=FixedStart(simulator, initial_state)),
-                      controller=controller, steps=frames - 1, substeps=int(substeps),
-                      dt=float(dt))
-    states = rollout.forward(design, {"table": rate[:, None]}, Objective(()),
-                             record=True).states
+    states = simulate_states(simulator, design, initial_state=initial_state,
+                             growth_rate=growth_rate, frames=frames, substeps=substeps, dt=dt)
     background = np.empty((int(height), int(width), 3), np.uint8)
     background[:] = np.asarray(background_bgr, np.uint8)
     _draw_obstacles(background, model.obstacles, calibration, obstacle_bgr)

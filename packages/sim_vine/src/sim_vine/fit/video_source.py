@@ -26,6 +26,7 @@ than ``initial_pose_tolerance_mm``, stops with the ``initial_angles`` that fit t
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -56,11 +57,7 @@ def _calibration(spec: dict) -> Calibration:
 
 def _first_frames(source: Path, fps: float | None, count: int) -> tuple[list, float]:
     """The first ``count`` BGR frames of a video or image sequence and its frame rate."""
-    frames = []
-    for frame in read_frames(source, fps=fps):
-        frames.append(frame)
-        if len(frames) == count:
-            break
+    frames = list(itertools.islice(read_frames(source, fps=fps), count))
     if len(frames) < 2:
         raise RecordingSourceError(f"{source} has {len(frames)} frame(s); a fit needs two")
     return [f.image for f in frames], 1.0 / (frames[1].time - frames[0].time)

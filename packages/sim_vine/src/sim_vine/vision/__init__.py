@@ -1,4 +1,2 @@
-"""The vine seen on video: reading frames, segmenting the vine, its keypoints in metres.
-
-A wing of sim_vine: it imports the physics at the package root, never the other way.
-"""
+"""The vine on video (frames, segmentation, keypoints); a wing: imports the physics, never
+the other way."""
