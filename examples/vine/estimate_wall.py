@@ -4,7 +4,7 @@ Usage: ``python examples/vine/estimate_wall.py [examples/vine/wall.yaml]`` (need
 ``fit`` extra: ``pip install 'sim_vine[fit]'``).
 
 The same video, calibration, keypoint count, starting design and truth as ``wall.yaml``
-(which fits by shooting through the simulator); here :func:`sim_vine.estimation.estimate`
+(which fits by shooting through the simulator); here :func:`sim_vine.fit.estimation.estimate`
 solves the paper's Section III problem with IPOPT: the states of every model step and the
 scalar K and C are the unknowns, the dynamics are residuals weighted by the trust R, and the
 tip is held on the wall at the steps where the poses fitted to the keypoints touch it
@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from sim_vine.estimation import estimate
-from sim_vine.fitting import VideoRecording
-from sim_vine.keypoints import Calibration, Segmentation, extract_keypoints
+from sim_vine.fit.estimation import estimate
+from sim_vine.fit.shooting import VideoRecording
 from sim_vine.scene import make_simulator
+from sim_vine.vision.keypoints import Calibration, Segmentation, extract_keypoints
 
 
 def main(experiment: str) -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from sim_vine.fit.synthetic import synthetic_video, tilted_calibration
 from sim_vine.scene import make_simulator
-from sim_vine.synthetic import synthetic_video, tilted_calibration
-from sim_vine.video import write_video
+from sim_vine.vision.video import write_video
 
 HERE = Path(__file__).resolve().parent
 WIDTH, HEIGHT, FPS, SUBSTEPS = 320, 240, 30.0, 3

@@ -18,10 +18,10 @@ import numpy as np
 import yaml
 
 from codesign import Objective, OpenLoopController, Rollout
-from sim_vine.fitting import tip_errors_mm
+from sim_vine.fit.shooting import tip_errors_mm
+from sim_vine.fit.video_source import video_recordings
 from sim_vine.scene import make_simulator
 from sim_vine.terms import KeypointObserver
-from sim_vine.video_source import video_recordings
 
 
 def main(experiment: str, run_dir: str) -> None:

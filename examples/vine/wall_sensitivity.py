@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim_vine.contact_schedule import detect_contacts
-from sim_vine.fitting import frame_schedule, simulate_keypoints
+from sim_vine.fit.contact_schedule import detect_contacts
+from sim_vine.fit.shooting import frame_schedule, simulate_keypoints
 from sim_vine.scene import make_simulator
 
 FRAMES, POINTS, RATE, STEP = 40, 8, 0.3, 0.01

@@ -22,6 +22,7 @@ from codesign.recordings import (
     RecordingSet,
     RecordingSourceError,
     file_recordings,
+    frame_steps,
     save_recordings,
     smooth_random_actions,
     synthetic_recordings,
@@ -204,6 +205,12 @@ def test_file_source_refuses_a_file_that_is_not_an_npz(tmp_path):
 
 
 # -- the YAML section -------------------------------------------------------------------------
+
+
+def test_frame_steps_accept_exact_multiples_only():
+    np.testing.assert_array_equal(frame_steps(np.arange(4) / 30.0, 1 / 90), [0, 3, 6, 9])
+    with pytest.raises(RecordingSourceError, match="fall between control steps"):
+        frame_steps(np.arange(4) / 30.0, 0.02)
 
 
 def test_validation_resolves_the_section_and_defaults_steps_and_seed_from_run(tmp_path,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim_vine.contact_schedule import (
+from sim_vine.fit.contact_schedule import (
     ContactScheduleError,
     detect_contacts,
     local_surface,

@@ -8,19 +8,21 @@ import numpy as np
 import pytest
 
 from codesign.testing import gradcheck
-from sim_vine.estimation import EstimationError, casadi_available, estimate
-from sim_vine.fitting import (
+from sim_vine.fit.estimation import EstimationError, casadi_available, estimate
+from sim_vine.fit.shooting import (
     FitError,
-    KeypointObserver,
     VideoRecording,
     fit_shooting,
     frame_schedule,
+    growth_rates,
     simulate_keypoints,
+    simulate_states,
     tip_errors_mm,
 )
-from sim_vine.keypoints import Keypoints
 from sim_vine.kinematics import keypoints
 from sim_vine.scene import make_simulator
+from sim_vine.terms import KeypointObserver
+from sim_vine.vision.keypoints import Keypoints
 
 TRUTH = {"joint.stiffness": 0.05, "joint.damping": 0.0005}
 FRAMES, POINTS = 16, 6
@@ -50,9 +52,24 @@ def test_frames_align_with_model_steps():
         frame_schedule(np.array([0.0, 0.1, 0.15]), model_rate=90.0)
 
 
+def test_simulated_states_start_from_the_given_state_and_give_the_keypoints():
+    sim = cantilever()
+    design = sim.design_space().defaults()
+    q = sim.initial_state(design).body_q
+    start = type(sim.initial_state(design))(body_q=q, body_qd=np.full_like(q, 0.01))
+    schedule = frame_schedule(np.arange(4) / 30.0, model_rate=90.0)
+    states = simulate_states(sim, design, initial_state=start, growth_rate=0.0, frames=4,
+                             substeps=schedule.substeps, dt=schedule.dt)
+    assert len(states) == 4
+    np.testing.assert_array_equal(states[0].body_qd, start.body_qd)
+    points = simulate_keypoints(sim, design, initial_state=start, growth_rate=0.0,
+                                schedule=schedule, frames=4, points=POINTS)
+    np.testing.assert_array_equal(points[-1], keypoints(sim.model, states[-1].body_q, POINTS))
+
+
 def test_keypoint_observer_gradients():
     sim = cantilever()
-    observer = KeypointObserver(simulator=sim, points=POINTS)
+    observer = KeypointObserver(simulator=sim, count=POINTS)
     design = sim.design_space().defaults()
     state = sim.initial_state(design)
     w = np.random.default_rng(0).standard_normal(observer.size)
@@ -87,6 +104,9 @@ def test_bad_growth_input_is_refused(recording):
     bad = VideoRecording(keypoints=recording.keypoints, growth_rate=[0.1, np.nan])
     with pytest.raises(FitError, match="growth_rate"):
         bad.growth_table()
+    np.testing.assert_array_equal(growth_rates(0.2, 4), [0.2, 0.2, 0.2])
+    with pytest.raises(FitError, match=r"one value per frame interval \(3\)"):
+        growth_rates([0.1, 0.2], 4)
 
 
 @pytest.mark.skipif(not casadi_available(), reason="joint estimation needs casadi (sim_vine[fit])")

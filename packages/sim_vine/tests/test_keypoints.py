@@ -4,7 +4,7 @@ import cv2
 import numpy as np
 import pytest
 
-from sim_vine.keypoints import (
+from sim_vine.vision.keypoints import (
     Calibration,
     KeypointError,
     Keypoints,
@@ -17,7 +17,7 @@ from sim_vine.keypoints import (
     save_keypoints,
     trace_centerline,
 )
-from sim_vine.video import draw_vine_frame, write_video
+from sim_vine.vision.video import draw_vine_frame, write_video
 
 WIDTH, HEIGHT = 160, 120
 # a 0.4 m × 0.3 m plane seen at an angle: the four corners land on a skewed quadrilateral

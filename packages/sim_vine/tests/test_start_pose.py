@@ -4,16 +4,19 @@ import numpy as np
 import pytest
 
 from codesign.testing import gradcheck
-from sim_vine.fitting import START_PARAMETERS, TiedSimulator
-from sim_vine.kinematics import keypoints
-from sim_vine.model import VineModel
-from sim_vine.scene import make_simulator
-from sim_vine.start_pose import (
+from codesign.tying import Tie, TiedSimulator
+from sim_vine.fit.start_pose import (
+    START_PARAMETERS,
+    FixedStart,
     StartPose,
     StartPoseError,
+    StartPoses,
     pose_from_keypoints,
     start_pose_from_keypoints,
 )
+from sim_vine.kinematics import keypoints
+from sim_vine.model import VineModel
+from sim_vine.scene import make_simulator
 from sim_vine.state import VineState
 
 POSE = StartPose(angles=np.array([-0.2, 0.15, -0.1]), extension=0.012)
@@ -63,7 +66,8 @@ def test_start_pose_needs_a_frame_with_the_vine():
 def test_a_tied_simulator_starts_from_its_fitted_start_pose_with_its_gradient():
     sim = make_simulator(bodies=6, length=0.25, gravity=[0.0, -9.81])
     other = StartPose(angles=np.zeros(3), extension=0.0)
-    wrapped = TiedSimulator(sim, tied=["joint.stiffness"], starts=[other, POSE], start_index=1)
+    wrapped = TiedSimulator(sim, ties=[Tie("joint.stiffness")],
+                            start=StartPoses(sim, [other, POSE], index=1))
     space = wrapped.design_space()
     assert space["start.angles"].shape == (2, 3) and space["start.extension"].shape == (2,)
     design = space.defaults()
@@ -79,3 +83,16 @@ def test_a_tied_simulator_starts_from_its_fitted_start_pose_with_its_gradient():
         lambda p: float(np.sum(g_q * wrapped.initial_state({**design, **p}).body_q)),
         {n: design[n] for n in names}, {n: gradient[n] for n in names})
     assert report.passed, str(report)
+
+
+def test_a_fixed_start_copies_its_state_as_step_zero_without_design_gradient():
+    sim = make_simulator(bodies=6, length=0.25)
+    q = POSE.body_q(sim.model)
+    given = VineState(body_q=q, body_qd=np.full_like(q, 0.1))
+    wrapped = TiedSimulator(sim, start=FixedStart(sim, given))
+    design = wrapped.design_space().defaults()
+    state = wrapped.initial_state(design)
+    assert state is not given and sim.step_number(state) == 0
+    np.testing.assert_array_equal(state.body_q, q)
+    np.testing.assert_array_equal(state.body_qd, given.body_qd)
+    assert wrapped.initial_state_vjp(design, state) == {}

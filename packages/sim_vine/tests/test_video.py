@@ -4,7 +4,7 @@ import cv2
 import numpy as np
 import pytest
 
-from sim_vine.video import VideoError, draw_vine_frame, read_frames, write_video
+from sim_vine.vision.video import VideoError, draw_vine_frame, read_frames, write_video
 
 
 def _frames(count=5, width=64, height=48):

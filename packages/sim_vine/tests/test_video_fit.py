@@ -8,13 +8,13 @@ into a slanted wall and sliding along it (in a vertical plane: the wall_vertical
 import numpy as np
 import pytest
 
-from sim_vine.contact_schedule import detect_contacts
-from sim_vine.estimation import casadi_available, estimate
-from sim_vine.fitting import VideoRecording, fit_shooting
-from sim_vine.keypoints import Segmentation, VineNotFoundError, extract_keypoints
+from sim_vine.fit.contact_schedule import detect_contacts
+from sim_vine.fit.estimation import casadi_available, estimate
+from sim_vine.fit.shooting import VideoRecording, fit_shooting
+from sim_vine.fit.synthetic import synthetic_video, tilted_calibration
 from sim_vine.scene import make_simulator
-from sim_vine.synthetic import synthetic_video, tilted_calibration
-from sim_vine.video import write_video
+from sim_vine.vision.keypoints import Segmentation, VineNotFoundError, extract_keypoints
+from sim_vine.vision.video import write_video
 
 WIDTH, HEIGHT, POINTS = 320, 240, 6
 

@@ -8,12 +8,12 @@ from codesign.config import load_config, validate_config
 from codesign.experiment import build_experiment
 from codesign.plugins import get_registry
 from codesign.recordings import RecordingSourceError
-from sim_vine.keypoints import VineNotFoundError
+from sim_vine.fit.synthetic import synthetic_video, tilted_calibration
+from sim_vine.fit.video_source import video_recordings
 from sim_vine.scene import make_simulator
-from sim_vine.synthetic import synthetic_video, tilted_calibration
 from sim_vine.terms import KeypointObserver, TipObserver
-from sim_vine.video import write_video
-from sim_vine.video_source import frame_steps, video_recordings
+from sim_vine.vision.keypoints import VineNotFoundError
+from sim_vine.vision.video import write_video
 
 VIEW = (-0.02, 0.2, -0.08, 0.15)
 WIDTH, HEIGHT = 240, 180
@@ -108,9 +108,3 @@ def test_bad_inputs_name_the_problem_and_a_fix(clip):
         _call(clip, frames=1)
     (short,) = _call(clip, frames=4)
     assert short.steps == 3
-
-
-def test_frame_steps_accept_exact_multiples_only():
-    np.testing.assert_array_equal(frame_steps(np.arange(4) / 30.0, 1 / 90), [0, 3, 6, 9])
-    with pytest.raises(RecordingSourceError, match="fall between control steps"):
-        frame_steps(np.arange(4) / 30.0, 0.02)

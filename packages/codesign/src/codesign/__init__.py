@@ -1,7 +1,8 @@
 """codesign: differentiable robot simulation and co-design, the simulator-agnostic core.
 
 The contract (:class:`Simulator`), state trees, design spaces, controllers, observers,
-objective terms, the checkpointed rollout, optimizers, identification, plugins and runs.
+objective terms, tied parameters, the checkpointed rollout, optimizers, identification,
+plugins and runs.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -27,6 +28,7 @@ from .terms import (
     TrajectoryTracking,
     WeightedTerm,
 )
+from .tying import Tie, TiedSimulator
 
 try:
     __version__ = version("codesign")
@@ -60,6 +62,8 @@ __all__ = [
     "SinusoidController",
     "StateFieldObserver",
     "Term",
+    "Tie",
+    "TiedSimulator",
     "TrajectoryTracking",
     "UnstableTimeStepError",
     "WeightedTerm",

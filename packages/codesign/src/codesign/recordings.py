@@ -14,6 +14,8 @@ The core's sources:
   such a file.
 - :func:`synthetic_recordings` (``synthetic``): simulate the simulator at a truth design
   with generated actions (:func:`smooth_random_actions`) and add Gaussian noise.
+
+:func:`frame_steps` places a source's timestamped frames (a video) on the run's control steps.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = [
     "RecordingSet",
     "RecordingSourceError",
     "file_recordings",
+    "frame_steps",
     "save_recordings",
     "smooth_random_actions",
     "synthetic_recordings",
@@ -151,6 +154,37 @@ def file_recordings(*, simulator, measurement, dt: float, substeps: int, base_di
     except ValueError as exc:
         raise RecordingSourceError(f"{where}: {exc}") from None
     return RecordingSet(recordings, truth=truth or None)
+
+
+# -- timestamped frames -----------------------------------------------------------------------
+
+
+def frame_steps(times, control_interval: float, *, tolerance: float = 0.01) -> np.ndarray:
+    """The control step each frame falls on, shape (frames,), starting at 0.
+
+    Args:
+        times: frame timestamps [s], increasing.
+        control_interval: ``dt × substeps`` of the run [s].
+        tolerance: largest distance of a frame from its step, as a share of a step.
+
+    Raises:
+        RecordingSourceError: some frames fall between control steps; the message gives a
+            ``dt``/``substeps`` that fits the recording.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    position = (times - times[0]) / control_interval
+    steps = np.round(position).astype(np.int64)
+    off = np.abs(position - steps)
+    if np.any(off > tolerance) or np.any(np.diff(steps) <= 0):
+        interval = float(np.median(np.diff(times))) if len(times) > 1 else control_interval
+        raise RecordingSourceError(
+            f"the recording's frames are {interval:.6g} s apart ({1 / interval:.4g} fps) but "
+            f"a control step lasts dt × substeps = {control_interval:.6g} s, so frames fall "
+            "between control steps; make the frame interval a whole number of control "
+            f"steps, e.g. run.dt: {interval / 3:.10g} with run.substeps: 3 (a 3× model rate, "
+            f"one control step per frame) or run.dt: {interval / 3:.10g} with "
+            "run.substeps: 1 (frames on every third step)")
+    return steps
 
 
 # -- synthetic data ---------------------------------------------------------------------------

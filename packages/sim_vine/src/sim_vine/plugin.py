@@ -7,9 +7,9 @@ from pathlib import Path
 
 from codesign.hookspecs import hookimpl
 
+from .fit.video_source import video_recordings
 from .scene import make_simulator
 from .terms import GrowthEffort, KeypointObserver, TipObserver, TipTargetDistance
-from .video_source import video_recordings
 
 CODESIGN_API = (1, 1)
 

@@ -26,8 +26,8 @@ import numpy as np
 import yaml
 
 from codesign.options import options_factory
+from codesign.tying import Tie, TiedSimulator
 
-from .fitting import TiedSimulator
 from .model import VineModel
 from .obstacles import obstacle_from_dict
 from .options import VineOptions
@@ -77,7 +77,7 @@ def load_scene(scene: str) -> dict[str, Any]:
 def make_simulator(options: VineOptions) -> VineSimulator | TiedSimulator:
     """Build a :class:`VineSimulator` from the options of
     :class:`~sim_vine.options.VineOptions` (as keywords; a ``scene`` file fills in the
-    options not given); ``tie`` wraps it in a :class:`~sim_vine.fitting.TiedSimulator`."""
+    options not given); ``tie`` wraps it in a :class:`codesign.tying.TiedSimulator`."""
     o = options
     model = VineModel(
         body_count=o.bodies, length=o.length, total_mass=o.total_mass,
@@ -93,4 +93,4 @@ def make_simulator(options: VineOptions) -> VineSimulator | TiedSimulator:
             raise SceneError(f"view must be [x_min, x_max, y_min, y_max] with min < max, "
                              f"got {o.view!r}")
     simulator = VineSimulator(model, settings=settings, view=view)
-    return TiedSimulator(simulator, tied=o.tie) if o.tie else simulator
+    return TiedSimulator(simulator, ties=[Tie(name) for name in o.tie]) if o.tie else simulator

@@ -38,7 +38,7 @@ the exact solution and stop at its iteration limit):
 
 Known contacts: ``contacts[k, pair]`` is 0 (free), +1 or −1 (in contact, the friction
 impulse along the cone edge N ± μT, the simulator's polyhedral cone for a sliding contact);
-see :mod:`sim_vine.contact_schedule`. After a solve, contacts whose impulse stayed at zero
+see :mod:`sim_vine.fit.contact_schedule`. After a solve, contacts whose impulse stayed at zero
 are dropped and points that ended inside an obstacle are added, and the problem is solved
 again from the previous solution, until the schedule stops changing.
 
@@ -47,7 +47,7 @@ dimensionless: R = 1 weighs a 1 mm model deviation per step like a 1 mm keypoint
 frame.
 
 Frames and steps: model step k = f × substeps is video frame f (see
-:func:`sim_vine.fitting.frame_schedule`); frames without keypoints are left out.
+:func:`sim_vine.fit.shooting.frame_schedule`); frames without keypoints are left out.
 
 Solvers: IPOPT through CasADi (the ``fit`` extra: ``pip install sim_vine[fit]``; exact
 gradients and Gauss-Newton Hessians by automatic differentiation), or SciPy's
@@ -64,19 +64,19 @@ from typing import Any
 
 import numpy as np
 
+from ..kinematics import keypoints as model_keypoints
+from ..model import VineModel
+from ..state import VineState
 from ._transcription import FreeParameter, Program, StartPoint, transcribe
 from .contact_schedule import detect_contacts, update_contacts
-from .fitting import (
+from .shooting import (
     FrameSchedule,
     VideoRecording,
     frame_schedule,
     simulate_keypoints,
     tip_errors_mm,
 )
-from .kinematics import keypoints as model_keypoints
-from .model import VineModel
 from .start_pose import pose_from_keypoints
-from .state import VineState
 
 __all__ = [
     "EstimationError",
@@ -291,15 +291,15 @@ def estimate(
         bounds: ``name -> (lower, upper)`` for free parameters (default: the design
             space's bounds).
         contacts: contact modes per model step, shape (steps, pairs), see
-            :func:`sim_vine.contact_schedule.detect_contacts`; default: detected on the
+            :func:`sim_vine.fit.contact_schedule.detect_contacts`; default: detected on the
             poses fitted to the keypoints with ``contact_tolerance`` [m].
         contact_rounds: solves after the first that may update the schedule from the
-            estimated trajectory (:func:`sim_vine.contact_schedule.update_contacts`: drop
+            estimated trajectory (:func:`sim_vine.fit.contact_schedule.update_contacts`: drop
             contacts that do not push, add points that penetrate) until it stops changing;
             0 keeps ``contacts`` as given.
         trust: the weight R of the dynamics residuals (dimensionless, see the module).
         model_rate: model steps per second [Hz] (see
-            :func:`sim_vine.fitting.frame_schedule`).
+            :func:`sim_vine.fit.shooting.frame_schedule`).
         fit_length: fit each frame's vine length in the poses of the initial guess (and of
             the contact detection); ``False`` keeps the model's length, which only suits a
             vine that does not grow. The estimate fits the start's length either way.
@@ -372,9 +372,8 @@ def _result(ca, simulator, recording: VideoRecording, program: Program, x_opt, i
     for item in items:
         value = theta_opt[item.index] * item.scale
         fitted[item.name] = value.copy() if item.per_joint else np.asarray(float(value[0]))
-        shape = np.shape(base_design[item.name])
-        fitted_design[item.name] = (np.broadcast_to(fitted[item.name], shape).copy() if shape
-                                    else np.asarray(float(value[0])))
+        fitted_design[item.name] = np.broadcast_to(fitted[item.name],
+                                                   np.shape(base_design[item.name])).copy()
     body_q = program.body_q(x_opt)
     body_qd = np.empty_like(body_q)
     body_qd[1:] = program.body_qd(x_opt, schedule.dt)

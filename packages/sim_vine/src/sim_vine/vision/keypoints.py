@@ -559,7 +559,7 @@ def extract_keypoints(
     """Keypoints of every frame of a video or image sequence.
 
     Args:
-        source: video file, image folder or glob (see :func:`sim_vine.video.read_frames`), or
+        source: video file, image folder or glob (see :func:`sim_vine.vision.video.read_frames`), or
             an iterable of BGR images (then ``fps`` is required).
         segmentation: how vine pixels are found.
         base_px: the base pixel (x, y); see :func:`trace_centerline` for the other options.

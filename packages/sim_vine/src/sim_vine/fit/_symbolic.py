@@ -8,7 +8,7 @@ flat (3N,) CasADi vectors ordered body by body, ``(x, y, θ)`` each.
 
 from __future__ import annotations
 
-from .model import VineModel
+from ..model import VineModel
 
 __all__ = ["SymbolicVine"]
 

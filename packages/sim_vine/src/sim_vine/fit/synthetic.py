@@ -2,7 +2,7 @@
 
 :func:`synthetic_video` simulates a vine at a known design, projects its centerline into a
 camera image through a known homography (a plane seen at an angle) and draws every video
-frame with OpenCV (:func:`sim_vine.video.draw_vine_frame`): obstacles in grey, the vine as a
+frame with OpenCV (:func:`sim_vine.vision.video.draw_vine_frame`): obstacles in grey, the vine as a
 thick green line, Gaussian pixel noise on top. It returns the frames together with the true
 keypoints in metres and in pixels, so keypoint extraction and parameter fits can be scored
 against the truth that made the video.
@@ -19,15 +19,13 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from codesign import Objective, OpenLoopController, Rollout
-
-from .fitting import TiedSimulator
-from .keypoints import Calibration
-from .kinematics import centerline_vertices
-from .kinematics import keypoints as model_keypoints
-from .obstacles import Circle, Polygon, Wall
-from .state import VineState
-from .video import draw_vine_frame
+from ..kinematics import centerline_vertices
+from ..kinematics import keypoints as model_keypoints
+from ..obstacles import Circle, Polygon, Wall
+from ..state import VineState
+from ..vision.keypoints import Calibration
+from ..vision.video import draw_vine_frame
+from .shooting import simulate_states
 
 __all__ = ["SyntheticVideo", "synthetic_video", "tilted_calibration"]
 
@@ -146,25 +144,14 @@ def synthetic_video(
     frames = int(frames)
     if frames < 2:
         raise ValueError(f"a synthetic video needs at least 2 frames, got {frames}")
-    rate = np.asarray(growth_rate, dtype=np.float64)
-    rate = np.full(frames - 1, float(rate)) if rate.ndim == 0 else rate
-    if rate.shape != (frames - 1,):
-        raise ValueError(f"growth_rate must be a number or one value per frame interval "
-                         f"({frames - 1}), got shape {rate.shape}")
     bad = [int(i) for i in hidden if not 0 <= int(i) < frames]
     if bad:
         raise ValueError(f"hidden frames {bad} are outside 0 … {frames - 1}")
     model = simulator.model
     if initial_state is None:
         initial_state = simulator.initial_state(design)
-    # the rollout starts from ``initial_state`` whatever the design
-    controller = OpenLoopController(observation_size=0, action_size=1,
-                                    control_steps=frames - 1)
-    rollout = Rollout(TiedSimulator(simulator, initial_state=initial_state),
-                      controller=controller, steps=frames - 1, substeps=int(substeps),
-                      dt=float(dt))
-    states = rollout.forward(design, {"table": rate[:, None]}, Objective(()),
-                             record=True).states
+    states = simulate_states(simulator, design, initial_state=initial_state,
+                             growth_rate=growth_rate, frames=frames, substeps=substeps, dt=dt)
     background = np.empty((int(height), int(width), 3), np.uint8)
     background[:] = np.asarray(background_bgr, np.uint8)
     _draw_obstacles(background, model.obstacles, calibration, obstacle_bgr)

@@ -12,10 +12,11 @@ A YAML identification run names it under ``identification.recordings``::
           growth_rate: 0.0
       measurement: {name: keypoints, options: {count: 6}}
 
-It extracts keypoints from every frame (:func:`sim_vine.keypoints.extract_keypoints`), puts
-frame f at the control step its timestamp falls on (control steps last ``dt × substeps``
-of the run section; steps without a frame get NaN rows, which the fit skips) and replays
-the commanded growth rate as the action. Frames where the vine is not found are NaN rows
+It extracts keypoints from every frame (:func:`sim_vine.vision.keypoints.extract_keypoints`),
+puts frame f at the control step its timestamp falls on
+(:func:`codesign.recordings.frame_steps`; control steps last ``dt × substeps`` of the run
+section; steps without a frame get NaN rows, which the fit skips) and replays the commanded
+growth rate as the action. Frames where the vine is not found are NaN rows
 (``on_missing: nan``, listed in the report) or stop the run (``on_missing: raise``).
 
 The simulator starts from its own initial pose (the scene's ``initial_angles`` and
@@ -25,47 +26,20 @@ than ``initial_pose_tolerance_mm``, stops with the ``initial_angles`` that fit t
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
 
 from codesign.identification import Recording
-from codesign.recordings import RecordingSet, RecordingSourceError, truth_design
+from codesign.recordings import RecordingSet, RecordingSourceError, frame_steps, truth_design
 
-from .keypoints import Calibration, Keypoints, Segmentation, extract_keypoints
-from .kinematics import keypoints as model_keypoints
+from ..kinematics import keypoints as model_keypoints
+from ..vision.keypoints import Calibration, Keypoints, Segmentation, extract_keypoints
+from ..vision.video import read_frames
 from .start_pose import start_pose_from_keypoints
-from .video import read_frames
 
-__all__ = ["video_recordings", "frame_steps"]
-
-
-def frame_steps(times, control_interval: float, *, tolerance: float = 0.01) -> np.ndarray:
-    """The control step each frame falls on, shape (frames,), starting at 0.
-
-    Args:
-        times: frame timestamps [s], increasing.
-        control_interval: ``dt × substeps`` of the run [s].
-        tolerance: largest distance of a frame from its step, as a share of a step.
-
-    Raises:
-        RecordingSourceError: some frames fall between control steps; the message gives a
-            ``dt``/``substeps`` that fits the video.
-    """
-    times = np.asarray(times, dtype=np.float64)
-    position = (times - times[0]) / control_interval
-    steps = np.round(position).astype(np.int64)
-    off = np.abs(position - steps)
-    if np.any(off > tolerance) or np.any(np.diff(steps) <= 0):
-        interval = float(np.median(np.diff(times))) if len(times) > 1 else control_interval
-        raise RecordingSourceError(
-            f"the video's frames are {interval:.6g} s apart ({1 / interval:.4g} fps) but a "
-            f"control step lasts dt × substeps = {control_interval:.6g} s, so frames fall "
-            "between control steps; make the frame interval a whole number of control "
-            f"steps, e.g. run.dt: {interval / 3:.10g} with run.substeps: 3 (a 3× model rate, "
-            f"one control step per frame) or run.dt: {interval / 3:.10g} with "
-            "run.substeps: 1 (frames on every third step)")
-    return steps
+__all__ = ["video_recordings"]
 
 
 def _calibration(spec: dict) -> Calibration:
@@ -83,11 +57,7 @@ def _calibration(spec: dict) -> Calibration:
 
 def _first_frames(source: Path, fps: float | None, count: int) -> tuple[list, float]:
     """The first ``count`` BGR frames of a video or image sequence and its frame rate."""
-    frames = []
-    for frame in read_frames(source, fps=fps):
-        frames.append(frame)
-        if len(frames) == count:
-            break
+    frames = list(itertools.islice(read_frames(source, fps=fps), count))
     if len(frames) < 2:
         raise RecordingSourceError(f"{source} has {len(frames)} frame(s); a fit needs two")
     return [f.image for f in frames], 1.0 / (frames[1].time - frames[0].time)
@@ -148,11 +118,11 @@ def video_recordings(
         base_px: where the vine leaves its base in the image (x, y) [px].
         fps: frame rate; default the video file's (required for image sequences).
         growth_rate: commanded growth rate during the video [m/s].
-        segmentation: :class:`~sim_vine.keypoints.Segmentation` options (``method``,
+        segmentation: :class:`~sim_vine.vision.keypoints.Segmentation` options (``method``,
             ``lower``, ``upper``, ``threshold``, ``open_px``, ``close_px``; ``background``
             as a path relative to ``base_dir``).
         base_direction, base_radius_px, min_area_px, tip_trim_px: tracing options, see
-            :func:`sim_vine.keypoints.trace_centerline`.
+            :func:`sim_vine.vision.keypoints.trace_centerline`.
         on_missing: ``"nan"`` (frames without the vine become NaN rows, the fit skips
             them) or ``"raise"`` (stop, naming the frames).
         initial_pose_tolerance_mm: largest distance [mm] between the simulator's initial

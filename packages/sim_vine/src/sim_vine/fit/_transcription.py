@@ -1,4 +1,4 @@
-"""The joint estimation's nonlinear program in CasADi (see :mod:`sim_vine.estimation`).
+"""The joint estimation's nonlinear program in CasADi (see :mod:`sim_vine.fit.estimation`).
 
 Units: every variable is scaled so that one unit is about one millimetre: positions in mm,
 angles as the arc [mm] at a body's end, velocities as mm per step, impulses as the
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from ..model import VineModel
 from ._symbolic import SymbolicVine
 from .contact_schedule import local_surface
-from .model import VineModel
 
 __all__ = ["FreeParameter", "Program", "StartPoint", "transcribe"]
 
@@ -197,7 +197,7 @@ def _contact_row(ca, sym: SymbolicVine, model: VineModel, pair: int, mode: int, 
 def transcribe(ca, model: VineModel, *, measured: np.ndarray, substeps: int, dt: float,
                rates: np.ndarray, contacts: np.ndarray, design, free: list[FreeParameter],
                start: StartPoint, trust: float) -> Program:
-    """Build the estimation NLP (see :mod:`sim_vine.estimation` for the problem).
+    """Build the estimation NLP (see :mod:`sim_vine.fit.estimation` for the problem).
 
     Args:
         ca: the imported ``casadi`` module.

@@ -1,9 +1,9 @@
 """Fit vine model parameters to video keypoints by shooting through the differentiable simulator.
 
-The measurement map is :class:`KeypointObserver`: n points evenly spaced by arc length along
-the simulated vine (base, pins, tip), the model side of the keypoints that
-:mod:`sim_vine.keypoints` extracts from video. The fit minimizes the mean squared keypoint
-error over every frame of every recording,
+The measurement map is :class:`sim_vine.terms.KeypointObserver`: n points evenly spaced by
+arc length along the simulated vine (base, pins, tip), the model side of the keypoints that
+:mod:`sim_vine.vision.keypoints` extracts from video. The fit minimizes the mean squared
+keypoint error over every frame of every recording,
 
     L(θ) = mean_recordings mean_frames Σ_points ‖p_j(q_f(θ)) − p̂_fj‖²   [mm²],
 
@@ -21,13 +21,14 @@ reports the step it used. Frames where the vine was not found (NaN rows) are lef
 loss.
 
 Initial state: each recording starts at rest in the pose that best matches its first frame's
-keypoints (:func:`sim_vine.start_pose.start_pose_from_keypoints`, a small least-squares fit
-of the pin angles and, with ``fit_length``, the length); with ``fit_start`` that pose is
+keypoints (:func:`sim_vine.fit.start_pose.start_pose_from_keypoints`, a small least-squares
+fit of the pin angles and, with ``fit_length``, the length); with ``fit_start`` that pose is
 fitted to every frame together with the parameters, so that one frame's keypoint errors
 (the extracted tip's length bias, 0.4 px on the synthetic wall videos) do not set it.
 
-Scalar or per-joint parameters: :class:`TiedSimulator` exposes chosen per-pin parameters as
-one scalar shared by every pin (the paper's scalar K and C), summing their gradients.
+Scalar or per-joint parameters: the core's :class:`~codesign.tying.TiedSimulator` exposes
+chosen per-pin parameters as one scalar shared by every pin (the paper's scalar K and C),
+summing their gradients.
 """
 
 from __future__ import annotations
@@ -40,26 +41,25 @@ from typing import Any
 
 import numpy as np
 
-from codesign import DesignSpace, Objective, OpenLoopController, Parameter, Rollout
+from codesign import Objective, OpenLoopController, Rollout
 from codesign.identification import IdentificationProblem, Recording
 from codesign.optim import LBFGSB, Evaluation, OptimizeResult
+from codesign.tying import Tie, TiedSimulator
 
-from .keypoints import Keypoints, check_point_counts
-from .kinematics import keypoints as model_keypoints
-from .kinematics import keypoints_vjp
-from .model import VineModel
-from .start_pose import StartPose, start_pose_from_keypoints
-from .state import VineState
+from ..state import VineState
+from ..terms import KeypointObserver
+from ..vision.keypoints import Keypoints, check_point_counts
+from .start_pose import FixedStart, StartPose, StartPoses, start_pose_from_keypoints
 
 __all__ = [
     "FitError",
-    "KeypointObserver",
     "FrameSchedule",
     "frame_schedule",
-    "TiedSimulator",
     "VideoRecording",
+    "growth_rates",
     "ShootingFit",
     "fit_shooting",
+    "simulate_states",
     "simulate_keypoints",
     "tip_errors_mm",
 ]
@@ -70,39 +70,6 @@ LOSS_SCALE = 1e6
 
 class FitError(ValueError):
     """A fit's inputs are inconsistent (keypoint counts, frame timing, parameter names)."""
-
-
-# --------------------------------------------------------------------------------------------
-# measurement map
-
-
-class KeypointObserver:
-    """n keypoints evenly spaced by arc length along the simulated vine, flattened.
-
-    ``observe`` returns ``[x0, y0, x1, y1, …]`` [m], shape (2 n,), base first; the same
-    layout as a row of :attr:`sim_vine.keypoints.Keypoints.points` flattened.
-
-    Args:
-        simulator: a :class:`~sim_vine.simulator.VineSimulator` (or a wrapper with ``model``).
-        points: number of keypoints n >= 2.
-    """
-
-    def __init__(self, *, simulator, points: int = 10):
-        if int(points) < 2:
-            raise FitError(f"the keypoint observer needs points >= 2, got {points}")
-        self.model: VineModel = simulator.model
-        self.points = int(points)
-        self.size = 2 * self.points
-
-    def observe(self, state, design) -> np.ndarray:
-        """Keypoints of ``state`` [m], shape (2 n,)."""
-        return model_keypoints(self.model, np.asarray(state.body_q), self.points).reshape(-1)
-
-    def observe_vjp(self, state, design, g_observation):
-        """(∂L/∂state, None): keypoints depend on the poses only."""
-        g_q = keypoints_vjp(self.model, np.asarray(state.body_q), self.points,
-                            np.asarray(g_observation, dtype=np.float64).reshape(self.points, 2))
-        return VineState(body_q=g_q, body_qd=np.zeros_like(g_q)), None
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,151 +129,6 @@ def frame_schedule(times, *, model_rate: float, tolerance: float = 0.01) -> Fram
 
 
 # --------------------------------------------------------------------------------------------
-# a simulator seen through a fit
-
-
-START_PARAMETERS = ("start.angles", "start.extension")
-"""Design parameters a :class:`TiedSimulator` with ``starts`` adds: every recording's start
-pin angles [rad], shape (recordings, n_pins), and extension [m], shape (recordings,)."""
-
-
-class TiedSimulator:
-    """A vine simulator with a fixed or fitted initial state and some per-pin parameters tied.
-
-    Tied parameters (e.g. ``"joint.stiffness"``) appear in the design space as one scalar
-    that every entry shares; their gradient is the sum over the entries. With ``starts`` the
-    initial state is the start pose ``start_index`` of :data:`START_PARAMETERS`, design
-    parameters with a gradient through :meth:`StartPose.body_q_vjp` (one row per recording,
-    so that the recordings of one fit share the design space). Everything else is passed
-    through to the wrapped simulator.
-
-    Args:
-        simulator: a :class:`~sim_vine.simulator.VineSimulator`.
-        initial_state: the state to start from (default: the wrapped simulator's).
-        tied: names of array parameters to expose as scalars.
-        starts: the start poses' defaults, one per recording (replaces ``initial_state``).
-        start_index: which of ``starts`` this simulator starts from.
-    """
-
-    def __init__(self, simulator, *, initial_state: VineState | None = None,
-                 tied: Sequence[str] = (), starts: Sequence[StartPose] | None = None,
-                 start_index: int = 0):
-        self.simulator = simulator
-        self.model = simulator.model
-        self.action_size = simulator.action_size
-        self._initial = initial_state
-        self._starts = None if starts is None else list(starts)
-        self._start_index = int(start_index)
-        if self._starts is not None and not 0 <= self._start_index < len(self._starts):
-            raise FitError(f"start_index {start_index} is not one of the {len(self._starts)} "
-                           "start poses")
-        base = simulator.design_space()
-        self.tied = tuple(tied)
-        parameters = []
-        self._shapes: dict[str, tuple[int, ...]] = {}
-        for p in base:
-            if p.name in self.tied:
-                self._shapes[p.name] = p.shape
-                parameters.append(p.replace(
-                    shape=(), default=float(np.mean(p.default_array())),
-                    lower=float(np.max(p.lower_array())), upper=float(np.min(p.upper_array())),
-                    entity=None, doc=f"{p.doc} (one value for every {p.entity or 'entry'})"))
-            else:
-                parameters.append(p)
-        for name in self.tied:
-            base[name]  # unknown names raise a DesignError listing the known ones
-        if self._starts is not None:
-            # scales: 2 mrad turns a 0.25 m vine's tip by 0.5 mm, about one frame's error
-            angles = np.stack([np.asarray(p.angles, dtype=np.float64) for p in self._starts])
-            parameters += [
-                Parameter("start.angles", angles.shape, angles, unit="rad", scale=0.002,
-                          entity="recording", doc="pin angles of the vine at rest at frame 0"),
-                Parameter("start.extension", (len(self._starts),),
-                          [p.extension for p in self._starts], unit="m", scale=0.001,
-                          entity="recording", doc="growth beyond the model's length at frame 0"),
-            ]
-        self._space = DesignSpace(parameters)
-
-    def design_space(self) -> DesignSpace:
-        """The wrapped design space with tied parameters as scalars."""
-        return self._space
-
-    def expand(self, design: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """The wrapped simulator's design: tied scalars broadcast to their full shapes (and
-        the start poses, which only this wrapper uses, left out)."""
-        full = {name: value for name, value in design.items() if name not in START_PARAMETERS}
-        for name, shape in self._shapes.items():
-            full[name] = np.full(shape, float(np.asarray(design[name]).reshape(())))
-        return full
-
-    def _reduce(self, gradient: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
-        out = dict(gradient or {})
-        for name in self._shapes:
-            if name in out and out[name] is not None:
-                out[name] = np.asarray(np.sum(out[name]))
-        return out
-
-    def start_pose(self, design) -> StartPose:
-        """This simulator's start pose in ``design`` (needs ``starts``)."""
-        if self._starts is None:
-            raise FitError("this simulator has no fitted start poses (pass starts=)")
-        i = self._start_index
-        return StartPose(angles=np.asarray(design["start.angles"], dtype=np.float64)[i].copy(),
-                         extension=float(np.asarray(design["start.extension"])[i]))
-
-    def initial_state(self, design) -> VineState:
-        """The start pose at rest, the fixed initial state, or the wrapped simulator's."""
-        fixed = self._initial
-        if self._starts is not None:
-            q = self.start_pose(design).body_q(self.model)
-            fixed = VineState(body_q=q, body_qd=np.zeros_like(q))
-        if fixed is not None:
-            start = getattr(self.simulator, "start_from", None)
-            if start is not None:  # numbered as step 0 in the simulator's error messages
-                return start(fixed)
-            return VineState(body_q=fixed.body_q.copy(), body_qd=fixed.body_qd.copy())
-        return self.simulator.initial_state(self.expand(design))
-
-    def initial_state_vjp(self, design, g_state) -> dict:
-        """The start pose's gradient, zero for a fixed initial state, else the wrapped VJP
-        reduced."""
-        if self._starts is not None:
-            g_angles, g_extension = self.start_pose(design).body_q_vjp(
-                self.model, np.asarray(g_state.body_q))
-            out = {"start.angles": np.zeros((len(self._starts), self.model.pin_count)),
-                   "start.extension": np.zeros(len(self._starts))}
-            out["start.angles"][self._start_index] = g_angles
-            out["start.extension"][self._start_index] = g_extension
-            return out
-        if self._initial is not None:
-            return {}
-        return self._reduce(self.simulator.initial_state_vjp(self.expand(design), g_state))
-
-    def step(self, state, action, design, dt):
-        """One step of the wrapped simulator."""
-        return self.simulator.step(state, action, self.expand(design), dt)
-
-    def step_vjp(self, state, action, design, dt, g_next):
-        """The wrapped step's VJP with tied gradients summed."""
-        g_state, g_action, g_design = self.simulator.step_vjp(
-            state, action, self.expand(design), dt, g_next)
-        return g_state, g_action, self._reduce(g_design)
-
-    def check_time_step(self, design, dt):
-        """Delegated to the wrapped simulator."""
-        self.simulator.check_time_step(self.expand(design), dt)
-
-    def check_state(self, state, step_index):
-        """Delegated to the wrapped simulator."""
-        self.simulator.check_state(state, step_index)
-
-    def render(self, state, design, *, width: int = 640, height: int = 480, action=None):
-        """Delegated to the wrapped simulator."""
-        return self.simulator.render(state, self.expand(design), width=width, height=height,
-                                     action=action)
-
-
-# --------------------------------------------------------------------------------------------
 # recordings and the fit
 
 
@@ -327,16 +149,21 @@ class VideoRecording:
 
     def growth_table(self) -> np.ndarray:
         """The growth rate per frame interval as actions, shape (frames − 1, 1)."""
-        steps = self.keypoints.frame_count - 1
-        rate = np.asarray(self.growth_rate, dtype=np.float64)
-        if rate.ndim == 0:
-            rate = np.full(steps, float(rate))
-        if rate.shape != (steps,):
-            raise FitError(f"recording {self.name!r}: growth_rate must be a number or one value "
-                           f"per frame interval ({steps}), got shape {rate.shape}")
-        if not np.all(np.isfinite(rate)):
-            raise FitError(f"recording {self.name!r}: growth_rate holds NaN or inf")
-        return rate[:, None]
+        return growth_rates(self.growth_rate, self.keypoints.frame_count,
+                            where=f"recording {self.name!r}: ")[:, None]
+
+
+def growth_rates(growth_rate, frames: int, *, where: str = "") -> np.ndarray:
+    """The growth rate per frame interval [m/s], shape (frames − 1,), from a number or that
+    shape; ``where`` starts the error message."""
+    rate = np.asarray(growth_rate, dtype=np.float64)
+    rate = np.full(frames - 1, float(rate)) if rate.ndim == 0 else rate
+    if rate.shape != (frames - 1,):
+        raise FitError(f"{where}growth_rate must be a number or one value per frame interval "
+                       f"({frames - 1}), got shape {rate.shape}")
+    if not np.all(np.isfinite(rate)):
+        raise FitError(f"{where}growth_rate holds NaN or inf")
+    return rate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -393,27 +220,35 @@ class _MeanProblem:
         return [self.evaluate(x, grad=grad) for x in xs]
 
 
-def simulate_keypoints(simulator, design, *, initial_state: VineState, growth_rate,
-                       schedule: FrameSchedule, frames: int, points: int) -> np.ndarray:
-    """Keypoints of a simulated run at every frame [m], shape (frames, points, 2).
+def simulate_states(simulator, design, *, initial_state: VineState, growth_rate, frames: int,
+                    substeps: int, dt: float) -> list[VineState]:
+    """The states of a run at every frame, open loop from ``initial_state`` whatever the design.
 
     Args:
-        simulator: a vine simulator (or :class:`TiedSimulator`) and its ``design``.
+        simulator: a vine simulator (or a :class:`~codesign.tying.TiedSimulator`) and its
+            ``design``.
         initial_state: the state at frame 0.
         growth_rate: growth rate per frame interval [m/s], a number or shape (frames − 1,).
-        schedule: frame interval and substeps.
         frames: number of frames.
-        points: keypoints per frame.
+        substeps: model steps per frame; dt: model step [s].
     """
-    rate = np.asarray(growth_rate, dtype=np.float64)
-    rate = np.full(frames - 1, float(rate)) if rate.ndim == 0 else rate
-    wrapped = TiedSimulator(simulator, initial_state=initial_state)
-    observer = KeypointObserver(simulator=simulator, points=points)
-    rollout = Rollout(wrapped, controller=OpenLoopController(
-        observation_size=0, action_size=1, control_steps=frames - 1),
-        steps=frames - 1, substeps=schedule.substeps, dt=schedule.dt)
-    result = rollout.forward(design, {"table": rate[:, None]}, Objective(()), record=True)
-    return np.stack([observer.observe(s, design).reshape(points, 2) for s in result.states])
+    rate = growth_rates(growth_rate, frames)
+    rollout = Rollout(TiedSimulator(simulator, start=FixedStart(simulator, initial_state)),
+                      controller=OpenLoopController(observation_size=0, action_size=1,
+                                                    control_steps=frames - 1),
+                      steps=frames - 1, substeps=int(substeps), dt=float(dt))
+    return rollout.forward(design, {"table": rate[:, None]}, Objective(()), record=True).states
+
+
+def simulate_keypoints(simulator, design, *, initial_state: VineState, growth_rate,
+                       schedule: FrameSchedule, frames: int, points: int) -> np.ndarray:
+    """Keypoints of a simulated run at every frame [m], shape (frames, points, 2); the run
+    as :func:`simulate_states` with the ``schedule``'s substeps and step."""
+    observer = KeypointObserver(simulator=simulator, count=points)
+    states = simulate_states(simulator, design, initial_state=initial_state,
+                             growth_rate=growth_rate, frames=frames,
+                             substeps=schedule.substeps, dt=schedule.dt)
+    return np.stack([observer.observe(s, design).reshape(points, 2) for s in states])
 
 
 def tip_errors_mm(predicted, measured) -> dict[str, float]:
@@ -464,7 +299,7 @@ def fit_shooting(
             scalars.
         model_rate: model steps per second [Hz]; see :func:`frame_schedule`.
         fit_length: fit each recording's initial vine length too (see
-            :func:`sim_vine.start_pose.start_pose_from_keypoints`).
+            :func:`sim_vine.fit.start_pose.start_pose_from_keypoints`).
         fit_start: fit each recording's start pose (pin angles, and with ``fit_length``
             its extension) to all frames together with ``free``, starting from the pose
             that matches the first frame; otherwise that pose is kept.
@@ -494,7 +329,7 @@ def fit_shooting(
     stray = [name for name in per_joint if name not in free]
     if stray:
         raise FitError(f"per_joint names {stray} are not in free {free}")
-    tied = [name for name in free if name not in per_joint and space[name].shape != ()]
+    ties = [Tie(name) for name in free if name not in per_joint and space[name].shape != ()]
     started = time.perf_counter()
     starts = [start_pose_from_keypoints(simulator.model, r.keypoints.points[0],
                                         fit_length=fit_length) for r in recordings]
@@ -505,17 +340,14 @@ def fit_shooting(
             fitted_names.append("start.extension")
     problems = []
     for index, recording in enumerate(recordings):
-        if fit_start:
-            wrapped = TiedSimulator(simulator, tied=tied, starts=starts, start_index=index)
-        else:
-            q0 = starts[index].body_q(simulator.model)
-            wrapped = TiedSimulator(simulator, tied=tied,
-                                    initial_state=VineState(body_q=q0, body_qd=np.zeros_like(q0)))
+        # without fit_start the start poses are design parameters left at their defaults
+        wrapped = TiedSimulator(simulator, ties=ties,
+                                start=StartPoses(simulator, starts, index=index))
         measured = recording.keypoints.points.reshape(recording.keypoints.frame_count, -1)
         problems.append(IdentificationProblem(
             wrapped, [Recording(actions=recording.growth_table(), measurements=measured,
                                 name=recording.name)],
-            measurement=KeypointObserver(simulator=wrapped, points=points), free=fitted_names,
+            measurement=KeypointObserver(simulator=wrapped, count=points), free=fitted_names,
             overrides=overrides, substeps=schedule.substeps, dt=schedule.dt))
     problem = _MeanProblem(problems)
     x0 = problems[0].x0()
@@ -525,11 +357,8 @@ def fit_shooting(
     design = problems[0].design(result.x)
     full_design = problems[0].simulator.expand(design)
     fitted = {name: np.asarray(design[name]).copy() for name in free}
-    if fit_start:
-        starts = [p.simulator.start_pose(design) for p in problems]
-    initial_states = [VineState(body_q=pose.body_q(simulator.model),
-                                body_qd=np.zeros((simulator.model.body_count, 3)))
-                      for pose in starts]
+    starts = [p.simulator.start.pose(design) for p in problems]
+    initial_states = [p.simulator.initial_state(design) for p in problems]
     predicted, tips = [], []
     for recording, state0 in zip(recordings, initial_states, strict=True):
         frames = recording.keypoints.frame_count

@@ -14,8 +14,8 @@ import dataclasses
 
 import numpy as np
 
-from .model import VineModel
-from .obstacles import Obstacle, signed_distance
+from ..model import VineModel
+from ..obstacles import Obstacle, signed_distance
 
 __all__ = ["ContactScheduleError", "LocalSurface", "detect_contacts", "update_contacts",
            "local_surface"]

@@ -1,0 +1,88 @@
+"""Tied design parameters (codesign.tying): exposed shapes, expansion, summed gradients, a
+parametrized start, and the conformance suite on the closed-form linear system."""
+
+import numpy as np
+import pytest
+from systems import LinearState, LinearSystem
+
+from codesign import Parameter
+from codesign.testing import run_conformance
+from codesign.tying import Tie, TiedSimulator
+
+
+def three_inputs():
+    """x' = A x + B diag(gain) u with three states and three inputs."""
+    A = np.array([[-0.5, 1.0, 0.0], [-1.0, -0.2, 0.3], [0.0, 0.4, -0.7]])
+    B = np.array([[1.0, 0.0, 0.2], [0.0, 1.0, 0.0], [0.3, 0.0, 1.0]])
+    return LinearSystem(A, B, x0=[1.0, -0.5, 0.25])
+
+
+class ScaledStart:
+    """x0 = scale × the wrapped default, with one design parameter ``start.scale``."""
+
+    parameters = (Parameter("start.scale", (), 1.0, lower=0.0),)
+
+    def __init__(self, x0):
+        self.x0 = np.asarray(x0, dtype=float)
+
+    def state(self, design):
+        return LinearState(x=float(design["start.scale"]) * self.x0)
+
+    def state_vjp(self, design, g_state):
+        return {"start.scale": np.asarray(float(g_state.x @ self.x0))}
+
+
+def test_a_scalar_tie_replaces_the_field_in_place_and_broadcasts():
+    sim = TiedSimulator(three_inputs(), ties=[Tie("gain")])
+    space = sim.design_space()
+    assert space.names == ["gain", "x0"] and space["gain"].shape == ()
+    assert float(space["gain"].default_array()) == 1.0
+    assert (float(space["gain"].lower_array()), float(space["gain"].upper_array())) == (0, 10)
+    assert "one value for every entry" in space["gain"].doc
+    np.testing.assert_array_equal(sim.expand({"gain": np.asarray(2.5)})["gain"], [2.5] * 3)
+    assert float(sim.reduce_gradient({"gain": np.array([1.0, 2.0, 4.0])})["gain"]) == 7.0
+
+
+def test_grouped_ties_take_one_value_per_label_and_sum_their_gradients():
+    inner = three_inputs()
+    sim = TiedSimulator(inner, ties=[Tie("gain", name="input.gain", groups=[2, 0, 2],
+                                         entity="input_group")])
+    space = sim.design_space()
+    assert space.names == ["input.gain", "x0"] and space["input.gain"].shape == (2,)
+    assert sim.groupings["input.gain"].labels == [0, 2]
+    assert space["input.gain"].entity == "input_group"
+    full = sim.expand({"input.gain": np.array([3.0, 5.0]), "x0": inner.x0})
+    np.testing.assert_array_equal(full["gain"], [5.0, 3.0, 5.0])
+    assert "input.gain" not in full
+    reduced = sim.reduce_gradient({"gain": np.array([1.0, 2.0, 4.0]), "x0": None})
+    np.testing.assert_array_equal(reduced["input.gain"], [2.0, 5.0])
+    assert "gain" not in reduced
+
+
+def test_absent_tied_values_take_their_defaults_and_wrong_shapes_raise():
+    sim = TiedSimulator(three_inputs(), ties=[Tie("gain", groups=[0, 1, 1])])
+    np.testing.assert_array_equal(sim.expand({})["gain"], [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"gain must have shape \(2,\)"):
+        sim.expand({"gain": np.ones(3)})
+    with pytest.raises(ValueError, match="2 labels for 3 entries"):
+        TiedSimulator(three_inputs(), ties=[Tie("gain", groups=[0, 1])])
+
+
+@pytest.mark.parametrize("groups", [None, [2, 0, 2]])
+def test_tied_simulators_pass_the_conformance_suite(groups):
+    sim = TiedSimulator(three_inputs(), ties=[Tie("gain", groups=groups)])
+    sim.check_time_step(sim.design_space().defaults(), 0.01)  # the inner has no checks
+    reports = run_conformance(sim, dt=0.01, action=np.array([0.5, -1.0, 0.25]))
+    assert all(report.passed for report in reports)
+
+
+def test_a_start_state_adds_its_parameters_and_its_gradient():
+    inner = three_inputs()
+    sim = TiedSimulator(inner, ties=[Tie("gain")], start=ScaledStart(inner.x0))
+    space = sim.design_space()
+    assert space.names == ["gain", "x0", "start.scale"]
+    design = dict(space.defaults(), **{"start.scale": np.asarray(2.0)})
+    np.testing.assert_allclose(sim.initial_state(design).x, 2.0 * inner.x0)
+    assert "start.scale" not in sim.expand(design)
+    reports = run_conformance(sim, dt=0.01, action=np.array([0.5, -1.0, 0.25]))
+    assert all(report.passed for report in reports)
