@@ -9,9 +9,10 @@ import pathlib
 import numpy as np
 import pytest
 
+from codesign.options import OptionsError
 from codesign.testing import check_step_gradients, run_conformance
 from sim_mpm import BoxWalls, MPMSimulator
-from sim_mpm.scene import SceneError, make_simulator
+from sim_mpm.scene import make_simulator
 from sim_mpm.tied import TiedMaterialSimulator
 
 _spec = importlib.util.spec_from_file_location(
@@ -66,7 +67,7 @@ def test_wrong_tied_shape_and_unknown_mode_raise_clear_errors():
         sim.step(sim.initial_state(design), np.zeros(sim.action_size), design, 1e-3)
     with pytest.raises(ValueError, match="unknown material tie mode"):
         TiedMaterialSimulator(sim.inner, mode="body")
-    with pytest.raises(SceneError, match="material_parameters"):
+    with pytest.raises(OptionsError, match="material_parameters"):
         make_simulator(bodies=[{"shape": "box", "lower": [0.4, 0.4], "size": [0.1, 0.1]}],
                        material_parameters="per_body")
 

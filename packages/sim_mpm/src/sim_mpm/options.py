@@ -14,6 +14,7 @@ from codesign.options import Options, option
 
 from .materials import MATERIALS
 from .render import COLOR_MODES
+from .tied import TIE_MODES
 
 __all__ = ["MPMOptions"]
 
@@ -61,5 +62,5 @@ class MPMOptions(Options):
     color_by: str = option("group", choices=COLOR_MODES,
                            doc="particle colors in videos: group, actuation or material")
     material_parameters: str = option(
-        "particle", choices=("particle", "uniform", "group"),
+        "particle", choices=("particle", *TIE_MODES),
         doc="material design parameters per particle, shared by all, or per group")
