@@ -119,7 +119,7 @@ def test_refinement_finds_the_active_set_from_any_guess(runner, friction):
 @pytest.mark.parametrize("friction", [0.0, 0.1])
 def test_compiled_exact_solution_equals_the_reference_steps(runner, friction):
     # exact_at = banded solve + optimality check (+ the μ = 0 edge rule) in one call
-    from sim_vine._kernels import exact_at
+    from sim_vine.kkt import exact_at
     from sim_vine.scene import make_simulator
 
     sim = make_simulator(scene="wall", bodies=8, friction=friction)

@@ -14,12 +14,11 @@ import dataclasses
 import numba
 import numpy as np
 
-from .kkt import _solve as _banded_solve
 from .model import VineModel
 from .obstacles import Circle, Polygon, Wall
 
 __all__ = ["ModelArrays", "model_arrays", "assemble_rows", "osqp_data", "rows_times_fast",
-           "optimal_at", "guess_active", "exact_at"]
+           "guess_active"]
 
 _CIRCLE, _POLYGON, _WALL = 0, 1, 2
 
@@ -300,27 +299,6 @@ def rows_times_fast(row_bodies, rows, v):
 
 
 @numba.njit(cache=True)
-def optimal_at(row_bodies, rows, v, lower, active, scaled_y, contact_start, tolerance):
-    """True when a KKT solution at ``active`` solves the QP: every inactive contact row
-    holds (``A v ≥ l`` within ``tolerance · max(1, |l|)``) and no active one pulls
-    (scaled multiplier ≤ 1e-12; OSQP's sign, ≤ 0 on a lower bound)."""
-    for r in range(contact_start, row_bodies.shape[0]):
-        if active[r]:
-            if scaled_y[r] > 1e-12:
-                return False
-        else:
-            value = 0.0
-            for side in range(2):
-                body = row_bodies[r, side]
-                if body >= 0:
-                    for k in range(3):
-                        value += rows[r, 3 * side + k] * v[body, k]
-            if value - lower[r] < -tolerance * max(1.0, abs(lower[r])):
-                return False
-    return True
-
-
-@numba.njit(cache=True)
 def guess_active(row_bodies, rows, v, lower, row_scale, scaled_y, equality_count,
                  contact_start, friction_zero, tangent_rows):
     """Active rows from OSQP's iterate: equalities, and contact rows whose scaled slack is
@@ -350,52 +328,3 @@ def guess_active(row_bodies, rows, v, lower, row_scale, scaled_y, equality_count
             active[r] = either and not sliding > 0.0
             active[r + 1] = either and sliding > 0.0
     return active
-
-
-@numba.njit(cache=True)
-def exact_at(band, kl, ku, pi, pj, ai, aj, a_rows, diag, position, p_i, p_j, a_cols,
-             Px, Ax, q, lower, col_scale, active, row_bodies, rows, row_lower, contact_start,
-             tolerance, edge_rule, tangent_rows):
-    """The exact KKT solution of the scaled QP at ``active``, if it is optimal there.
-
-    One banded solve (:func:`sim_vine.kkt._solve`; the first thirteen arguments are a
-    :class:`~sim_vine.kkt.BandedKKT`'s layout), then :func:`optimal_at`; with
-    ``edge_rule`` (μ = 0) every active contact pair must also hold its impulse on the cone
-    edge that opposes the sliding. Returns ``(ok, v (N, 3) [m/s], scaled multipliers (m,))``;
-    what ``VineQP._active_set_solution`` computes step by step in Python.
-    """
-    n = q.shape[0]
-    m = active.shape[0]
-    rhs = np.zeros(n + m)
-    for i in range(n):
-        rhs[i] = -q[i]
-    for r in range(m):
-        if active[r]:
-            rhs[n + r] = lower[r]
-    out = _banded_solve(band, kl, ku, Px, Ax, active, pi, pj, ai, aj, a_rows, diag, position,
-                        p_i, p_j, a_cols, n, rhs)
-    v = np.empty((n // 3, 3))
-    scaled_y = np.zeros(m)
-    if out.shape[0] == 0:
-        return False, v, scaled_y
-    for i in range(n + m):
-        if not np.isfinite(out[i]):
-            return False, v, scaled_y
-    for i in range(n):
-        v[i // 3, i % 3] = out[i] * col_scale[i]
-    for r in range(m):
-        if active[r]:
-            scaled_y[r] = out[n + r]
-    if not optimal_at(row_bodies, rows, v, row_lower, active, scaled_y, contact_start,
-                      tolerance):
-        return False, v, scaled_y
-    if edge_rule:
-        for p in range(tangent_rows.shape[0]):
-            r = contact_start + 2 * p
-            body = row_bodies[r, 1]
-            sliding = 0.0
-            for k in range(3):
-                sliding += tangent_rows[p, 3 + k] * v[body, k]
-            if (active[r] and sliding > 0.0) or (active[r + 1] and not sliding > 0.0):
-                return False, v, scaled_y
-    return True, v, scaled_y

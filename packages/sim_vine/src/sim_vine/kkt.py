@@ -11,6 +11,11 @@ is banded with a bandwidth set by the rows per body, whatever the vine's length,
 banded LU (``dgbsv``) solves it in time linear in N. It works on the QP scaled as in
 :meth:`sim_vine.qp.VineQP.scaled_data` (unit-size diagonals), with one step of iterative
 refinement. Inactive rows keep their place in the band, so the structure never changes.
+
+:func:`exact_at` solves at an active set and checks that the solution is optimal there, in
+one compiled call. It lives in this file with the solve it calls: numba's on-disk cache
+checks only the cached function's own source file, so a call into another file's compiled
+code would keep running that code's old version after an edit.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numba
 import numpy as np
 import scipy.linalg.lapack as lapack
 
-__all__ = ["BandedKKT"]
+__all__ = ["BandedKKT", "exact_at", "optimal_at"]
 
 
 @numba.njit(cache=True)
@@ -156,6 +161,76 @@ def _solve(band, kl, ku, Px, Ax, active, pi, pj, ai, aj, a_rows, diag, position,
     return out
 
 
+@numba.njit(cache=True)
+def optimal_at(row_bodies, rows, v, lower, active, scaled_y, contact_start, tolerance):
+    """True when a KKT solution at ``active`` solves the QP: every inactive contact row
+    holds (``A v ≥ l`` within ``tolerance · max(1, |l|)``) and no active one pulls
+    (scaled multiplier ≤ 1e-12; OSQP's sign, ≤ 0 on a lower bound)."""
+    for r in range(contact_start, row_bodies.shape[0]):
+        if active[r]:
+            if scaled_y[r] > 1e-12:
+                return False
+        else:
+            value = 0.0
+            for side in range(2):
+                body = row_bodies[r, side]
+                if body >= 0:
+                    for k in range(3):
+                        value += rows[r, 3 * side + k] * v[body, k]
+            if value - lower[r] < -tolerance * max(1.0, abs(lower[r])):
+                return False
+    return True
+
+
+@numba.njit(cache=True)
+def exact_at(band, kl, ku, pi, pj, ai, aj, a_rows, diag, position, p_i, p_j, a_cols,
+             Px, Ax, q, lower, col_scale, active, row_bodies, rows, row_lower, contact_start,
+             tolerance, edge_rule, tangent_rows):
+    """The exact KKT solution of the scaled QP at ``active``, if it is optimal there.
+
+    One banded solve (:func:`_solve`; the first thirteen arguments are a
+    :class:`BandedKKT`'s layout), then :func:`optimal_at`; with
+    ``edge_rule`` (μ = 0) every active contact pair must also hold its impulse on the cone
+    edge that opposes the sliding. Returns ``(ok, v (N, 3) [m/s], scaled multipliers (m,))``;
+    what ``VineQP._active_set_solution`` computes step by step in Python.
+    """
+    n = q.shape[0]
+    m = active.shape[0]
+    rhs = np.zeros(n + m)
+    for i in range(n):
+        rhs[i] = -q[i]
+    for r in range(m):
+        if active[r]:
+            rhs[n + r] = lower[r]
+    out = _solve(band, kl, ku, Px, Ax, active, pi, pj, ai, aj, a_rows, diag, position,
+                        p_i, p_j, a_cols, n, rhs)
+    v = np.empty((n // 3, 3))
+    scaled_y = np.zeros(m)
+    if out.shape[0] == 0:
+        return False, v, scaled_y
+    for i in range(n + m):
+        if not np.isfinite(out[i]):
+            return False, v, scaled_y
+    for i in range(n):
+        v[i // 3, i % 3] = out[i] * col_scale[i]
+    for r in range(m):
+        if active[r]:
+            scaled_y[r] = out[n + r]
+    if not optimal_at(row_bodies, rows, v, row_lower, active, scaled_y, contact_start,
+                      tolerance):
+        return False, v, scaled_y
+    if edge_rule:
+        for p in range(tangent_rows.shape[0]):
+            r = contact_start + 2 * p
+            body = row_bodies[r, 1]
+            sliding = 0.0
+            for k in range(3):
+                sliding += tangent_rows[p, 3 + k] * v[body, k]
+            if (active[r] and sliding > 0.0) or (active[r + 1] and not sliding > 0.0):
+                return False, v, scaled_y
+    return True, v, scaled_y
+
+
 class BandedKKT:
     """The banded layout of a model's KKT matrix and its solves.
 
@@ -199,7 +274,7 @@ class BandedKKT:
 
     def layout(self) -> tuple:
         """The band and index arrays that :func:`_solve` takes before and between the data
-        (for compiled callers such as :func:`sim_vine._kernels.exact_at`)."""
+        (for compiled callers such as :func:`exact_at`)."""
         pi, pj, ai, aj, diag = self._indices
         return (self._rows_band, self.kl, self.ku, pi, pj, ai, aj, self._a_rows, diag,
                 self._position, self._p_rows, self._p_cols, self._a_cols)

@@ -26,9 +26,9 @@ import scipy.sparse.linalg as spla
 
 from codesign import SimulationError
 
-from ._kernels import exact_at, guess_active, osqp_data, rows_times_fast
+from ._kernels import guess_active, osqp_data, rows_times_fast
 from .constraints import RowLayout, rows_times
-from .kkt import BandedKKT
+from .kkt import BandedKKT, exact_at
 from .model import VineModel
 
 __all__ = ["SolverSettings", "QPProblem", "QPSolution", "VineQP", "QPError"]
@@ -336,7 +336,7 @@ class VineQP:
         Optimal means: inactive contact rows hold and active ones push (multiplier ≤ 0),
         and with ``edge_rule`` active μ = 0 pairs use the edge opposing the sliding;
         otherwise None, and :meth:`refine` searches the active set. One compiled call
-        (:func:`sim_vine._kernels.exact_at`).
+        (:func:`sim_vine.kkt.exact_at`).
         """
         ok, v, scaled_y = exact_at(*self._banded.layout(), Px, Ax, q, lower, col_scale, active,
                                    self.layout.row_bodies, problem.row_values, problem.lower,
