@@ -25,12 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .config import ConfigError, load_config, validate_config
+from .config import ConfigError, load_config
 from .design import DesignError
 from .experiment import build_experiment
 from .plugins import COMPONENT_KINDS, RegistryError, get_plugin_manager, get_registry
-from .runs import RunError, RunInterrupted, format_identification_table, run_experiment
+from .run_directory import format_identification_table
+from .runs import RunError, RunInterrupted, run_experiment
 from .simulator import SimulationError
+from .validation import validate_config
 
 __all__ = ["main", "build_parser", "DEMO_HELP"]
 
@@ -101,10 +103,9 @@ def _sigterm_as_interrupt():
 
 
 def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
-    registry = get_registry(plugin_manager)
-    config = validate_config(load_config(experiment_path, quick=args.quick), registry)
     with _sigterm_as_interrupt():
-        summary = run_experiment(config, registry, out=out, resume=args.resume,
+        summary = run_experiment(experiment_path, get_registry(plugin_manager), out=out,
+                                 quick=args.quick, resume=args.resume,
                                  progress=not args.no_progress, plugin_manager=plugin_manager)
     print(f"wrote {out}: final loss {summary['final_loss']:.6g} after {summary['iterations']} "
           f"iteration(s), {summary['evaluations']} evaluation(s), {summary['wall_time_s']:.1f} s")

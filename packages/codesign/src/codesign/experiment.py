@@ -12,7 +12,6 @@ fault).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from concurrent.futures import Executor
 from typing import Any
 
@@ -29,6 +28,7 @@ from .design import DesignError
 from .executors import get_executor
 from .identification import IdentificationProblem, Recording
 from .optim.adam import Adam
+from .option_types import accepts_keyword
 from .problem import RolloutProblem, apply_overrides
 from .rollout import Rollout
 from .simulator import UnstableTimeStepError
@@ -37,8 +37,26 @@ from .terms import Constraint, Objective, WeightedTerm
 __all__ = ["Experiment", "IdentificationExperiment", "build_experiment", "check_initial_design"]
 
 
+class _OwnsExecutor:
+    """Closing (or leaving the ``with`` block of) an experiment shuts its executor down."""
+
+    executor: Executor | None
+
+    def close(self) -> None:
+        """Shut down the executor's workers, if any."""
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+            self.executor = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 @dataclasses.dataclass
-class Experiment:
+class Experiment(_OwnsExecutor):
     """Everything a run needs, built from one config.
 
     Attributes:
@@ -66,21 +84,9 @@ class Experiment:
     iterations: int
     executor: Executor | None = None
 
-    def close(self) -> None:
-        """Shut down the executor's workers, if any."""
-        if self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
-            self.executor = None
-
-    def __enter__(self) -> Experiment:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 @dataclasses.dataclass
-class IdentificationExperiment:
+class IdentificationExperiment(_OwnsExecutor):
     """Everything an identification run needs, built from one config.
 
     Attributes:
@@ -110,25 +116,10 @@ class IdentificationExperiment:
     seed: int
     executor: Executor | None = None
 
-    def close(self) -> None:
-        """Shut down the executor's workers, if any."""
-        if self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
-            self.executor = None
-
-    def __enter__(self) -> IdentificationExperiment:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _accepts(factory: Any, name: str) -> bool:
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return True
-    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    @property
+    def stochastic(self) -> bool:
+        """Whether each optimizer step fits a minibatch of the recordings."""
+        return self.batch_size is not None and self.batch_size < len(self.recordings)
 
 
 def _describe_exception(exc: BaseException) -> str:
@@ -155,7 +146,7 @@ class _Builder:
 
     def construct(self, kind: str, name: str, options: dict, path: tuple, **injected):
         factory = self.registry.get(kind, name).factory
-        arguments = {k: v for k, v in injected.items() if _accepts(factory, k)}
+        arguments = {k: v for k, v in injected.items() if accepts_keyword(factory, k)}
         try:
             return factory(**arguments, **options)
         except Exception as exc:  # a plugin's own validation error, reported at its YAML path
@@ -214,6 +205,13 @@ def _broadcasts(value, shape: tuple[int, ...]) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _executor(run: dict) -> Executor | None:
+    """The executor of ``run`` (its ``executor`` and ``workers``), ``None`` for inline."""
+    if run["executor"] == "inline":
+        return None
+    return get_executor(run["executor"], max_workers=run["workers"])
 
 
 def check_initial_design(problem: RolloutProblem) -> None:
@@ -330,10 +328,7 @@ def build_experiment(config: ExperimentConfig,
                                   "or set controller.optimize: true")
         builder.raise_if_any()
 
-    executor = None
-    if run["executor"] != "inline":
-        executor = get_executor(run["executor"], max_workers=run["workers"])
-        problem.executor = executor
+    problem.executor = executor = _executor(run)
     return Experiment(config=config, simulator=simulator, observer=observer,
                       controller=controller, objective=objective,
                       constraints=tuple(constraints), rollout=rollout, problem=problem,
@@ -386,10 +381,7 @@ def _build_identification(builder: _Builder, simulator,
         builder.design_fault = isinstance(exc, DesignError)
         builder.fail((*path, "recordings"), exc)
         builder.raise_if_any()
-    executor = None
-    if run["executor"] != "inline":
-        executor = get_executor(run["executor"], max_workers=run["workers"])
-        problem.executor = executor
+    problem.executor = executor = _executor(run)
     truth = getattr(recordings, "truth", None)
     return IdentificationExperiment(
         config=config, simulator=simulator, measurement=measurement, recordings=recordings,
