@@ -12,12 +12,18 @@ import numpy as np
 import pytest
 
 from codesign import DesignError
-from codesign.config import ConfigError, DesignConfigError, format_path, load_config, parse_config
+from codesign.config import (
+    ConfigError,
+    DesignConfigError,
+    deep_merge,
+    format_path,
+    load_config,
+    parse_config,
+)
 from codesign.experiment import build_experiment, check_initial_design
 from codesign.option_types import check_options
 from codesign.plugins import get_registry
 from codesign.validation import validate_config
-from codesign.yaml_lines import deep_merge
 
 
 def _fixtures():

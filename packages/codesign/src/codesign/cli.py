@@ -124,8 +124,7 @@ def _validate(args, plugin_manager) -> int:
     config = validate_config(load_config(args.experiment, quick=args.quick), registry)
     with build_experiment(config, registry) as experiment:
         problem = experiment.problem
-        free = [p.name.removeprefix("design.") for p in problem.space
-                if p.name.startswith("design.")]
+        free = problem.free
         if config.identification:
             print(f"OK: {args.experiment}: identification with simulator "
                   f"{config.data['simulator']['name']!r}, {len(problem.recordings)} "

@@ -24,7 +24,10 @@ from .config import (
     ConfigIssue,
     ExperimentConfig,
     RawConfig,
+    deep_merge,
     format_path,
+    line_of,
+    without,
 )
 from .executors import EXECUTOR_KINDS
 from .option_types import (
@@ -36,7 +39,6 @@ from .option_types import (
     suggest,
     type_name,
 )
-from .yaml_lines import deep_merge, line_of, without
 
 __all__ = ["validate_config"]
 
@@ -92,11 +94,10 @@ class _Checker:
 
     def component(self, node: Any, path: tuple, kind: str, *, injected: Sequence[str],
                   name_key: str = "name", default_name: str | None = None,
-                  extra_keys: Sequence[str] = (), seed: int | None = None,
-                  defaults: dict[str, Any] | None = None) -> dict:
+                  extra_keys: Sequence[str] = (), defaults: dict[str, Any] | None = None) -> dict:
         """Check a ``{name, options}`` section against the registry and the factory.
 
-        ``seed`` and ``defaults`` fill options the factory takes and the YAML leaves out.
+        ``defaults`` (``run.seed``...) fill options the factory names and the YAML leaves out.
         Returns ``{"name": ..., "options": resolved options}``, or ``{}`` when the section
         is not a mapping.
         """
@@ -125,14 +126,9 @@ class _Checker:
             resolved["options"] = dict(options)
             return resolved
         factory = self.registry.get(kind, name).factory
-        options = dict(options)
-        fill = dict(defaults or {})
-        if seed is not None:
-            fill["seed"] = seed
         named = explicit_keywords(factory)
-        for key, value in fill.items():
-            if key not in options and key in named:
-                options[key] = value
+        options = {**options, **{key: value for key, value in (defaults or {}).items()
+                                 if key not in options and key in named}}
         checked, problems = check_options(factory, options, injected=injected,
                                           what=f"{kind[:-1]} {name!r}")
         for sub_path, message in problems:
@@ -303,9 +299,22 @@ def _check_run(ck: _Checker, node: Any, *, identification: bool = False) -> dict
     return run
 
 
+def _check_controller(ck: _Checker, tree: dict, seed: int) -> dict:
+    controller = ck.component(tree.get("controller"), ("controller",), "controllers",
+                              injected=CONTROLLER_SIZING, extra_keys=("optimize",),
+                              defaults={"seed": seed}) if "controller" in tree else {}
+    optimize = tree["controller"].get("optimize", True) \
+        if isinstance(tree.get("controller"), dict) else True
+    if not isinstance(optimize, bool):
+        ck.error(("controller", "optimize"), f"must be true or false, got {type_name(optimize)}")
+    controller["optimize"] = optimize
+    return controller
+
+
 def _check_optimizer(ck: _Checker, tree: dict, seed: int) -> dict:
     optimizer = ck.component(tree.get("optimizer"), ("optimizer",), "optimizers", injected=(),
-                             extra_keys=("iterations",), seed=seed) if "optimizer" in tree else {}
+                             extra_keys=("iterations",), defaults={"seed": seed}) \
+        if "optimizer" in tree else {}
     if isinstance(tree.get("optimizer"), dict):
         optimizer["iterations"] = ck.number(tree["optimizer"].get("iterations", 100),
                                             ("optimizer", "iterations"), integer=True, minimum=1)
@@ -320,11 +329,11 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
                          what="the identification section")
     if section is None:
         return {}
-    defaults = {} if run.get("steps") is None else {"steps": run["steps"]}
+    defaults = ({} if run.get("steps") is None else {"steps": run["steps"]}) | {"seed": seed}
     out: dict[str, Any] = {}
     out["recordings"] = ck.component(section.get("recordings"), (*path, "recordings"),
                                      "recordings", injected=RECORDING_INJECTED,
-                                     name_key="source", seed=seed, defaults=defaults) \
+                                     name_key="source", defaults=defaults) \
         if "recordings" in section else {}
     out["measurement"] = ck.component(section.get("measurement"), (*path, "measurement"),
                                       "observers", injected=("simulator",)) \
@@ -362,22 +371,12 @@ def _validate_tree(tree: dict, registry) -> tuple[dict, list[ConfigIssue]]:
     data["design"] = _check_design(ck, tree.get("design"))
     if identification:
         data["identification"] = _check_identification(ck, tree["identification"], run, seed)
-        data["optimizer"] = _check_optimizer(ck, tree, seed)
-        data["run"] = run
-        return _to_plain(data), ck.issues
-    controller = ck.component(tree.get("controller"), ("controller",), "controllers",
-                              injected=CONTROLLER_SIZING, extra_keys=("optimize",), seed=seed) \
-        if "controller" in tree else {}
-    optimize = (tree.get("controller") or {}).get("optimize", True) \
-        if isinstance(tree.get("controller"), dict) else True
-    if not isinstance(optimize, bool):
-        ck.error(("controller", "optimize"), f"must be true or false, got {type_name(optimize)}")
-    controller["optimize"] = optimize
-    data["controller"] = controller
-    data["observer"] = ck.component(tree.get("observer"), ("observer",), "observers",
-                                    injected=("simulator",), default_name="none")
-    data["objective"] = _check_objective(ck, tree.get("objective")) if "objective" in tree \
-        else {}
+    else:
+        data["controller"] = _check_controller(ck, tree, seed)
+        data["observer"] = ck.component(tree.get("observer"), ("observer",), "observers",
+                                        injected=("simulator",), default_name="none")
+        data["objective"] = _check_objective(ck, tree.get("objective")) \
+            if "objective" in tree else {}
     data["optimizer"] = _check_optimizer(ck, tree, seed)
     data["run"] = run
     return _to_plain(data), ck.issues
