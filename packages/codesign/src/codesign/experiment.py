@@ -138,7 +138,9 @@ class _Builder:
         self.design_fault = False
         self.first_exception: BaseException | None = None
 
-    def fail(self, path: tuple, exc: BaseException | str) -> None:
+    def fail(self, path: tuple, exc: BaseException | str, *, design: bool = False) -> None:
+        """Record an issue at ``path``; a DesignError (or ``design``) makes it a design fault."""
+        self.design_fault |= design or isinstance(exc, DesignError)
         message = exc if isinstance(exc, str) else _describe_exception(exc)
         if isinstance(exc, BaseException) and self.first_exception is None:
             self.first_exception = exc
@@ -150,8 +152,6 @@ class _Builder:
         try:
             return factory(**arguments, **options)
         except Exception as exc:  # a plugin's own validation error, reported at its YAML path
-            if isinstance(exc, DesignError):
-                self.design_fault = True
             self.fail((*path, "options") if options else path, exc)
             return None
 
@@ -167,7 +167,6 @@ def _design_overrides(builder: _Builder, simulator, design: dict) -> dict:
     try:
         space = simulator.design_space()
     except Exception as exc:  # the simulator's own parameters are invalid
-        builder.design_fault = isinstance(exc, DesignError)
         builder.fail(("simulator", "options"), exc)
         return {}
     overrides = {}
@@ -182,17 +181,15 @@ def _design_overrides(builder: _Builder, simulator, design: dict) -> dict:
         misfits = [key for key in ("init", "lower", "upper") if key in changes
                    and not _broadcasts(changes[key], shape)]
         for key in misfits:
-            builder.design_fault = True
-            builder.fail(("design", name, key), f"a value of shape "
-                                                f"{np.shape(changes[key])} does not fit "
-                                                f"parameter {name!r} of shape {shape}; give a "
-                                                "scalar or a nested list of that shape")
+            builder.fail(("design", name, key), f"a value of shape {np.shape(changes[key])} "
+                                                f"does not fit parameter {name!r} of shape "
+                                                f"{shape}; give a scalar or a nested list of "
+                                                "that shape", design=True)
         if misfits:
             continue
         try:
             apply_overrides(space, {name: changes})
         except DesignError as exc:
-            builder.design_fault = True
             builder.fail(("design", name), exc)
             continue
         overrides[name] = changes
@@ -297,7 +294,6 @@ def build_experiment(config: ExperimentConfig,
         try:
             controller.parameter_space()
         except DesignError as exc:  # e.g. a NaN initial value among the options
-            builder.design_fault = True
             builder.fail(("controller", "options"), exc)
     optimizer = builder.construct("optimizers", data["optimizer"]["name"],
                                   data["optimizer"]["options"], ("optimizer",))
@@ -320,7 +316,6 @@ def build_experiment(config: ExperimentConfig,
                                  optimize_controller=data["controller"]["optimize"])
         check_initial_design(problem)
     except DesignError as exc:
-        builder.design_fault = True
         builder.fail(("design",) if overrides else ("controller", "options"), exc)
         builder.raise_if_any()
     if problem.size == 0:
@@ -378,7 +373,6 @@ def _build_identification(builder: _Builder, simulator,
             overrides=overrides, fit_initial_state=section["fit_initial_state"],
             substeps=run["substeps"], dt=run["dt"], checkpoint_every=run["checkpoint_every"])
     except ValueError as exc:  # recordings that do not fit the simulator or measurement
-        builder.design_fault = isinstance(exc, DesignError)
         builder.fail((*path, "recordings"), exc)
         builder.raise_if_any()
     problem.executor = executor = _executor(run)
