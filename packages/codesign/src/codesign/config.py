@@ -319,13 +319,9 @@ class ExperimentConfig:
     source: str
     quick: bool = False
 
-    def line_of(self, path: Sequence[str | int]) -> int | None:
-        """The YAML line of ``path`` (or of its deepest existing parent)."""
-        return line_of(self.tree, path)
-
     def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
         """A :class:`ConfigIssue` at ``path`` with its line."""
-        return ConfigIssue(format_path(path), self.line_of(path), message)
+        return ConfigIssue(format_path(path), line_of(self.tree, path), message)
 
     @property
     def identification(self) -> bool:
