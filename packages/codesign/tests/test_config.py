@@ -15,15 +15,15 @@ from codesign import DesignError
 from codesign.config import (
     ConfigError,
     DesignConfigError,
-    check_options,
     deep_merge,
     format_path,
     load_config,
     parse_config,
-    validate_config,
 )
 from codesign.experiment import build_experiment, check_initial_design
+from codesign.option_types import check_options
 from codesign.plugins import get_registry
+from codesign.validation import validate_config
 
 
 def _fixtures():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from codesign.cli import main
-from codesign.config import ConfigError, load_config, validate_config
+from codesign.config import ConfigError, load_config
 from codesign.experiment import IdentificationExperiment, build_experiment
 from codesign.identification import Recording
 from codesign.observers import StateFieldObserver
@@ -28,6 +28,7 @@ from codesign.recordings import (
     synthetic_recordings,
 )
 from codesign.runs import RunInterrupted, partial_dir, run_experiment
+from codesign.validation import validate_config
 
 
 def _fixtures():
@@ -93,10 +94,8 @@ def config_of(path, manager, *, quick=False):
 
 
 def run(path, out, manager, *, quick=False, resume=False):
-    registry = get_registry(manager)
-    return run_experiment(config_of(path, manager, quick=quick), registry, out=out,
-                          resume=resume, progress=False, plugin_manager=manager,
-                          log=lambda message: None)
+    return run_experiment(path, get_registry(manager), out=out, quick=quick, resume=resume,
+                          progress=False, plugin_manager=manager, log=lambda message: None)
 
 
 def spring_and_measurement():

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from codesign import SimulationError
-from codesign.config import load_config, validate_config
 from codesign.optim.base import Evaluation
+from codesign.optimization import EvaluationJournal, JournaledFunction
 from codesign.outputs import (
     atomic_write,
     json_safe,
@@ -23,15 +23,8 @@ from codesign.outputs import (
     write_video,
 )
 from codesign.plugins import get_registry
-from codesign.runs import (
-    EvaluationJournal,
-    JournaledFunction,
-    RunError,
-    RunInterrupted,
-    partial_dir,
-    plugin_table,
-    run_experiment,
-)
+from codesign.run_directory import plugin_table
+from codesign.runs import RunError, RunInterrupted, partial_dir, run_experiment
 
 
 def _fixtures():
@@ -64,10 +57,8 @@ def manager():
 
 
 def run(path, out, manager, *, quick=False, resume=False):
-    registry = get_registry(manager)
-    config = validate_config(load_config(path, quick=quick), registry)
-    return run_experiment(config, registry, out=out, resume=resume, progress=False,
-                          plugin_manager=manager, log=lambda message: None)
+    return run_experiment(path, get_registry(manager), out=out, quick=quick, resume=resume,
+                          progress=False, plugin_manager=manager, log=lambda message: None)
 
 
 def write_experiment(tmp_path, text=None, **replacements) -> Path:
@@ -157,7 +148,7 @@ def test_video_frames_come_from_the_render_hook(tmp_path, manager):
 def test_each_frame_gets_the_action_applied_from_its_state():
     from types import SimpleNamespace
 
-    from codesign.runs import _frames
+    from codesign.run_directory import _frames
 
     calls = []
 
@@ -254,10 +245,8 @@ def test_a_broken_render_hook_costs_only_the_video(tmp_path, manager, monkeypatc
                                                    note):
     monkeypatch.setattr(fx.RenderedSpring, "render", render)
     messages = []
-    registry = get_registry(manager)
-    config = validate_config(load_config(fx.SPRING_YAML, quick=True), registry)
-    summary = run_experiment(config, registry, out=tmp_path / "run", progress=False,
-                             log=messages.append)
+    summary = run_experiment(fx.SPRING_YAML, get_registry(manager), out=tmp_path / "run",
+                             quick=True, progress=False, log=messages.append)
     assert note in summary["notes"] and messages == [f"warning: {note}"]
     assert summary["video"] is None
     plugins = json.loads((tmp_path / "run" / "plugins.json").read_text())

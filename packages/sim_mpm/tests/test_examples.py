@@ -8,9 +8,10 @@ the time step, without stepping.
 import pytest
 import yaml
 
-from codesign.config import load_config, validate_config
+from codesign.config import load_config
 from codesign.experiment import build_experiment
 from codesign.plugins import get_plugin_manager, get_registry
+from codesign.validation import validate_config
 from sim_mpm import plugin
 from sim_mpm.scene import EXAMPLES_DIR
 

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import yaml
 
-from codesign.config import load_config, validate_config
+from codesign.config import load_config
 from codesign.experiment import build_experiment
 from codesign.plugins import get_plugin_manager, get_registry
+from codesign.validation import validate_config
 from sim_mpm import plugin
 from sim_mpm.geometry import load_stl
 from sim_mpm.options import MPMOptions

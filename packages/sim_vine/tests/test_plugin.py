@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 
-from codesign.config import load_config, validate_config
+from codesign.config import load_config
 from codesign.experiment import build_experiment
 from codesign.plugins import get_registry
+from codesign.validation import validate_config
 from sim_vine import VineSimulator, plugin
 from sim_vine.scene import make_simulator
 from sim_vine.terms import GrowthEffort, KeypointObserver, TipObserver, TipTargetDistance

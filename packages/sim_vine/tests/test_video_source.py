@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import yaml
 
-from codesign.config import load_config, validate_config
+from codesign.config import load_config
 from codesign.experiment import build_experiment
 from codesign.plugins import get_registry
 from codesign.recordings import RecordingSourceError
+from codesign.validation import validate_config
 from sim_vine.fit.synthetic import synthetic_video, tilted_calibration
 from sim_vine.fit.video_source import video_recordings
 from sim_vine.scene import make_simulator

@@ -26,13 +26,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .config import ConfigError, load_config, validate_config
+from .config import ConfigError, load_config
 from .design import DesignError
 from .experiment import build_experiment
 from .options import format_options
 from .plugins import COMPONENT_KINDS, RegistryError, get_plugin_manager, get_registry
-from .runs import RunError, RunInterrupted, format_identification_table, run_experiment
+from .run_directory import format_identification_table
+from .runs import RunError, RunInterrupted, run_experiment
 from .simulator import SimulationError
+from .validation import validate_config
 
 __all__ = ["main", "build_parser", "DEMO_HELP"]
 
@@ -107,10 +109,9 @@ def _sigterm_as_interrupt():
 
 
 def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
-    registry = get_registry(plugin_manager)
-    config = validate_config(load_config(experiment_path, quick=args.quick), registry)
     with _sigterm_as_interrupt():
-        summary = run_experiment(config, registry, out=out, resume=args.resume,
+        summary = run_experiment(experiment_path, get_registry(plugin_manager), out=out,
+                                 quick=args.quick, resume=args.resume,
                                  progress=not args.no_progress, plugin_manager=plugin_manager)
     print(f"wrote {out}: final loss {summary['final_loss']:.6g} after {summary['iterations']} "
           f"iteration(s), {summary['evaluations']} evaluation(s), {summary['wall_time_s']:.1f} s")
@@ -129,8 +130,7 @@ def _validate(args, plugin_manager) -> int:
     config = validate_config(load_config(args.experiment, quick=args.quick), registry)
     with build_experiment(config, registry) as experiment:
         problem = experiment.problem
-        free = [p.name.removeprefix("design.") for p in problem.space
-                if p.name.startswith("design.")]
+        free = problem.free
         if config.identification:
             print(f"OK: {args.experiment}: identification with simulator "
                   f"{config.data['simulator']['name']!r}, {len(problem.recordings)} "

@@ -12,7 +12,6 @@ fault).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from concurrent.futures import Executor
 from typing import Any
 
@@ -29,6 +28,7 @@ from .design import DesignError
 from .executors import get_executor
 from .identification import IdentificationProblem, Recording
 from .optim.adam import Adam
+from .option_types import accepts_keyword
 from .problem import RolloutProblem, apply_overrides
 from .rollout import Rollout
 from .simulator import UnstableTimeStepError
@@ -37,8 +37,26 @@ from .terms import Constraint, Objective, WeightedTerm
 __all__ = ["Experiment", "IdentificationExperiment", "build_experiment", "check_initial_design"]
 
 
+class _OwnsExecutor:
+    """Closing (or leaving the ``with`` block of) an experiment shuts its executor down."""
+
+    executor: Executor | None
+
+    def close(self) -> None:
+        """Shut down the executor's workers, if any."""
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+            self.executor = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 @dataclasses.dataclass
-class Experiment:
+class Experiment(_OwnsExecutor):
     """Everything a run needs, built from one config.
 
     Attributes:
@@ -66,21 +84,9 @@ class Experiment:
     iterations: int
     executor: Executor | None = None
 
-    def close(self) -> None:
-        """Shut down the executor's workers, if any."""
-        if self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
-            self.executor = None
-
-    def __enter__(self) -> Experiment:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 @dataclasses.dataclass
-class IdentificationExperiment:
+class IdentificationExperiment(_OwnsExecutor):
     """Everything an identification run needs, built from one config.
 
     Attributes:
@@ -110,25 +116,10 @@ class IdentificationExperiment:
     seed: int
     executor: Executor | None = None
 
-    def close(self) -> None:
-        """Shut down the executor's workers, if any."""
-        if self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
-            self.executor = None
-
-    def __enter__(self) -> IdentificationExperiment:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _accepts(factory: Any, name: str) -> bool:
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return True
-    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    @property
+    def stochastic(self) -> bool:
+        """Whether each optimizer step fits a minibatch of the recordings."""
+        return self.batch_size is not None and self.batch_size < len(self.recordings)
 
 
 def _describe_exception(exc: BaseException) -> str:
@@ -147,7 +138,9 @@ class _Builder:
         self.design_fault = False
         self.first_exception: BaseException | None = None
 
-    def fail(self, path: tuple, exc: BaseException | str) -> None:
+    def fail(self, path: tuple, exc: BaseException | str, *, design: bool = False) -> None:
+        """Record an issue at ``path``; a DesignError (or ``design``) makes it a design fault."""
+        self.design_fault |= design or isinstance(exc, DesignError)
         message = exc if isinstance(exc, str) else _describe_exception(exc)
         if isinstance(exc, BaseException) and self.first_exception is None:
             self.first_exception = exc
@@ -155,12 +148,10 @@ class _Builder:
 
     def construct(self, kind: str, name: str, options: dict, path: tuple, **injected):
         factory = self.registry.get(kind, name).factory
-        arguments = {k: v for k, v in injected.items() if _accepts(factory, k)}
+        arguments = {k: v for k, v in injected.items() if accepts_keyword(factory, k)}
         try:
             return factory(**arguments, **options)
         except Exception as exc:  # a plugin's own validation error, reported at its YAML path
-            if isinstance(exc, DesignError):
-                self.design_fault = True
             self.fail((*path, "options") if options else path, exc)
             return None
 
@@ -176,7 +167,6 @@ def _design_overrides(builder: _Builder, simulator, design: dict) -> dict:
     try:
         space = simulator.design_space()
     except Exception as exc:  # the simulator's own parameters are invalid
-        builder.design_fault = isinstance(exc, DesignError)
         builder.fail(("simulator", "options"), exc)
         return {}
     overrides = {}
@@ -191,17 +181,15 @@ def _design_overrides(builder: _Builder, simulator, design: dict) -> dict:
         misfits = [key for key in ("init", "lower", "upper") if key in changes
                    and not _broadcasts(changes[key], shape)]
         for key in misfits:
-            builder.design_fault = True
-            builder.fail(("design", name, key), f"a value of shape "
-                                                f"{np.shape(changes[key])} does not fit "
-                                                f"parameter {name!r} of shape {shape}; give a "
-                                                "scalar or a nested list of that shape")
+            builder.fail(("design", name, key), f"a value of shape {np.shape(changes[key])} "
+                                                f"does not fit parameter {name!r} of shape "
+                                                f"{shape}; give a scalar or a nested list of "
+                                                "that shape", design=True)
         if misfits:
             continue
         try:
             apply_overrides(space, {name: changes})
         except DesignError as exc:
-            builder.design_fault = True
             builder.fail(("design", name), exc)
             continue
         overrides[name] = changes
@@ -214,6 +202,13 @@ def _broadcasts(value, shape: tuple[int, ...]) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _executor(run: dict) -> Executor | None:
+    """The executor of ``run`` (its ``executor`` and ``workers``), ``None`` for inline."""
+    if run["executor"] == "inline":
+        return None
+    return get_executor(run["executor"], max_workers=run["workers"])
 
 
 def check_initial_design(problem: RolloutProblem) -> None:
@@ -299,7 +294,6 @@ def build_experiment(config: ExperimentConfig,
         try:
             controller.parameter_space()
         except DesignError as exc:  # e.g. a NaN initial value among the options
-            builder.design_fault = True
             builder.fail(("controller", "options"), exc)
     optimizer = builder.construct("optimizers", data["optimizer"]["name"],
                                   data["optimizer"]["options"], ("optimizer",))
@@ -322,7 +316,6 @@ def build_experiment(config: ExperimentConfig,
                                  optimize_controller=data["controller"]["optimize"])
         check_initial_design(problem)
     except DesignError as exc:
-        builder.design_fault = True
         builder.fail(("design",) if overrides else ("controller", "options"), exc)
         builder.raise_if_any()
     if problem.size == 0:
@@ -330,10 +323,7 @@ def build_experiment(config: ExperimentConfig,
                                   "or set controller.optimize: true")
         builder.raise_if_any()
 
-    executor = None
-    if run["executor"] != "inline":
-        executor = get_executor(run["executor"], max_workers=run["workers"])
-        problem.executor = executor
+    problem.executor = executor = _executor(run)
     return Experiment(config=config, simulator=simulator, observer=observer,
                       controller=controller, objective=objective,
                       constraints=tuple(constraints), rollout=rollout, problem=problem,
@@ -383,13 +373,9 @@ def _build_identification(builder: _Builder, simulator,
             overrides=overrides, fit_initial_state=section["fit_initial_state"],
             substeps=run["substeps"], dt=run["dt"], checkpoint_every=run["checkpoint_every"])
     except ValueError as exc:  # recordings that do not fit the simulator or measurement
-        builder.design_fault = isinstance(exc, DesignError)
         builder.fail((*path, "recordings"), exc)
         builder.raise_if_any()
-    executor = None
-    if run["executor"] != "inline":
-        executor = get_executor(run["executor"], max_workers=run["workers"])
-        problem.executor = executor
+    problem.executor = executor = _executor(run)
     truth = getattr(recordings, "truth", None)
     return IdentificationExperiment(
         config=config, simulator=simulator, measurement=measurement, recordings=recordings,

@@ -27,6 +27,7 @@ __all__ = [
     "write_npz",
     "read_npz",
     "json_safe",
+    "summarize_array",
     "plot_loss",
     "write_video",
     "check_frame",
@@ -85,6 +86,21 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+LARGEST_LISTED_ARRAY = 64
+"""Arrays with more entries appear in JSON as shape and statistics (per-particle fields would
+make megabytes of JSON); runs keep their values in ``.npz`` files."""
+
+
+def summarize_array(value: Any) -> Any:
+    """``value`` for JSON: its entries as (nested) lists, or ``{shape, min, mean, max}`` when it
+    has more than :data:`LARGEST_LISTED_ARRAY` entries."""
+    array = np.asarray(value, dtype=np.float64)
+    if array.size <= LARGEST_LISTED_ARRAY:
+        return array.tolist()
+    return {"shape": list(array.shape), "min": float(array.min()),
+            "mean": float(array.mean()), "max": float(array.max())}
 
 
 def write_json(path: str | Path, value: Any) -> Path:

@@ -1,0 +1,255 @@
+"""The optimize stage of a run: the optimizer on a journaled objective, so a killed run resumes.
+
+:func:`optimize_experiment` runs the experiment's optimizer (or, for an identification
+experiment, :func:`codesign.identification.identify`) with a progress bar, collecting the
+history. Every evaluation goes through an :class:`EvaluationJournal`: one ``.npz`` each,
+written atomically, read back bit-exactly. Optimizers are deterministic, so re-running one
+from the start with the journal of a killed run answers the evaluations already paid for
+and finishes with the same result as an uninterrupted run. Minibatch evaluations of a
+stochastic identification are journaled under their recording indices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .experiment import Experiment, IdentificationExperiment
+from .identification import identify
+from .optim.base import Evaluation, IterationInfo, OptimizeResult
+from .outputs import read_npz, summarize_array, write_npz
+from .problem import evaluate_point
+
+__all__ = [
+    "EvaluationJournal",
+    "JournaledFunction",
+    "Optimization",
+    "design_values",
+    "optimize_experiment",
+]
+
+
+def _key(x: np.ndarray, batch: np.ndarray | None = None) -> str:
+    digest = hashlib.sha256(np.ascontiguousarray(x, dtype=np.float64).tobytes()).hexdigest()
+    if batch is None:
+        return digest
+    return digest + ":" + ",".join(str(int(i)) for i in np.asarray(batch).reshape(-1))
+
+
+class EvaluationJournal:
+    """Evaluations by point, one atomically written ``.npz`` per evaluation in ``folder``.
+
+    Entries are read back bit-exactly, so answering from the journal is indistinguishable
+    from evaluating again. An entry may belong to a minibatch (``batch``: the recording
+    indices of a stochastic identification step); it answers only that batch. Leftover
+    temporary files from a kill are ignored and removed; an unreadable entry is skipped with
+    a warning (it is simply evaluated again).
+    """
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.entries: dict[str, Evaluation] = {}
+        self._next = 0
+        for path in sorted(self.folder.iterdir()):
+            if ".tmp" in path.name:
+                path.unlink()
+                continue
+            if path.stem.isdigit():
+                self._next = max(self._next, int(path.stem) + 1)
+            try:
+                key, evaluation = self._read(path)
+            except Exception as exc:  # a damaged entry costs one re-evaluation, not the run
+                warnings.warn(f"ignoring unreadable journal entry {path}: {exc}", stacklevel=2)
+                continue
+            self.entries[key] = evaluation
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @staticmethod
+    def _read(path: Path) -> tuple[str, Evaluation]:
+        arrays = read_npz(path)
+        return _key(arrays["x"], arrays.get("batch")), Evaluation(
+            loss=float(arrays["loss"]),
+            grad=arrays["grad"] if "grad" in arrays else None,
+            constraints=arrays["constraints"],
+            constraint_jac=arrays["constraint_jac"] if "constraint_jac" in arrays else None)
+
+    def get(self, x: np.ndarray, *, grad: bool,
+            batch: np.ndarray | None = None) -> Evaluation | None:
+        """The journaled evaluation at ``x`` (of minibatch ``batch``, with a gradient if
+        ``grad``), or ``None``."""
+        evaluation = self.entries.get(_key(x, batch))
+        if evaluation is None or (grad and evaluation.grad is None):
+            return None
+        return evaluation
+
+    def record(self, x: np.ndarray, evaluation: Evaluation, *,
+               batch: np.ndarray | None = None) -> None:
+        """Store ``evaluation`` at ``x`` (of minibatch ``batch``) atomically, as the next
+        numbered file."""
+        arrays = {"x": np.asarray(x, dtype=np.float64), "loss": np.float64(evaluation.loss),
+                  "constraints": np.asarray(evaluation.constraints, dtype=np.float64)}
+        if batch is not None:
+            arrays["batch"] = np.asarray(batch, dtype=np.int64)
+        if evaluation.grad is not None:
+            arrays["grad"] = np.asarray(evaluation.grad, dtype=np.float64)
+        if evaluation.constraint_jac is not None:
+            arrays["constraint_jac"] = np.asarray(evaluation.constraint_jac, dtype=np.float64)
+        write_npz(self.folder / f"{self._next:07d}.npz", arrays)
+        self._next += 1
+        self.entries[_key(x, batch)] = evaluation
+
+
+class JournaledFunction:
+    """An objective function that answers from a journal first and records what it computes.
+
+    Everything but the evaluations (``size``, bounds, ``x0``, an identification problem's
+    ``recordings``...) is the wrapped problem's, so an optimizer or
+    :func:`codesign.identification.identify` accepts it in the problem's place. Minibatch
+    evaluations (``evaluate_subset``, identification only) are journaled under their
+    recording indices.
+    """
+
+    def __init__(self, problem, journal: EvaluationJournal):
+        self.problem, self.journal = problem, journal
+        self.replayed = self.computed = 0
+
+    def __getattr__(self, name: str):
+        if name == "problem":  # not yet set (unpickling): avoid recursing
+            raise AttributeError(name)
+        return getattr(self.problem, name)
+
+    def _answer(self, x: np.ndarray, grad: bool, compute: Callable[[], Evaluation],
+                batch: np.ndarray | None = None) -> Evaluation:
+        """The journaled evaluation at ``x``, or ``compute()``'s, recorded."""
+        cached = self.journal.get(x, grad=grad, batch=batch)
+        if cached is not None:
+            self.replayed += 1
+            return cached
+        evaluation = compute()
+        self.journal.record(x, evaluation, batch=batch)
+        self.computed += 1
+        return evaluation
+
+    def evaluate(self, x: np.ndarray, *, grad: bool = True) -> Evaluation:
+        """Loss (and gradient, constraints) at ``x``, from the journal when present."""
+        x = np.asarray(x, dtype=np.float64)
+        return self._answer(x, grad, functools.partial(self.problem.evaluate, x, grad=grad))
+
+    def evaluate_many(self, xs: Sequence[np.ndarray], *, grad: bool = False) -> list[Evaluation]:
+        """A batch: journaled points answered at once, the rest through the problem's executor.
+
+        Each fresh evaluation is journaled as soon as it completes, so an interruption
+        mid-batch loses at most the evaluations still running.
+        """
+        xs = [np.asarray(x, dtype=np.float64) for x in xs]
+        executor = getattr(self.problem, "executor", None)
+        pending = {} if executor is None else {
+            i: executor.submit(evaluate_point, self.problem, x, grad)
+            for i, x in enumerate(xs) if self.journal.get(x, grad=grad) is None}
+        return [self._answer(x, grad, pending[i].result if i in pending else
+                             functools.partial(self.problem.evaluate, x, grad=grad))
+                for i, x in enumerate(xs)]
+
+    def evaluate_subset(self, x: np.ndarray, indices, *, grad: bool = True) -> Evaluation:
+        """Mean loss (and gradient) over the recordings ``indices``, journaled per batch."""
+        x = np.asarray(x, dtype=np.float64)
+        batch = np.asarray([int(i) for i in indices], dtype=np.int64)
+        if batch.size == len(self.problem.recordings) and np.array_equal(
+                np.sort(batch), np.arange(batch.size)):
+            return self.evaluate(x, grad=grad)
+        return self._answer(x, grad, functools.partial(self.problem.evaluate_subset, x, batch,
+                                                       grad=grad), batch)
+
+
+def design_values(problem, x: np.ndarray) -> dict[str, Any]:
+    """The free design parameters at ``x`` for JSON: values, or shape/min/mean/max for large
+    fields (:func:`codesign.outputs.summarize_array`)."""
+    return {name: summarize_array(value) for name, value in problem.describe(x).items()
+            if name.startswith("design.")}
+
+
+@dataclasses.dataclass
+class _Progress:
+    """Collects the history and drives the progress bar from optimizer callbacks."""
+
+    problem: Any
+    bar: Any
+    history: list = dataclasses.field(default_factory=list)
+
+    def __call__(self, info: IterationInfo) -> None:
+        record = {"iteration": int(info.iteration), "loss": float(info.loss),
+                  "grad_norm": float(info.grad_norm), "evaluations": int(info.evaluations),
+                  "parameters": design_values(self.problem, info.x)}
+        if getattr(self.problem, "optimize_controller", False):
+            _, weights = self.problem.split(info.x)
+            record["controller_weight_norm"] = float(np.sqrt(sum(
+                np.sum(np.square(w)) for w in weights.values())))
+        self.history.append(record)
+        self.bar.n = min(int(info.iteration), self.bar.total or int(info.iteration))
+        self.bar.set_postfix(loss=f"{info.loss:.6g}", refresh=False)
+        self.bar.refresh()
+
+
+@dataclasses.dataclass(frozen=True)
+class Optimization:
+    """What the optimize stage found.
+
+    Attributes:
+        result: the optimizer's account (``x``, loss, iterations, evaluations, convergence).
+        history: one record per iteration: loss, gradient norm, evaluations, the free design
+            parameters (:func:`design_values`) and, when optimized, the controller weights'
+            norm.
+        initial_loss: the loss at the starting point, ``None`` if it was never evaluated.
+        replayed: evaluations answered from the journal (a resumed run).
+        wall_time_s: seconds spent optimizing.
+    """
+
+    result: OptimizeResult
+    history: list[dict[str, Any]]
+    initial_loss: float | None
+    replayed: int
+    wall_time_s: float
+
+
+def optimize_experiment(experiment: Experiment | IdentificationExperiment, journal_folder: Path,
+                        *, progress: bool, log: Callable[[str], None]) -> Optimization:
+    """Optimize ``experiment`` journaling every evaluation in ``journal_folder``.
+
+    Evaluations already in the journal (a killed run's) are answered from it; ``progress``
+    shows a progress bar on stderr; ``log`` receives notes.
+    """
+    from tqdm import tqdm
+
+    function = JournaledFunction(experiment.problem, EvaluationJournal(journal_folder))
+    if function.journal.entries:
+        log(f"resuming: {len(function.journal)} evaluation(s) in the journal")
+    started = time.perf_counter()
+    with tqdm(total=experiment.iterations, file=sys.stderr, disable=not progress,
+              desc=Path(experiment.config.source).stem, unit="it", dynamic_ncols=True) as bar:
+        tracker = _Progress(experiment.problem, bar)
+        if isinstance(experiment, IdentificationExperiment):
+            result = identify(function, optimizer=experiment.optimizer,
+                              max_iterations=experiment.iterations,
+                              batch_size=experiment.batch_size, seed=experiment.seed,
+                              callback=tracker).optimization
+        else:
+            result = experiment.optimizer.minimize(function, experiment.problem.x0(),
+                                                   max_iterations=experiment.iterations,
+                                                   callback=tracker)
+    wall_time = time.perf_counter() - started
+    start = function.journal.get(experiment.problem.x0(), grad=False)
+    return Optimization(result=result, history=tracker.history,
+                        initial_loss=None if start is None else start.loss,
+                        replayed=function.replayed, wall_time_s=wall_time)

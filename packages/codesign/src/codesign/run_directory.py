@@ -1,0 +1,223 @@
+"""The write stage of a run: every file of its run directory.
+
+:func:`write_run_files` fills a folder with
+
+- ``config.yaml``: the resolved experiment (defaults filled in, ``quick`` applied),
+- ``plugins.json``: name, version and distribution of every plugin (:func:`plugin_table`),
+- ``history.json``: per iteration the loss, gradient norm, evaluations and free design
+  parameters (fields of more than 64 entries as shape and min/mean/max, controller weights
+  as their norm; the final values of both are in parameters.npz),
+- ``parameters.npz``: the final design (``design.<name>``), controller weights
+  (``controller.<name>``) and the scaled vector ``x``; numeric arrays only, no pickle,
+- ``loss.png``: the loss curve,
+- ``result.mp4`` or ``result.gif``: the optimized rollout drawn by the simulator's ``render``,
+- ``summary.json``: final loss, iterations, evaluations, wall time, convergence, files, notes.
+
+An identification run writes the same files, with: ``parameters.npz`` holding the fitted
+design (``design.<name>``), the source's truth (``truth.<name>``) when known and the vector
+``x`` (fitted initial-state offsets included); ``summary.json`` an ``identification`` entry
+(source, recordings, batch size, and per fitted parameter its initial, recovered and true
+value and the relative error, :func:`identification_table`); the video the fitted design
+replaying the first recording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .experiment import Experiment, IdentificationExperiment
+from .optimization import Optimization, design_values
+from .outputs import (
+    check_frame,
+    plot_loss,
+    summarize_array,
+    write_json,
+    write_npz,
+    write_text,
+    write_video,
+)
+
+__all__ = [
+    "format_identification_table",
+    "identification_table",
+    "plugin_table",
+    "write_run_files",
+]
+
+
+def plugin_table(plugin_manager, *, registry=None) -> list[dict[str, Any]]:
+    """Name, module, distribution and version of every plugin registered with
+    ``plugin_manager``; without one (``None``), the plugins that registered a component in
+    ``registry``."""
+    from .plugins import distribution_of
+
+    if plugin_manager is None:
+        return [{"name": name, "distribution": dist, "version": version}
+                for name, dist, version in sorted({(r.plugin, r.distribution, r.version)
+                                                   for r in registry.all()}, key=str)]
+    rows = []
+    for name, plugin in plugin_manager.list_name_plugin():
+        if plugin is None:  # blocked
+            continue
+        dist = distribution_of(plugin_manager, plugin)
+        rows.append({"name": name, "module": getattr(plugin, "__name__", repr(plugin)),
+                     "distribution": dist[0] if dist else None,
+                     "version": dist[1] if dist else None})
+    return rows
+
+
+def identification_table(problem, x0: np.ndarray, x: np.ndarray,
+                         truth: dict | None) -> dict[str, dict[str, Any]]:
+    """Per fitted design parameter: initial, recovered, truth and relative error.
+
+    The relative error is the largest |recovered − truth| / |truth| over the parameter's
+    entries (absolute where the truth is 0); truth and error are ``None`` when unknown.
+    """
+    start, end = problem.design(x0), problem.design(x)
+    table = {}
+    for name in problem.free:
+        row = {"initial": summarize_array(start[name]), "recovered": summarize_array(end[name]),
+               "truth": None, "relative_error": None}
+        if truth and name in truth:
+            true = np.broadcast_to(np.asarray(truth[name], dtype=np.float64),
+                                   np.shape(end[name]))
+            error = np.abs(end[name] - true) / np.where(true != 0, np.abs(true), 1.0)
+            row["truth"] = summarize_array(true)
+            row["relative_error"] = float(np.max(error)) if error.size else 0.0
+        table[name] = row
+    return table
+
+
+def format_identification_table(table: dict[str, dict[str, Any]]) -> list[str]:
+    """The identification table as aligned text lines (scalars and short arrays shown)."""
+
+    def cell(value) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, dict):
+            return f"mean {value['mean']:.5g}"
+        flat = np.asarray(value, dtype=float).reshape(-1)
+        return ", ".join(f"{v:.5g}" for v in flat[:4]) + (" ..." if flat.size > 4 else "")
+
+    rows = [("parameter", "initial", "recovered", "truth", "rel. error")]
+    for name, row in table.items():
+        error = row["relative_error"]
+        rows.append((name, cell(row["initial"]), cell(row["recovered"]), cell(row["truth"]),
+                     "-" if error is None else f"{100 * error:.2f} %"))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in rows]
+
+
+def _result_arrays(experiment: Experiment | IdentificationExperiment,
+                   x: np.ndarray) -> dict[str, np.ndarray]:
+    """parameters.npz: the full design, the controller weights or the truth, and ``x``."""
+    problem = experiment.problem
+    if isinstance(experiment, IdentificationExperiment):
+        groups = {"design": problem.design(x), "truth": experiment.truth or {}}
+    else:
+        design, weights = problem.split(x)
+        groups = {"design": design, "controller": weights}
+    arrays = {f"{group}.{name}": np.asarray(value, dtype=np.float64)
+              for group, values in groups.items() for name, value in values.items()}
+    arrays["x"] = np.asarray(x, dtype=np.float64)
+    return arrays
+
+
+def _frames(render, result, design, video: dict) -> list[np.ndarray]:
+    """Every ``video["every"]``-th recorded state of ``result`` drawn by ``render``, each with
+    the action applied from it (None for the final state)."""
+    actions = list(result.actions) + [None]
+    width, height = video["width"], video["height"]
+    pairs = list(zip(result.states, actions, strict=True))[:: video["every"]]
+    return [check_frame(render(state, design, width=width, height=height, action=action),
+                        width=width, height=height) for state, action in pairs]
+
+
+def _render_video(experiment: Experiment | IdentificationExperiment, x: np.ndarray,
+                  stem: Path) -> tuple[Path | None, str]:
+    """Render the result at ``x`` (an identification: the fitted design replaying recording
+    0); returns (video path or None, note)."""
+    render = getattr(experiment.simulator, "render", None)
+    if render is None:
+        return None, "no video: the simulator has no render hook"
+    problem = experiment.problem
+    if isinstance(experiment, IdentificationExperiment):
+        design, shows = problem.design(x), "the fitted design replaying recording 0, "
+        result = problem.rollouts[0].forward(
+            design, {"table": problem.recordings[0].actions}, problem.objectives[0],
+            initial_offset=problem.initial_offset(x, 0), record=True)
+    else:
+        (design, weights), shows = problem.split(x), ""
+        result = experiment.rollout.forward(design, weights, experiment.objective,
+                                            experiment.constraints, record=True)
+    video = experiment.config.data["run"]["video"]
+    frames = _frames(render, result, design, video)
+    path = write_video(stem, frames, fps=video["fps"])
+    return path, f"video: {shows}{len(frames)} frames at {video['fps']} fps ({path.suffix[1:]})"
+
+
+def _identification_entry(experiment: IdentificationExperiment, x: np.ndarray) -> dict:
+    """summary.json's ``identification`` entry."""
+    problem = experiment.problem
+    return {
+        "source": experiment.config.data["identification"]["recordings"]["name"],
+        "recordings": len(problem.recordings),
+        "steps": sorted({r.steps for r in problem.recordings}),
+        "batch_size": experiment.batch_size if experiment.stochastic else None,
+        "fit_initial_state": problem.fit_initial_state,
+        "parameters": identification_table(problem, problem.x0(), x, experiment.truth),
+    }
+
+
+def write_run_files(folder: Path, experiment: Experiment | IdentificationExperiment,
+                    optimized: Optimization, plugins: list[dict[str, Any]], *,
+                    log: Callable[[str], None]) -> dict[str, Any]:
+    """Write every file of the run into ``folder``; return the summary.
+
+    A failing ``render`` hook costs only the video: its note goes to ``log`` and the summary.
+    """
+    config, result = experiment.config, optimized.result
+    identification = isinstance(experiment, IdentificationExperiment)
+    write_text(folder / "config.yaml", config.to_yaml())
+    write_json(folder / "plugins.json", plugins)
+    write_json(folder / "history.json", {"iterations": optimized.history})
+    write_npz(folder / "parameters.npz", _result_arrays(experiment, result.x))
+    losses = [h["loss"] for h in optimized.history] or [result.loss]
+    loss_name = ("minibatch tracking loss" if experiment.stochastic else "tracking loss") \
+        if identification else "loss"
+    plot_loss(folder / "loss.png", losses, title=f"{Path(config.source).name}: {loss_name}")
+    notes = [f"resumed: {optimized.replayed} evaluation(s) answered from the journal"] \
+        if optimized.replayed else []
+    video = None
+    try:
+        video, note = _render_video(experiment, result.x, folder / "result")
+    except Exception as exc:  # a plugin's render bug must not cost the optimized result
+        note = f"no video: {exc}" if isinstance(exc, ValueError) else \
+            f"no video: render failed with {type(exc).__name__}: {exc}"
+        log(f"warning: {note}")
+    notes.append(note)
+    files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    summary = {
+        "experiment": config.source,
+        "quick": config.quick,
+        "initial_loss": optimized.initial_loss,
+        "final_loss": float(result.loss),
+        "iterations": int(result.iterations),
+        "evaluations": int(result.evaluations),
+        "evaluations_from_journal": int(optimized.replayed),
+        "wall_time_s": round(optimized.wall_time_s, 3),
+        "converged": bool(result.converged),
+        "message": str(result.message),
+        "design": design_values(experiment.problem, result.x),
+    }
+    if identification:
+        summary["identification"] = _identification_entry(experiment, result.x)
+    summary.update({"video": None if video is None else video.name,
+                    "files": sorted([*files, "summary.json"]), "notes": notes})
+    write_json(folder / "summary.json", summary)
+    return summary

@@ -1,0 +1,403 @@
+"""Validation, phase one: an experiment's sections checked before any component is built.
+
+:func:`validate_config` walks the parsed tree (:class:`~codesign.config.RawConfig`) and
+checks the structure, the types, the component names against the plugin registry and every
+``options`` mapping against its factory's signature
+(:func:`~codesign.option_types.check_options`), filling in every default. Every problem is
+collected and reported together in one :class:`~codesign.config.ConfigError`, each naming
+its YAML path, line and what is allowed.
+Phase two, which needs the built simulator, is :func:`codesign.experiment.build_experiment`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .config import (
+    CONTROLLER_SIZING,
+    RECORDING_INJECTED,
+    REQUIRED_SECTIONS,
+    SECTIONS,
+    ConfigError,
+    ConfigIssue,
+    ExperimentConfig,
+    RawConfig,
+    deep_merge,
+    format_path,
+    line_of,
+    without,
+)
+from .executors import EXECUTOR_KINDS
+from .option_types import (
+    check_options,
+    explicit_keywords,
+    is_integer,
+    is_number,
+    plain_copy,
+    suggest,
+    type_name,
+)
+
+__all__ = ["validate_config"]
+
+_IDENTIFICATION_REQUIRED = ("simulator", "optimizer", "run")
+_NOT_IN_IDENTIFICATION = ("controller", "observer", "objective")
+_DESIGN_KEYS = ("init", "lower", "upper", "scale")
+
+
+class _Checker:
+    """Collects issues while walking the parsed tree."""
+
+    def __init__(self, tree: dict, registry):
+        self.tree, self.registry = tree, registry
+        self.issues: list[ConfigIssue] = []
+
+    def error(self, path: Sequence[str | int], message: str) -> None:
+        self.issues.append(ConfigIssue(format_path(path), line_of(self.tree, path), message))
+
+    def mapping(self, value: Any, path: tuple, allowed: Sequence[str], *,
+                required: Sequence[str] = (), what: str = "this section") -> dict | None:
+        """Check that ``value`` is a mapping with only ``allowed`` keys and all ``required``."""
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            self.error(path, f"{what} must be a mapping with keys {', '.join(allowed)}, got "
+                             f"{type_name(value)}")
+            return None
+        for key in value:
+            if key not in allowed:
+                self.error((*path, key), f"unknown key {key!r}{suggest(key, allowed)}; "
+                                         f"allowed here: {', '.join(allowed)}")
+        for key in required:
+            if key not in value:
+                self.error(path, f"missing required key {key!r} in {what}")
+        return value
+
+    def number(self, value: Any, path: tuple, *, integer: bool = False, minimum=None,
+               positive: bool = False, finite: bool = True) -> Any:
+        kind = "an integer" if integer else "a number"
+        if not (is_integer(value) if integer else is_number(value)):
+            self.error(path, f"must be {kind}, got {type_name(value)} {value!r}")
+            return None
+        if finite and not math.isfinite(value):
+            self.error(path, f"must be a finite number, got {value}")
+            return None
+        if positive and not value > 0:
+            self.error(path, f"must be positive, got {value}")
+            return None
+        if minimum is not None and value < minimum:
+            self.error(path, f"must be at least {minimum}, got {value}")
+            return None
+        return float(value) if not integer else int(value)
+
+    def component(self, node: Any, path: tuple, kind: str, *, injected: Sequence[str],
+                  name_key: str = "name", default_name: str | None = None,
+                  extra_keys: Sequence[str] = (), defaults: dict[str, Any] | None = None) -> dict:
+        """Check a ``{name, options}`` section against the registry and the factory.
+
+        ``defaults`` (``run.seed``...) fill options the factory names and the YAML leaves out.
+        Returns ``{"name": ..., "options": resolved options}``, or ``{}`` when the section
+        is not a mapping.
+        """
+        section = self.mapping(node, path, (name_key, "options", *extra_keys),
+                               required=() if default_name else (name_key,),
+                               what=f"the {kind[:-1]} entry")
+        if section is None:
+            return {}
+        name = section.get(name_key, default_name)
+        options = section.get("options") or {}
+        resolved: dict[str, Any] = {"name": name}
+        if not isinstance(options, dict):
+            self.error((*path, "options"), f"options must be a mapping, got "
+                                           f"{type_name(options)}")
+            options = {}
+        if name is None:
+            return resolved
+        if not isinstance(name, str):
+            self.error((*path, name_key), f"must be a string, got {type_name(name)}")
+            return resolved
+        available = self.registry.names(kind)
+        if name not in available:
+            listing = ", ".join(available) or "none installed"
+            self.error((*path, name_key), f"unknown {kind[:-1]} {name!r}"
+                                        f"{suggest(name, available)}; available: {listing}")
+            resolved["options"] = dict(options)
+            return resolved
+        factory = self.registry.get(kind, name).factory
+        named = explicit_keywords(factory)
+        options = {**options, **{key: value for key, value in (defaults or {}).items()
+                                 if key not in options and key in named}}
+        checked, problems = check_options(factory, options, injected=injected,
+                                          what=f"{kind[:-1]} {name!r}")
+        for sub_path, message in problems:
+            self.error((*path, "options", *sub_path), message)
+        resolved["options"] = checked
+        return resolved
+
+
+def _to_plain(value: Any) -> Any:
+    """Recursively turn the loader's line-recording containers into plain dicts and lists."""
+    if isinstance(value, dict):
+        return {k: _to_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+def _check_design(ck: _Checker, node: Any) -> dict:
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        ck.error(("design",), "design must map simulator parameter names to "
+                              f"{{{', '.join(_DESIGN_KEYS)}}}, got {type_name(node)}")
+        return {}
+    resolved = {}
+    for name, entry in node.items():
+        path = ("design", name)
+        entry = ck.mapping(entry, path, _DESIGN_KEYS, what=f"design parameter {name!r}")
+        if entry is None:
+            continue
+        out = {}
+        for key in ("init", "lower", "upper"):
+            if key not in entry:
+                continue
+            value = entry[key]
+            flat = _flatten_numbers(value)
+            if flat is None:
+                ck.error((*path, key), f"must be a number or a (nested) list of numbers, got "
+                                       f"{type_name(value)} {value!r}")
+            elif key == "init" and not all(math.isfinite(v) for v in flat):
+                ck.error((*path, key), "init must be finite (no NaN or inf); give a finite "
+                                       "starting value")
+            elif any(math.isnan(v) for v in flat):
+                ck.error((*path, key), f"{key} must not be NaN; use .inf / -.inf for no bound")
+            else:
+                out[key] = plain_copy(value)[1]
+        if "scale" in entry:
+            scale = ck.number(entry["scale"], (*path, "scale"), positive=True)
+            if scale is not None:
+                out["scale"] = scale
+        resolved[name] = out
+    return resolved
+
+
+def _flatten_numbers(value: Any) -> list[float] | None:
+    if is_number(value):
+        return [float(value)]
+    if isinstance(value, list) and value:
+        flat = []
+        for item in value:
+            sub = _flatten_numbers(item)
+            if sub is None:
+                return None
+            flat.extend(sub)
+        return flat
+    return None
+
+
+def _check_terms(ck: _Checker, node: Any, path: tuple, *, what: str) -> list:
+    if not isinstance(node, list) or not node:
+        ck.error(path, f"{what} must be a non-empty list of {{term, weight, options}}, got "
+                       f"{type_name(node)}")
+        return []
+    terms = []
+    for index, entry in enumerate(node):
+        entry_path = (*path, index)
+        resolved = ck.component(entry, entry_path, "terms", injected=("simulator",),
+                                name_key="term", extra_keys=("weight", "name"))
+        if not resolved:
+            continue
+        weight = ck.number(entry.get("weight", 1.0), (*entry_path, "weight"))
+        name = entry.get("name", entry.get("term"))
+        if not isinstance(name, str):
+            ck.error((*entry_path, "name"), f"must be a string, got {type_name(name)}")
+        terms.append({"term": resolved["name"], "weight": weight, "name": name,
+                      "options": resolved.get("options", {})})
+    return terms
+
+
+def _check_objective(ck: _Checker, node: Any) -> dict:
+    path = ("objective",)
+    if isinstance(node, list):
+        return {"terms": _check_terms(ck, node, path, what="the objective"), "constraints": []}
+    section = ck.mapping(node, path, ("terms", "constraints"), required=("terms",),
+                         what="the objective")
+    if section is None:
+        return {"terms": [], "constraints": []}
+    terms = _check_terms(ck, section.get("terms"), (*path, "terms"), what="objective.terms") \
+        if "terms" in section else []
+    constraints = []
+    raw = section.get("constraints") or []
+    if not isinstance(raw, list):
+        ck.error((*path, "constraints"), f"must be a list, got {type_name(raw)}")
+        raw = []
+    bounds = ("equals", "at_most", "at_least")
+    for index, entry in enumerate(raw):
+        entry_path = (*path, "constraints", index)
+        entry = ck.mapping(entry, entry_path, ("terms", "name", *bounds), required=("terms",),
+                           what="a constraint")
+        if entry is None:
+            continue
+        resolved = {"name": entry.get("name", f"constraint_{index}"),
+                    "terms": _check_terms(ck, entry["terms"], (*entry_path, "terms"),
+                                          what="a constraint's terms")
+                    if "terms" in entry else []}
+        given = [b for b in bounds if b in entry]
+        if not given or ("equals" in given and len(given) > 1):
+            ck.error(entry_path, "a constraint needs either equals, or at_most and/or at_least")
+        for bound in given:
+            value = ck.number(entry[bound], (*entry_path, bound))
+            if value is not None:
+                resolved[bound] = value
+        if isinstance(entry.get("at_least"), int | float) and isinstance(
+                entry.get("at_most"), int | float) and entry["at_least"] > entry["at_most"]:
+            ck.error(entry_path, f"at_least {entry['at_least']} exceeds at_most "
+                                 f"{entry['at_most']}")
+        constraints.append(resolved)
+    return {"terms": terms, "constraints": constraints}
+
+
+def _check_run(ck: _Checker, node: Any, *, identification: bool = False) -> dict:
+    path = ("run",)
+    keys = ("steps", "substeps", "dt", "seed", "checkpoint_every", "executor", "workers",
+            "video")
+    section = ck.mapping(node, path, keys, required=("dt",) if identification else
+                         ("steps", "dt"), what="the run section")
+    if section is None:
+        return {}
+    run: dict[str, Any] = {}
+    if identification and "steps" not in section:
+        run["steps"] = None  # the recordings set the trajectory lengths
+    else:
+        run["steps"] = ck.number(section.get("steps", 1), (*path, "steps"), integer=True,
+                                 minimum=1)
+    run["substeps"] = ck.number(section.get("substeps", 1), (*path, "substeps"), integer=True,
+                                minimum=1)
+    run["dt"] = ck.number(section.get("dt", 1.0), (*path, "dt"), positive=True)
+    run["seed"] = ck.number(section.get("seed", 0), (*path, "seed"), integer=True, minimum=0)
+    for key in ("checkpoint_every", "workers"):
+        value = section.get(key)
+        run[key] = None if value is None else ck.number(value, (*path, key), integer=True,
+                                                        minimum=1)
+    executor = section.get("executor", "inline")
+    if executor not in EXECUTOR_KINDS:
+        ck.error((*path, "executor"), f"unknown executor {executor!r}; available: "
+                                      f"{', '.join(EXECUTOR_KINDS)}")
+    run["executor"] = executor
+    if executor == "inline" and run["workers"] not in (None, 1):
+        ck.error((*path, "workers"), "the inline executor runs one rollout at a time; remove "
+                                     "workers or set executor: process")
+    video = ck.mapping(section.get("video"), (*path, "video"), ("fps", "width", "height", "every"),
+                       what="run.video")
+    video = video or {}
+    defaults = {"fps": 30, "width": 480, "height": 360, "every": 1}
+    run["video"] = {key: ck.number(video.get(key, default), (*path, "video", key), integer=True,
+                                   minimum=16 if key in ("width", "height") else 1)
+                    for key, default in defaults.items()}
+    return run
+
+
+def _check_controller(ck: _Checker, tree: dict, seed: int) -> dict:
+    controller = ck.component(tree.get("controller"), ("controller",), "controllers",
+                              injected=CONTROLLER_SIZING, extra_keys=("optimize",),
+                              defaults={"seed": seed}) if "controller" in tree else {}
+    optimize = tree["controller"].get("optimize", True) \
+        if isinstance(tree.get("controller"), dict) else True
+    if not isinstance(optimize, bool):
+        ck.error(("controller", "optimize"), f"must be true or false, got {type_name(optimize)}")
+    controller["optimize"] = optimize
+    return controller
+
+
+def _check_optimizer(ck: _Checker, tree: dict, seed: int) -> dict:
+    optimizer = ck.component(tree.get("optimizer"), ("optimizer",), "optimizers", injected=(),
+                             extra_keys=("iterations",), defaults={"seed": seed}) \
+        if "optimizer" in tree else {}
+    if isinstance(tree.get("optimizer"), dict):
+        optimizer["iterations"] = ck.number(tree["optimizer"].get("iterations", 100),
+                                            ("optimizer", "iterations"), integer=True, minimum=1)
+    return optimizer
+
+
+def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict:
+    path = ("identification",)
+    section = ck.mapping(node, path, ("recordings", "measurement", "batch_size",
+                                      "fit_initial_state"),
+                         required=("recordings", "measurement"),
+                         what="the identification section")
+    if section is None:
+        return {}
+    defaults = ({} if run.get("steps") is None else {"steps": run["steps"]}) | {"seed": seed}
+    out: dict[str, Any] = {}
+    out["recordings"] = ck.component(section.get("recordings"), (*path, "recordings"),
+                                     "recordings", injected=RECORDING_INJECTED,
+                                     name_key="source", defaults=defaults) \
+        if "recordings" in section else {}
+    out["measurement"] = ck.component(section.get("measurement"), (*path, "measurement"),
+                                      "observers", injected=("simulator",)) \
+        if "measurement" in section else {}
+    batch_size = section.get("batch_size")
+    out["batch_size"] = None if batch_size is None else ck.number(
+        batch_size, (*path, "batch_size"), integer=True, minimum=1)
+    fit = section.get("fit_initial_state", False)
+    if not isinstance(fit, bool):
+        ck.error((*path, "fit_initial_state"), f"must be true or false, got {type_name(fit)}")
+    out["fit_initial_state"] = fit is True
+    return out
+
+
+def _validate_tree(tree: dict, registry) -> tuple[dict, list[ConfigIssue]]:
+    ck = _Checker(tree, registry)
+    identification = "identification" in tree
+    for key in tree:
+        if key not in SECTIONS:
+            ck.error((key,), f"unknown section {key!r}{suggest(key, SECTIONS)}; allowed: "
+                             f"{', '.join(SECTIONS)}")
+        elif identification and key in _NOT_IN_IDENTIFICATION:
+            ck.error((key,), f"an identification experiment has no {key!r} section: the "
+                             "recordings' actions are replayed open loop and the loss is the "
+                             "tracking error through identification.measurement; remove it")
+    for key in _IDENTIFICATION_REQUIRED if identification else REQUIRED_SECTIONS:
+        if key not in tree:
+            ck.error((), f"missing required section {key!r}")
+    run = _check_run(ck, tree.get("run", {}), identification=identification) \
+        if "run" in tree else {}
+    seed = run.get("seed") if run.get("seed") is not None else 0
+    data: dict[str, Any] = {}
+    data["simulator"] = ck.component(tree.get("simulator"), ("simulator",), "simulators",
+                                     injected=()) if "simulator" in tree else {}
+    data["design"] = _check_design(ck, tree.get("design"))
+    if identification:
+        data["identification"] = _check_identification(ck, tree["identification"], run, seed)
+    else:
+        data["controller"] = _check_controller(ck, tree, seed)
+        data["observer"] = ck.component(tree.get("observer"), ("observer",), "observers",
+                                        injected=("simulator",), default_name="none")
+        data["objective"] = _check_objective(ck, tree.get("objective")) \
+            if "objective" in tree else {}
+    data["optimizer"] = _check_optimizer(ck, tree, seed)
+    data["run"] = run
+    return _to_plain(data), ck.issues
+
+
+def validate_config(raw: RawConfig, registry) -> ExperimentConfig:
+    """Phase one: check structure, types, names and options; raise ConfigError listing all.
+
+    Without ``--quick`` the quick section is checked too (merged over the rest), so a typo
+    there is found before anyone runs it.
+    """
+    data, issues = _validate_tree(without(raw.tree, "quick"), registry)
+    if not raw.quick and isinstance(raw.base.get("quick"), dict):
+        merged = deep_merge(without(raw.base, "quick"), raw.base["quick"])
+        _, quick_issues = _validate_tree(merged, registry)
+        seen = {str(i) for i in issues}
+        issues += [i for i in quick_issues if str(i) not in seen]
+    if "quick" in raw.base and not isinstance(raw.base["quick"], dict | None):
+        issues.append(ConfigIssue("quick", line_of(raw.base, ("quick",)),
+                                  "quick must be a mapping (a partial experiment)"))
+    if issues:
+        issues.sort(key=lambda issue: issue.line or 0)  # file order; whole-file issues first
+        raise ConfigError(issues, source=raw.source)
+    return ExperimentConfig(data=data, tree=raw.tree, source=raw.source, quick=raw.quick)
