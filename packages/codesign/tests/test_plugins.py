@@ -4,6 +4,7 @@ import types
 import warnings
 
 import pytest
+from pluggy import PluginValidationError
 
 from codesign import PLUGIN_API_VERSION
 from codesign.hookspecs import hookimpl
@@ -58,15 +59,51 @@ def test_duplicate_names_are_refused():
 
 
 class FakeEntryPoint:
+    """An entry point of group ``codesign`` whose ``load`` imports once, as a module does."""
+
     def __init__(self, name, loader):
-        self.name, self.value, self.dist, self._loader = name, f"{name}:plugin", None, loader
+        self.name, self.group, self.value, self._loader = name, "codesign", f"{name}:plugin", loader
+        self._plugin = None
 
     def load(self):
-        return self._loader()
+        if self._plugin is None:
+            self._plugin = self._loader()
+        return self._plugin
+
+
+class FakeDistribution:
+    """An installed distribution with one entry point, as importlib.metadata lists it."""
+
+    def __init__(self, entry_point, version="1.2"):
+        self.entry_points = [entry_point]
+        self.metadata = {"name": f"{entry_point.name}-dist"}
+        self.version = version
 
 
 def _broken():
     raise ImportError("numba is missing")
+
+
+def _misspelled():
+    plugin = make_plugin("typo", simulators=("t",))
+
+    @hookimpl
+    def codesign_register_simulator(register):  # no such hook: "simulators"
+        register("t2", dict)
+
+    plugin.codesign_register_simulator = codesign_register_simulator
+    return plugin
+
+
+def _wrong_signature():
+    plugin = make_plugin("sig", simulators=("s",))
+
+    @hookimpl
+    def codesign_register_terms(register, extra):
+        register("s_term", dict)
+
+    plugin.codesign_register_terms = codesign_register_terms
+    return plugin
 
 
 @pytest.fixture
@@ -76,15 +113,11 @@ def fake_entry_points(monkeypatch):
         FakeEntryPoint("broken", _broken),
         FakeEntryPoint("old", lambda: make_plugin("old", api=(0, 0), simulators=("o",))),
         FakeEntryPoint("undeclared", lambda: make_plugin("u", api=None, simulators=("u",))),
+        FakeEntryPoint("typo", _misspelled),
+        FakeEntryPoint("signature", _wrong_signature),
     ]
-    real = importlib.metadata.entry_points
-
-    def entry_points(**kwargs):
-        if kwargs.get("group") == "codesign":
-            return points
-        return real(**kwargs)
-
-    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    monkeypatch.setattr(importlib.metadata, "distributions",
+                        lambda: [FakeDistribution(point) for point in points])
     return points
 
 
@@ -97,6 +130,23 @@ def test_broken_or_incompatible_plugins_are_skipped_with_clear_warnings(fake_ent
     assert any("'broken'" in m and "numba is missing" in m for m in messages)
     assert any("'old'" in m and f"provides {PLUGIN_API_VERSION}" in m for m in messages)
     assert any("'undeclared'" in m and "CODESIGN_API" in m for m in messages)
+    assert any("'typo'" in m and "unknown hook 'codesign_register_simulator'" in m
+               for m in messages)
+    assert any("'signature'" in m and "extra" in m for m in messages)
+    assert len(messages) == 5
+
+
+def test_entry_point_plugins_carry_their_distribution(fake_entry_points, monkeypatch):
+    monkeypatch.setenv("CODESIGN_PLUGINS", "good")
+    entry = get_registry(get_plugin_manager()).get("simulators", "g")
+    assert (entry.plugin, entry.distribution, entry.version) == ("good", "good-dist", "1.2")
+
+
+def test_a_misspelled_hook_registered_by_hand_fails_loudly():
+    manager = get_plugin_manager(load_entry_points=False)
+    manager.register(_misspelled(), name="typo")
+    with pytest.raises(PluginValidationError, match="unknown hook 'codesign_register_simulator'"):
+        get_registry(manager)
 
 
 def test_codesign_plugins_variable_restricts_loading(fake_entry_points, monkeypatch):

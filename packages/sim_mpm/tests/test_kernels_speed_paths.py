@@ -161,3 +161,65 @@ def test_vector_lane_intrinsics_equal_scalar_arithmetic(dtype):
     np.testing.assert_allclose(array, expected, rtol=1e-6)
     np.testing.assert_allclose(sums[:4], weights[:3] @ nodes, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(sums[4:], weights[3:] @ nodes, rtol=1e-5, atol=1e-6)
+
+
+_THRESHOLD_PROBES = '''
+import json
+import sys
+
+import numba
+import numpy as np
+
+sys.path.insert(0, sys.argv[1])
+N = 20
+reads = ", ".join(f"a{k}" for k in range(N))
+source = {
+    # 20 arrays written: more overlap checks than LLVM's default limit of 128
+    "memory": f"def probe(o, {reads}):\\n    for i in range(o.shape[0]):\\n"
+              + "".join(f"        a{k}[i] = o[i] * a{k}[i]\\n" for k in range(N)),
+    # 21 strided arrays: more stride checks than LLVM's default limit of 16
+    "scev": f"def probe(o, {reads}):\\n    for i in range(o.shape[0]):\\n"
+            f"        o[i] = {' + '.join(f'a{k}[i]' for k in range(N))}\\n",
+}
+
+
+def vectorized(kind, **options):
+    namespace = {}
+    exec(source[kind], namespace)
+    probe = numba.njit(**options)(namespace["probe"])
+    arrays = [np.ones(16) if kind == "memory" else np.ones((16, 2))[:, 0]
+              for _ in range(N + 1)]
+    probe(*arrays)
+    return "vector.body" in next(iter(probe.inspect_llvm().values()))
+
+
+before = [vectorized(kind) for kind in source]
+import mpm_scenes
+from sim_mpm import MPMSimulator
+from sim_mpm._particle_kernels import _KernelCompiler
+
+simulator = MPMSimulator(mpm_scenes.small_model(2))
+state = simulator.initial_state(simulator.design_space().defaults())
+simulator.step(state, np.zeros(simulator.action_size), simulator.design_space().defaults(),
+               1e-3)
+raised = [vectorized(kind, pipeline_class=_KernelCompiler) for kind in source]
+after = [vectorized(kind) for kind in source]
+print(json.dumps([before, raised, after]))
+'''
+
+
+def test_vectorizer_thresholds_are_raised_only_while_kernels_compile():
+    """Importing sim_mpm and stepping it leave LLVM's options as they were: loops that
+    need more run-time checks than LLVM allows by default vectorize when compiled as
+    sim_mpm's kernels are, and not when compiled plainly, before or after (in a fresh
+    interpreter: the options are process-wide)."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _THRESHOLD_PROBES,
+                          str(pathlib.Path(__file__).parent)],
+                         capture_output=True, text=True, check=True).stdout
+    before, raised, after = json.loads(out.splitlines()[-1])
+    assert raised == [True, True]
+    assert before == after == [False, False]

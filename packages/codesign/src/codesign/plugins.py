@@ -15,7 +15,6 @@ from . import PLUGIN_API_VERSION, hookspecs
 
 __all__ = [
     "COMPONENT_KINDS",
-    "PluginManager",
     "PluginWarning",
     "RegistryError",
     "distribution_of",
@@ -101,21 +100,13 @@ class Registry:
         return None
 
 
-class PluginManager(pluggy.PluginManager):
-    """pluggy's manager plus the distribution (name, version) each entry point came from."""
-
-    def __init__(self):
-        super().__init__(hookspecs.PROJECT_NAME)
-        self.distributions: dict[str, tuple[str, str]] = {}
-
-
-def distribution_of(plugin_manager, plugin) -> tuple[str, str] | None:
-    """``(distribution name, version)`` a registered plugin came from, if known."""
-    name = plugin_manager.get_name(plugin)
-    if name in getattr(plugin_manager, "distributions", {}):
-        return plugin_manager.distributions[name]
-    module = getattr(plugin, "__name__", "")
-    if module.startswith("codesign"):
+def distribution_of(plugin_manager: pluggy.PluginManager, plugin) -> tuple[str, str] | None:
+    """``(distribution name, version)`` a registered plugin came from, if known: pluggy's
+    record for entry-point plugins, codesign's own for the core's modules."""
+    for loaded, dist in plugin_manager.list_plugin_distinfo():
+        if loaded is plugin:
+            return dist.project_name, dist.version
+    if getattr(plugin, "__name__", "").startswith("codesign"):
         from . import __version__
 
         return "codesign", __version__
@@ -136,54 +127,77 @@ def _supports_api(plugin) -> tuple[bool, str]:
     return True, ""
 
 
+def _load(entry_point) -> tuple[Any, str | None]:
+    """(plugin, None), or (None, why it cannot be used: it fails to import, or declares no
+    supported API version)."""
+    try:
+        plugin = entry_point.load()
+    except Exception as exc:  # any import failure of third-party code is reported
+        return None, f"it failed to import ({entry_point.value}): {exc!r}"
+    ok, why = _supports_api(plugin)
+    return (plugin, None) if ok else (None, why)
+
+
+def _skip(manager: pluggy.PluginManager, name: str, why: str) -> None:
+    """Warn that plugin ``name`` is skipped and block it (unregistering what it added)."""
+    warnings.warn(f"skipping codesign plugin {name!r}: {why}", PluginWarning, stacklevel=3)
+    manager.set_blocked(name)
+
+
 def get_plugin_manager(*, load_entry_points: bool = True,
-                       only: list[str] | None = None) -> PluginManager:
+                       only: list[str] | None = None) -> pluggy.PluginManager:
     """Build a fresh plugin manager with the core's own components and installed plugins.
 
     Entry points in group ``codesign`` are loaded unless ``load_entry_points`` is false.
     ``only`` (or the environment variable ``CODESIGN_PLUGINS=a,b``) restricts loading to
-    those entry-point names. A plugin that fails to import or declares an unsupported API
-    version is skipped with a :class:`PluginWarning` naming it and the reason.
+    those entry-point names. A plugin that fails to import, declares an unsupported API
+    version, has a hook whose signature does not match its specification, or implements
+    a hook that codesign does not declare (a misspelled name) is skipped with a
+    :class:`PluginWarning` naming it and the reason. pluggy loads the rest and records
+    their distributions (:func:`distribution_of`).
     """
     from . import _core_plugin
 
-    manager = PluginManager()
+    manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
     manager.register(_core_plugin, name="core")
     if not load_entry_points:
         return manager
     if only is None and os.environ.get("CODESIGN_PLUGINS"):
         only = [n.strip() for n in os.environ["CODESIGN_PLUGINS"].split(",") if n.strip()]
-    for entry_point in importlib.metadata.entry_points(group=hookspecs.PROJECT_NAME):
-        if only is not None and entry_point.name not in only:
-            continue
-        if manager.has_plugin(entry_point.name):
-            continue
+    group = hookspecs.PROJECT_NAME
+    loaded = {}  # entry-point name: plugin, to name one that pluggy finds invalid
+    for dist in importlib.metadata.distributions():
+        for entry_point in dist.entry_points:
+            name = entry_point.name
+            if entry_point.group != group or name in loaded or manager.is_blocked(name):
+                continue
+            if only is not None and name not in only:
+                manager.set_blocked(name)  # not even imported
+                continue
+            plugin, why = _load(entry_point)
+            if why is None:
+                loaded[name] = plugin
+            else:
+                _skip(manager, name, why)
+    while True:  # each invalid plugin is skipped; pluggy then loads the others again
         try:
-            plugin = entry_point.load()
-        except Exception as exc:  # any import failure of third-party code is reported
-            warnings.warn(f"skipping codesign plugin {entry_point.name!r} "
-                          f"({entry_point.value}): it failed to import: {exc!r}",
-                          PluginWarning, stacklevel=2)
-            continue
-        ok, why = _supports_api(plugin)
-        if not ok:
-            warnings.warn(f"skipping codesign plugin {entry_point.name!r}: {why}",
-                          PluginWarning, stacklevel=2)
-            continue
-        try:
-            manager.register(plugin, name=entry_point.name)
-        except Exception as exc:  # pluggy validates hook signatures on registration
-            warnings.warn(f"skipping codesign plugin {entry_point.name!r}: {exc}",
-                          PluginWarning, stacklevel=2)
-            continue
-        if entry_point.dist is not None:
-            dist = entry_point.dist
-            manager.distributions[entry_point.name] = (dist.metadata["name"], dist.version)
-    return manager
+            manager.load_setuptools_entrypoints(group)
+            manager.check_pending()
+            return manager
+        except pluggy.PluginValidationError as exc:
+            names = [name for name, plugin in loaded.items() if plugin is exc.plugin]
+            if not names:  # the core's own hooks: a bug, not a plugin to skip
+                raise
+            _skip(manager, names[0], str(exc))
 
 
 def get_registry(plugin_manager: pluggy.PluginManager | None = None) -> Registry:
-    """The registry of every component the plugins (default: all installed) register."""
-    return Registry(plugin_manager or get_plugin_manager())
+    """The registry of every component the plugins (default: all installed) register.
 
+    A plugin registered by hand with a hook that codesign does not declare (a misspelled
+    name) raises pluggy's ``PluginValidationError``.
+    """
+    plugin_manager = plugin_manager or get_plugin_manager()
+    plugin_manager.check_pending()
+    return Registry(plugin_manager)

@@ -46,12 +46,14 @@ SVD for inverted particles (det F ≤ 0), so both paths give the reference's R.
 
 from __future__ import annotations
 
+import contextlib
 import types
 
 import numba
 import numpy as np
 from llvmlite import binding, ir
 from numba.core import cgutils
+from numba.core.compiler import Compiler
 from numba.extending import intrinsic
 
 __all__ = [
@@ -63,15 +65,52 @@ __all__ = [
     "particles_to_grid_vjp",
 ]
 
-# LLVM vectorizes a loop whose arrays it cannot prove apart only behind run-time overlap
-# checks, at most 128 by default; the per-particle stress loops read and write about thirty
-# arrays (each pair one check, paid once per call) and otherwise stayed scalar.
-# The option is process-wide and only widens which loops LLVM may vectorize.
-binding.set_option("sim_mpm", "-vectorize-memory-check-threshold=1024")
-binding.set_option("sim_mpm", "-vectorize-scev-check-threshold=256")
+
+class _KernelCompiler(Compiler):
+    """numba's compiler with LLVM's vectorizer allowed more run-time checks, for this
+    package's kernels only.
+
+    LLVM vectorizes a loop whose arrays it cannot prove apart only behind run-time overlap
+    checks, at most 128 by default (and 16 checks that index arithmetic does not wrap); the
+    per-particle stress loops read and write about thirty arrays (each pair one check, paid
+    once per call) and otherwise stay scalar. The thresholds are process-wide LLVM options,
+    so they are raised only while a kernel compiles (its callees and its LLVM optimization
+    included) and set back to LLVM's defaults after: other numba code compiles as if
+    sim_mpm were not there. (llvmlite cannot read an option's current value, so one set
+    elsewhere is not restored.) numba compiles under one global lock; ``_depth`` counts the
+    kernels whose compilation is under way, as compiling one compiles those it calls."""
+
+    _THRESHOLDS = (("vectorize-memory-check-threshold", 1024, 128),
+                   ("vectorize-scev-check-threshold", 256, 16))  # (option, ours, LLVM's)
+    _depth = 0
+
+    @classmethod
+    @contextlib.contextmanager
+    def _raised_thresholds(cls):
+        if cls._depth == 0:
+            for option, ours, _ in cls._THRESHOLDS:
+                binding.set_option("sim_mpm", f"-{option}={ours}")
+        cls._depth += 1
+        try:
+            yield
+        finally:
+            cls._depth -= 1
+            if cls._depth == 0:
+                for option, _, default in cls._THRESHOLDS:
+                    binding.set_option("sim_mpm", f"-{option}={default}")
+
+    def compile_extra(self, func):
+        with self._raised_thresholds():
+            return super().compile_extra(func)
+
+    def compile_ir(self, func_ir, lifted=(), lifted_from=None):
+        with self._raised_thresholds():
+            return super().compile_ir(func_ir, lifted, lifted_from)
+
 
 # fused multiply-adds (contract) are allowed; no other fast-math reassociation
-_FLAGS = dict(cache=True, error_model="numpy", fastmath={"contract"})
+_FLAGS = dict(cache=True, error_model="numpy", fastmath={"contract"},
+              pipeline_class=_KernelCompiler)
 _inline = numba.njit(inline="always", **_FLAGS)
 # the per-range loops: compiled once, called by the serial and the threaded drivers (numba's
 # parallel array analysis fails on the tuples of the inlined per-particle functions, so a
