@@ -5,6 +5,8 @@ the scene, the design section against the simulator's design space, observers, t
 the time step, without stepping.
 """
 
+import importlib.resources
+
 import pytest
 import yaml
 
@@ -12,8 +14,8 @@ from codesign.config import load_config, validate_config
 from codesign.experiment import build_experiment
 from codesign.plugins import get_plugin_manager, get_registry
 from sim_mpm import plugin
-from sim_mpm.scene import EXAMPLES_DIR
 
+EXAMPLES_DIR = importlib.resources.files("sim_mpm") / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
 

@@ -898,7 +898,7 @@ def _validate_tree(tree: dict, registry) -> tuple[dict, list[ConfigIssue]]:
     seed = run.get("seed") if run.get("seed") is not None else 0
     data: dict[str, Any] = {}
     data["simulator"] = ck.component(tree.get("simulator"), ("simulator",), "simulators",
-                                     injected=()) if "simulator" in tree else {}
+                                     injected=("base_dir",)) if "simulator" in tree else {}
     data["design"] = _check_design(ck, tree.get("design"))
     if identification:
         data["identification"] = _check_identification(ck, tree["identification"], run, seed)

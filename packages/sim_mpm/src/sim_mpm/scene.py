@@ -16,6 +16,8 @@ with optional overrides ``group`` (particle group; default the body's index; ima
 their colors unless ``group`` is set), ``actuator`` (stress actuator index of the whole
 body), ``youngs_modulus``, ``poissons_ratio``, ``density``, ``velocity``,
 ``geometry_group`` and ``anchor`` (the fixed point of that group's ``geometry.scale``).
+A relative image or mesh ``path`` starts in the experiment file's folder (or its
+``asset_dir`` option), so an example runs from any working directory.
 
 Regions (``regions``): ``{lower: [x, y], upper: [x, y], group: g}`` moves the particles
 inside that axis-aligned box (of any body) to group ``g``, in order, after the bodies set
@@ -31,7 +33,6 @@ separate | friction, friction: μ}`` with ``margin`` (walls), ``point``/``normal
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -46,16 +47,12 @@ from .simulator import MPMSimulator
 from .tied import TIE_MODES, TiedMaterialSimulator
 
 __all__ = [
-    "EXAMPLES_DIR",
     "SceneError",
     "SceneSimulator",
     "build_scene_model",
     "make_simulator",
     "resolve_asset",
 ]
-
-EXAMPLES_DIR = Path(__file__).resolve().parents[4] / "examples" / "mpm"
-"""Where the example experiments and their assets live in a source checkout."""
 
 _BODY_KEYS = {
     "box": {"lower", "size", "upper"},
@@ -89,17 +86,16 @@ def _check_keys(entry: Mapping, allowed: set[str], where: str) -> None:
         raise SceneError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
 
 
-def resolve_asset(path: str, asset_dir: str | None = None) -> str:
-    """An asset file's path: absolute as given, else under ``asset_dir``, the working
-    directory or :data:`EXAMPLES_DIR`, first that exists."""
-    if os.path.isabs(path):
-        return path
-    for base in (asset_dir, os.getcwd(), EXAMPLES_DIR):
-        if base is not None and os.path.isfile(os.path.join(base, path)):
-            return os.path.join(base, path)
-    searched = [str(b) for b in (asset_dir, os.getcwd(), EXAMPLES_DIR) if b is not None]
-    raise SceneError(f"asset file {path!r} not found in {searched}; give an absolute path or "
-                     "set the option asset_dir")
+def resolve_asset(path: str, asset_dir: str | Path | None = None) -> str:
+    """An asset file's path: absolute as given, else relative to ``asset_dir`` (default the
+    working directory); a missing file raises :class:`SceneError` naming the folder."""
+    folder = Path(asset_dir or ".")
+    full = folder / path
+    if not full.is_file():
+        raise SceneError(f"asset file {path!r} not found in {str(folder.resolve())!r}; paths "
+                         "are relative to the experiment file's folder (or its asset_dir "
+                         "option) unless absolute")
+    return str(full)
 
 
 def _shape(body: Mapping, index: int, dim: int, asset_dir: str | None):
@@ -239,7 +235,8 @@ def build_scene_model(
         boundaries: default ``[{type: walls, condition: sticky}]``.
         initial_velocity: velocity of every particle at t = 0 [m/s] (bodies may override).
         dtype: "float64" or "float32".
-        asset_dir: where relative image and mesh paths are looked up first.
+        asset_dir: the folder of relative image and mesh paths (default the working
+            directory).
     """
     if dim not in (2, 3):
         raise SceneError(f"dim must be 2 or 3, got {dim!r}")
@@ -424,6 +421,7 @@ def make_simulator(
     parallel: bool = False,
     color_by: str = "group",
     material_parameters: str = "particle",
+    base_dir: Path | None = None,
 ) -> SceneSimulator | TiedMaterialSimulator:
     """The ``mpm`` simulator of a scene (registered under that name).
 
@@ -440,6 +438,8 @@ def make_simulator(
             (n,)), "uniform" (``material.youngs_modulus``, ``material.poissons_ratio``,
             ``material.density``, shape (1,), shared by every particle) or "group" (the
             same, one entry per particle group present, ascending); see :mod:`sim_mpm.tied`.
+        base_dir: the experiment file's folder, supplied by the run: image and mesh paths
+            and ``asset_dir`` are relative to it (default the working directory).
     """
     if material_parameters not in ("particle", *TIE_MODES):
         raise SceneError(f"unknown material_parameters {material_parameters!r}; choose one of "
@@ -454,7 +454,8 @@ def make_simulator(
         youngs_modulus=youngs_modulus, poissons_ratio=poissons_ratio, density=density,
         particle_spacing=particle_spacing, jitter=jitter, seed=seed, bodies=bodies,
         regions=regions, actuators=actuators, cables=cables, boundaries=boundaries,
-        initial_velocity=initial_velocity, dtype=dtype, asset_dir=asset_dir)
+        initial_velocity=initial_velocity, dtype=dtype,
+        asset_dir=Path(base_dir or ".") / (asset_dir or ""))
     simulator = SceneSimulator(model, color_by=color_by, backend=backend, kernels=kernels,
                                parallel=parallel)
     if material_parameters == "particle":

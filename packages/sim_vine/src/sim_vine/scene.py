@@ -11,9 +11,9 @@ environment: ``obstacles``, ``base``, ``view``, and the vine's size), for exampl
       - {type: polygon, vertices: [[0.6, 0.1], [0.7, 0.1], [0.65, 0.2]]}
       - {type: wall, start: [0.8, -0.3], end: [0.8, 0.3], thickness: 0.01}
 
-Options given to :func:`make_simulator` override the scene's. ``scene`` is a path, or the
-name of a scene shipped in ``sim_vine/scenes`` (``runtime``, ``cluttered``, ``wall``,
-``wall_vertical``).
+Options given to :func:`make_simulator` override the scene's. ``scene`` is a path (relative
+to the experiment file's folder), or the name of a scene shipped in ``sim_vine/scenes``
+(``runtime``, ``cluttered``, ``wall``, ``wall_vertical``).
 """
 
 from __future__ import annotations
@@ -48,20 +48,23 @@ class SceneError(ValueError):
     """A scene file is missing, unreadable or holds an unknown option."""
 
 
-def _scene_path(scene: str) -> Path:
-    path = Path(scene)
+def _scene_path(scene: str, base_dir: Path | None) -> Path:
+    folder = Path(base_dir or ".")
+    path = folder / scene
     if path.is_file():
         return path
     bundled = SCENE_DIRECTORY / (scene if scene.endswith((".yaml", ".yml")) else f"{scene}.yaml")
     if bundled.is_file():
         return bundled
     known = sorted(p.stem for p in SCENE_DIRECTORY.glob("*.yaml"))
-    raise SceneError(f"scene {scene!r} is neither a file nor a bundled scene; bundled: {known}")
+    raise SceneError(f"scene {scene!r} is neither a file in {str(folder.resolve())!r} nor a "
+                     f"bundled scene; bundled: {known}")
 
 
-def load_scene(scene: str) -> dict[str, Any]:
-    """The options a scene file sets (a path, or a bundled scene's name)."""
-    path = _scene_path(scene)
+def load_scene(scene: str, *, base_dir: Path | None = None) -> dict[str, Any]:
+    """The options a scene file sets: ``scene`` is a path relative to ``base_dir`` (default
+    the working directory) or absolute, or a bundled scene's name."""
+    path = _scene_path(scene, base_dir)
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -100,6 +103,7 @@ def make_simulator(
     max_iter: int | None = None,
     view: list[float] | None = None,
     tie: list[str] | None = None,
+    base_dir: Path | None = None,
 ) -> VineSimulator | TiedSimulator:
     """Build a :class:`VineSimulator` from options, a scene file, and built-in defaults.
 
@@ -126,11 +130,14 @@ def make_simulator(
         tie: per-pin design parameters to expose as one scalar shared by every pin (for
             example ``[joint.stiffness, joint.damping]``, the paper's scalar K and C); the
             simulator is then wrapped in a :class:`~sim_vine.fitting.TiedSimulator`.
+        base_dir: the experiment file's folder, supplied by the run: a relative ``scene``
+            path starts there (default the working directory).
     """
-    given = {k: v for k, v in locals().items() if k not in ("scene", "tie") and v is not None}
+    given = {k: v for k, v in locals().items()
+             if k not in ("scene", "tie", "base_dir") and v is not None}
     options = dict(DEFAULTS)
     if scene is not None:
-        options.update(load_scene(scene))
+        options.update(load_scene(scene, base_dir=base_dir))
     options.update(given)
     obstacles = [obstacle_from_dict(spec) for spec in options["obstacles"] or []]
     model = VineModel(
