@@ -14,7 +14,7 @@ CODESIGN_API = (1, 1)
 
 EXAMPLES = {
     "vine_runtime": "vine growing toward one circular obstacle (the paper's runtime scene); "
-                    "tune stiffness so the tip reaches a target (the default demo)",
+                    "tune stiffness so the tip reaches a target (`codesign demo vine`)",
     "vine_cluttered": "40-body vine growing for 3 s through a cluttered environment with "
                       "passages",
     "vine_oscillation": "fit K and C of a released cantilever vine to a video of its "
