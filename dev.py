@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set up the workspace and run the demo or the tests: the README's two commands.
 
-    python3 dev.py demo [codesign demo options]   # e.g. --quick
+    python3 dev.py demo [codesign demo options]   # e.g. --quick, or: vine --quick
     python3 dev.py test [pytest options]
 
 Needs only Python 3.11+ and git. It installs uv into ``.bootstrap/`` when uv is not on PATH,

@@ -6,7 +6,8 @@ star-shaped about its centre, so each cap is a fan of triangles from the centre;
 are two triangles per outline edge. Facets are wound counter-clockwise seen from outside
 (outward normals), and the file is binary STL in millimetres (scale: 0.001 in the scene).
 
-Run from anywhere: ``python examples/mpm/make_stl_robot.py`` rewrites the file beside it.
+Run from anywhere: ``python examples/mpm/make_stl_robot.py`` rewrites the file in the sim_mpm
+package's examples folder (package data: the example and its assets ship in the wheel).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import numpy as np
 
 __all__ = ["star_outline", "extrude", "write_binary_stl", "OUTPUT"]
 
-OUTPUT = Path(__file__).resolve().with_name("starfish.stl")
+OUTPUT = (Path(__file__).resolve().parents[2] / "packages" / "sim_mpm" / "src" / "sim_mpm"
+          / "examples" / "starfish.stl")
 """Where the mesh is written."""
 
 HUB_HALF_WIDTH = 50.0  # mm

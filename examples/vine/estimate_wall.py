@@ -1,9 +1,9 @@
 """Fit K and C to wall.mp4 with the paper's joint state and parameter estimation.
 
-Usage: ``python examples/vine/estimate_wall.py [examples/vine/wall.yaml]`` (needs the
-``fit`` extra: ``pip install 'sim_vine[fit]'``).
+Usage: ``python examples/vine/estimate_wall.py [EXPERIMENT.yaml]`` (default: sim_vine's
+``vine_wall`` example; needs the ``fit`` extra: ``pip install 'sim_vine[fit]'``).
 
-The same video, calibration, keypoint count, starting design and truth as ``wall.yaml``
+The same video, calibration, keypoint count, starting design and truth as ``vine_wall.yaml``
 (which fits by shooting through the simulator); here :func:`sim_vine.fit.estimation.estimate`
 solves the paper's Section III problem with IPOPT: the states of every model step and the
 scalar K and C are the unknowns, the dynamics are residuals weighted by the trust R, and the
@@ -14,6 +14,7 @@ their errors against the truth, the tip error of a simulation with them, and the
 
 from __future__ import annotations
 
+import importlib.resources
 import sys
 import time
 from pathlib import Path
@@ -64,4 +65,5 @@ def main(experiment: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).with_name("wall.yaml")))
+    main(sys.argv[1] if len(sys.argv) > 1
+         else str(importlib.resources.files("sim_vine") / "examples" / "vine_wall.yaml"))

@@ -1,4 +1,4 @@
-"""Make the synthetic input videos of the vine fitting examples (committed beside them).
+"""Make the synthetic input videos of the vine fitting examples (committed beside their YAML).
 
 Each video is a simulated vine at a known stiffness K and damping C, seen through a tilted
 camera (a known homography) and drawn with OpenCV with Gaussian pixel noise, 320×240 at
@@ -11,8 +11,9 @@ camera (a known homography) and drawn with OpenCV with Gaussian pixel noise, 320
   a vertical plane, released straight at rest, it sags and swings under its weight before
   it reaches the wall after 0.4 s), 1.3 s; truth K = 0.05 N m/rad, C = 0.002 N m s/rad.
 
-Run ``python examples/vine/make_videos.py`` (about 3 s; 133 KB and 79 KB files, mp4v); it
-prints the calibration and base pixel that ``oscillation.yaml`` and ``wall.yaml`` use.
+Run ``python examples/vine/make_videos.py`` (about 3 s; 133 KB and 79 KB files, mp4v): it
+writes them into the sim_vine package's examples folder (package data) and prints the
+calibration and base pixel that ``vine_oscillation.yaml`` and ``vine_wall.yaml`` use.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from sim_vine.fit.synthetic import synthetic_video, tilted_calibration
 from sim_vine.scene import make_simulator
 from sim_vine.vision.video import write_video
 
-HERE = Path(__file__).resolve().parent
+OUTPUT_DIR = (Path(__file__).resolve().parents[2] / "packages" / "sim_vine" / "src" / "sim_vine"
+              / "examples")
 WIDTH, HEIGHT, FPS, SUBSTEPS = 320, 240, 30.0, 3
 NOISE_STD = 4.0
 
@@ -50,7 +52,7 @@ def make(name: str) -> None:
                             substeps=SUBSTEPS, points=8, calibration=calibration,
                             width=WIDTH, height=HEIGHT, growth_rate=spec["growth_rate"],
                             thickness_px=7.0, noise_std=NOISE_STD, seed=1)
-    path = write_video(video.images, HERE / f"{name}.mp4", fps=FPS)
+    path = write_video(video.images, OUTPUT_DIR / f"{name}.mp4", fps=FPS)
     x0, x1, y0, y1 = spec["view"]
     world = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]])
     pixels = calibration.to_pixels(world)

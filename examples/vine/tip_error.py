@@ -1,6 +1,7 @@
 """Tip error [mm] of a finished vine video fit: the paper's accuracy metric.
 
-Usage: ``python examples/vine/tip_error.py examples/vine/oscillation.yaml RUN_DIR``
+Usage: ``python examples/vine/tip_error.py EXPERIMENT.yaml RUN_DIR``, e.g. with
+``packages/sim_vine/src/sim_vine/examples/vine_oscillation.yaml``
 
 Reads the experiment's simulator and ``vine_video`` options and the recovered design from
 ``RUN_DIR/summary.json``, replays the video's growth input on the simulator with the

@@ -2,7 +2,7 @@
 
 Usage: ``python examples/vine/wall_sensitivity.py``
 
-For the ``wall.yaml`` scenario (the bundled ``wall_vertical`` scene: 10 bodies, 0.25 m,
+For the ``vine_wall`` example's scenario (the bundled ``wall_vertical`` scene: 10 bodies, 0.25 m,
 growing at 0.3 m/s; 40 frames at 30 fps, 8 keypoints) it simulates the vine at K, C and at
 K, C changed by ±1 %, and prints per frame how far the keypoints move for a 1 % change of
 each (RMS over the keypoints [mm]) and whether the tip touches the wall; then the same for

@@ -205,11 +205,32 @@ def test_demo_without_a_default_example_says_so(capsys):
     code, out, _ = codesign(["demo"], manager, capsys)
     assert code == 0
     assert "that registers a default example (installed simulators: spring)" in out
+    assert "pip install" not in out  # the simulator is installed; it has no demo
+
+
+def test_demo_of_a_simulator_without_a_default_example_says_so(capsys):
+    manager = get_plugin_manager(load_entry_points=False)
+    manager.register(_SimulatorOnlyPlugin, name="only")
+    code, out, _ = codesign(["demo", "spring"], manager, capsys)
+    assert code == 0
+    assert out.startswith("codesign demo: the plugin of simulator 'spring' registers no "
+                          "default example (installed simulators: spring)")
+    code, _, err = codesign(["demo", "pendulum"], manager, capsys)
+    assert code == 2 and "unknown simulator 'pendulum'; available: spring" in err
 
 
 def test_demo_runs_the_default_example(tmp_path, manager, capsys):
     code, out, _ = codesign(["demo", "--quick", "--out", tmp_path / "demo", "--no-progress"],
                             manager, capsys)
+    assert code == 0
+    assert out.startswith("codesign demo: spring_demo (spring co-design (test)) from plugin "
+                          "'fake'")
+    assert (tmp_path / "demo" / "summary.json").exists()
+
+
+def test_demo_runs_the_default_example_of_the_named_simulator(tmp_path, manager, capsys):
+    code, out, _ = codesign(["demo", "spring", "--quick", "--out", tmp_path / "demo",
+                             "--no-progress"], manager, capsys)
     assert code == 0
     assert out.startswith("codesign demo: spring_demo (spring co-design (test)) from plugin "
                           "'fake'")

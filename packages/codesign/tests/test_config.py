@@ -21,6 +21,7 @@ from codesign.config import (
     parse_config,
 )
 from codesign.experiment import build_experiment, check_initial_design
+from codesign.hookspecs import hookimpl
 from codesign.option_types import check_options
 from codesign.plugins import get_registry
 from codesign.validation import validate_config
@@ -365,6 +366,36 @@ def test_build_wires_the_experiment(registry):
         assert problem.split(problem.x0())[0]["stiffness"] == 4.0
         evaluation = problem.evaluate(problem.x0())
         assert np.isfinite(evaluation.loss) and evaluation.grad.shape == (6,)
+
+
+class _FolderSpringPlugin:
+    """A simulator factory that takes ``base_dir`` and keeps what it was given."""
+
+    CODESIGN_API = (1, 1)
+    seen: list = []
+
+    @staticmethod
+    def make(*, base_dir: Path, q0: float = 1.0):
+        _FolderSpringPlugin.seen.append(base_dir)
+        return fx.make_spring(q0=q0)
+
+    @staticmethod
+    @hookimpl
+    def codesign_register_simulators(register):
+        register("folder_spring", _FolderSpringPlugin.make)
+
+
+def test_a_simulator_factory_receives_the_experiment_folder_as_base_dir(tmp_path):
+    manager = fx.plugin_manager()
+    manager.register(_FolderSpringPlugin, name="folder")
+    registry = get_registry(manager)
+    path = tmp_path / "exp.yaml"
+    path.write_text(BASE.replace("name: spring", "name: folder_spring"))
+    with build_experiment(validate_config(load_config(path), registry), registry):
+        assert _FolderSpringPlugin.seen == [tmp_path]
+    path.write_text(BASE.replace("name: spring", "name: folder_spring\n  options: {base_dir: x}"))
+    with pytest.raises(ConfigError, match="'base_dir' is set by the run"):
+        validate_config(load_config(path), registry)
 
 
 def test_nothing_to_optimize_is_refused(registry):

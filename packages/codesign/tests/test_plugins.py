@@ -7,6 +7,7 @@ import pytest
 from pluggy import PluginValidationError
 
 from codesign import PLUGIN_API_VERSION
+from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 from codesign.plugins import PluginWarning, RegistryError, get_plugin_manager, get_registry
 
@@ -48,6 +49,30 @@ def test_a_registered_fake_plugin_appears_and_disappears():
     manager.unregister(plugin)
     with pytest.raises(RegistryError, match="unknown simulator 'toy'"):
         get_registry(manager).get("simulators", "toy")
+
+
+def test_the_default_example_of_a_simulator_is_its_plugins():
+    manager = get_plugin_manager(load_entry_points=False)
+    manager.register(make_plugin("b", simulators=("tb",)), name="b")
+    manager.register(make_plugin("a", simulators=("ta",)), name="a")
+    registry = get_registry(manager)
+    assert registry.default_example().name == "a_example"  # the first plugin by name
+    assert registry.default_example("tb").name == "b_example"
+    with pytest.raises(RegistryError, match="unknown simulator 'tc'"):
+        registry.default_example("tc")
+
+
+def test_register_examples_finds_the_yaml_files_of_a_package(tmp_path, monkeypatch):
+    folder = tmp_path / "fake_examples_package" / "examples"
+    folder.mkdir(parents=True)
+    (folder.parent / "__init__.py").write_text("")
+    (folder / "one.yaml").write_text("simulator: {name: toy}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registered = []
+    register_examples(lambda *args, **info: registered.append((args, info)),
+                      "fake_examples_package", {"one": "the first"}, default="one")
+    assert registered == [(("one", str(folder / "one.yaml")),
+                           {"description": "the first", "default": True})]
 
 
 def test_duplicate_names_are_refused():

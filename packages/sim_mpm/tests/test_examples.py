@@ -5,6 +5,8 @@ the scene, the design section against the simulator's design space, observers, t
 the time step, without stepping.
 """
 
+import importlib.resources
+
 import pytest
 import yaml
 
@@ -13,8 +15,8 @@ from codesign.experiment import build_experiment
 from codesign.plugins import get_plugin_manager, get_registry
 from codesign.validation import validate_config
 from sim_mpm import plugin
-from sim_mpm.scene import EXAMPLES_DIR
 
+EXAMPLES_DIR = importlib.resources.files("sim_mpm") / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
 

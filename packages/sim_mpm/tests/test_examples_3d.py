@@ -6,7 +6,9 @@ cross-package tests quick-run every example.
 """
 
 import collections
+import importlib.resources
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +21,10 @@ from codesign.validation import validate_config
 from sim_mpm import plugin
 from sim_mpm.geometry import load_stl
 from sim_mpm.options import MPMOptions
-from sim_mpm.scene import EXAMPLES_DIR, SceneError, build_scene_model
+from sim_mpm.scene import SceneError, build_scene_model
 
+EXAMPLES_DIR = importlib.resources.files("sim_mpm") / "examples"
+SCRIPTS_DIR = Path(__file__).resolve().parents[3] / "examples" / "mpm"
 BOX_3D = {"shape": "box", "lower": [0.3, 0.3, 0.3], "size": [0.2, 0.1, 0.1]}
 
 
@@ -37,7 +41,7 @@ def build(name: str, registry):
 
 
 def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES_DIR / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS_DIR / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

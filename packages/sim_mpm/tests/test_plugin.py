@@ -46,6 +46,7 @@ def test_examples_are_registered_with_walker_as_default(registry):
         assert os.path.isfile(registry.get("examples", name).factory)
     default = registry.default_example()
     assert default is not None and default.name == "walker_2d"
+    assert registry.default_example("mpm") == default
 
 
 def test_entry_point_is_discovered():

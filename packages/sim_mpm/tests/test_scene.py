@@ -64,6 +64,26 @@ def test_image_body_groups_come_from_colors(tmp_path):
     np.testing.assert_array_equal(model.actuator_index == 0, model.particle_group == 3)
 
 
+def test_asset_paths_start_in_the_experiment_folder_not_the_working_directory(
+        tmp_path, monkeypatch):
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8), "RGB").save(tmp_path / "robot.png")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    body = {"shape": "image", "path": "robot.png", "pixel_size": 1 / 32, "lower": [0.2, 0.2]}
+    sim = make_simulator(grid_resolution=32, bodies=[body], base_dir=tmp_path,
+                         kernels="reference")
+    assert sim.model.particle_count == 8 * 8
+    absolute = {**body, "path": str(tmp_path / "robot.png")}
+    assert make_simulator(grid_resolution=32, bodies=[absolute], kernels="reference",
+                          base_dir=tmp_path / "elsewhere").model.particle_count == 8 * 8
+    assert make_simulator(grid_resolution=32, bodies=[body], kernels="reference",
+                          base_dir=tmp_path.parent, asset_dir=tmp_path.name
+                          ).model.particle_count == 8 * 8
+    with pytest.raises(SceneError, match="asset file 'robot.png' not found in ") as error:
+        make_simulator(grid_resolution=32, bodies=[body], kernels="reference")
+    assert str(tmp_path / "elsewhere") in str(error.value)
+
+
 def test_cables_snap_to_particles():
     cables = [{"points": [[0.205, 0.205], [0.295, 0.205]], "stiffness": 50.0,
                "max_contraction": 0.01}]

@@ -23,6 +23,7 @@ def test_plugin_declares_the_api_and_registers_components(registry):
     assert {"vine_runtime", "vine_cluttered", "vine_oscillation",
             "vine_wall"} <= set(registry.names("examples"))
     assert "vine_video" in registry.names("recordings")
+    assert registry.default_example("vine").name == "vine_runtime"
 
 
 @pytest.mark.parametrize("name", ["vine_runtime", "vine_cluttered"])

@@ -122,6 +122,18 @@ def test_scene_loading_and_errors(tmp_path):
         make_simulator(view=[1.0, 0.0, 0.0, 1.0])
 
 
+def test_a_scene_path_starts_in_the_experiment_folder(tmp_path, monkeypatch):
+    (tmp_path / "scene.yaml").write_text("bodies: 7\n")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert make_simulator(scene="scene.yaml", base_dir=tmp_path).model.body_count == 7
+    assert load_scene(str(tmp_path / "scene.yaml"), base_dir=tmp_path / "elsewhere") == \
+        {"bodies": 7}
+    with pytest.raises(SceneError, match="neither a file in ") as error:
+        make_simulator(scene="scene.yaml")
+    assert str(tmp_path / "elsewhere") in str(error.value)
+
+
 def test_render_draws_vine_contacts_and_obstacles(runner):
     sim = make_simulator(scene="wall")
     states, design = runner(sim, 100)

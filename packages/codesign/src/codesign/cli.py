@@ -7,7 +7,8 @@
   every problem.
 - ``codesign plugins``: every registered component with its plugin and distribution.
 - ``codesign options SIMULATOR``: the simulator's options: name, unit, default, bounds, doc.
-- ``codesign demo [--quick] [--out DIR]``: run the default example a plugin registers.
+- ``codesign demo [SIMULATOR] [--quick] [--out DIR]``: run the default example that the
+  plugin of SIMULATOR registers (without one: the first plugin by name that has one).
 
 Errors are printed as one message on stderr with exit code 2 (``--debug`` shows the
 traceback); an interrupted run exits with 130 and says how to resume.
@@ -40,7 +41,7 @@ __all__ = ["main", "build_parser", "DEMO_HELP"]
 
 DEMO_HELP = """\
 codesign demo runs the default example that a simulator plugin registers (the soft-robot
-walker of sim_mpm), but no simulator plugin is installed{detail}.
+walker of sim_mpm), but no simulator plugin is installed.
 
 Install the MPM simulator and try again:
 
@@ -83,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("simulator", help="a simulator's name, e.g. mpm")
 
     demo = commands.add_parser("demo", help="run the default example of an installed plugin")
+    demo.add_argument("simulator", nargs="?", default=None,
+                      help="run this simulator's default example (default: the first "
+                           "installed plugin by name that registers one)")
     demo.add_argument("--quick", action="store_true", help="a short run (seconds to minutes)")
     demo.add_argument("--out", type=Path, default=None,
                       help="run directory (default: runs/<example>-<date>-<time>)")
@@ -174,17 +178,22 @@ def _options(args, plugin_manager) -> int:
 
 def _demo(args, plugin_manager) -> int:
     registry = get_registry(plugin_manager)
-    example = registry.default_example()
     simulators = registry.names("simulators")
+    if not simulators:
+        print(DEMO_HELP)
+        return 0
+    example = registry.default_example(args.simulator)
     if example is None:
-        detail = "" if not simulators else (
-            f" that registers a default example (installed simulators: "
-            f"{', '.join(simulators)})")
-        print(DEMO_HELP.format(detail=detail))
+        missing = (f"the plugin of simulator {args.simulator!r} registers no default example"
+                   if args.simulator else
+                   "there is no installed plugin that registers a default example")
+        print(f"codesign demo: {missing} (installed simulators: {', '.join(simulators)}); "
+              "`codesign plugins` lists the installed examples and `codesign run EXAMPLE.yaml "
+              "--out DIR` runs one.")
         return 0
     out = args.out or Path("runs") / f"{example.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     print(f"codesign demo: {example.name} ({example.info.get('description', '')}) from "
-          f"plugin {example.plugin!r}; writing {out}")
+          f"plugin {example.plugin!r} ({example.factory}); writing {out}")
     return _run(args, plugin_manager, Path(example.factory), out)
 
 

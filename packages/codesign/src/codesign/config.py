@@ -70,6 +70,7 @@ __all__ = [
     "line_of",
     "load_config",
     "parse_config",
+    "source_folder",
     "without",
 ]
 
@@ -301,6 +302,13 @@ def load_config(path: str | Path, *, quick: bool = False) -> RawConfig:
 # -- the validated experiment -----------------------------------------------------------------
 
 
+def source_folder(source: str) -> Path:
+    """The folder of an experiment file named ``source`` (the working directory for text
+    that came from no file): relative paths in the experiment start there."""
+    path = Path(source)
+    return path.parent if path.suffix else Path.cwd()
+
+
 @dataclasses.dataclass
 class ExperimentConfig:
     """A validated experiment.
@@ -331,8 +339,7 @@ class ExperimentConfig:
     @property
     def base_dir(self) -> Path:
         """The folder of the experiment file (relative data paths start here)."""
-        path = Path(self.source)
-        return path.parent if path.suffix else Path.cwd()
+        return source_folder(self.source)
 
     def to_yaml(self) -> str:
         """The resolved experiment as YAML text (what a run directory's config.yaml holds)."""

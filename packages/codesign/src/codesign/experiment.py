@@ -232,16 +232,18 @@ def build_experiment(config: ExperimentConfig,
                      registry) -> Experiment | IdentificationExperiment:
     """Construct every component of ``config``; raise ConfigError/DesignError before running.
 
-    The controller factory receives only the sizing arguments its signature accepts
-    (``observation_size``, ``action_size``, ``control_steps``, ``control_dt``); observers and
-    terms receive ``simulator``. An identification experiment (``config.identification``)
+    The simulator factory receives ``base_dir`` (the experiment file's folder) and the
+    controller factory the sizing arguments (``observation_size``, ``action_size``,
+    ``control_steps``, ``control_dt``), each only those its signature accepts; observers
+    and terms receive ``simulator``. An identification experiment (``config.identification``)
     becomes an :class:`IdentificationExperiment`; its recording source receives
     ``simulator``, ``measurement``, ``dt``, ``substeps`` and ``base_dir``.
     """
     data = config.data
     builder = _Builder(config, registry)
     simulator = builder.construct("simulators", data["simulator"]["name"],
-                                  data["simulator"]["options"], ("simulator",))
+                                  data["simulator"]["options"], ("simulator",),
+                                  base_dir=config.base_dir)
     builder.raise_if_any()
     overrides = _design_overrides(builder, simulator, data["design"])
 

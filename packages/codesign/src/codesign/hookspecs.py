@@ -4,7 +4,8 @@ Each registration hook receives a ``register(name, factory, **info)`` callback. 
 take keyword-only options; their signatures (names, annotations, defaults) are what a YAML
 experiment may set, and the config validator checks YAML against them.
 
-- simulators: ``factory(**options) -> Simulator``
+- simulators: ``factory(**options) -> Simulator``; one that takes ``base_dir: pathlib.Path``
+  receives the experiment file's folder (not a YAML option), where its relative paths start.
 - observers and terms: ``factory(*, simulator, **options)``
 - controllers: ``factory(*, observation_size, action_size, control_steps, control_dt, **options)``
   (a factory may omit the size arguments it does not use only by accepting ``**_``)
@@ -15,8 +16,9 @@ experiment may set, and the config validator checks YAML against them.
   ``base_dir`` the folder of the experiment file (for relative paths). A source that knows
   the parameters behind its data returns a :class:`codesign.recordings.RecordingSet` (a list
   with a ``truth`` dict) so runs report truth against recovered values.
-- examples: ``register(name, path_to_yaml, description=..., default=False)``; the default
-  example is what ``codesign demo`` runs.
+- examples: ``register(name, path_to_yaml, description=..., default=False)``, a plugin's
+  default is what ``codesign demo <simulator>`` runs; examples and assets are package data
+  registered by :func:`codesign.examples.register_examples`.
 
 A plugin module declares the hook API versions it supports as ``CODESIGN_API = (low, high)``.
 """
@@ -64,4 +66,5 @@ def codesign_register_recordings(register) -> None:
 
 @hookspec
 def codesign_register_examples(register) -> None:
-    """Register example experiments: ``register("walker_2d", path, default=True)``."""
+    """Register example experiments: ``register_examples(register, __package__, {name:
+    description}, default="walker_2d")``."""

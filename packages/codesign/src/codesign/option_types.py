@@ -219,13 +219,15 @@ def suggest(word: str, choices: Sequence[str]) -> str:
 
 
 def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequence[str] = (),
+                  supplied: Mapping[str, Any] | None = None,
                   what: str = "component") -> tuple[dict[str, Any], list[tuple[tuple, str]]]:
     """Check ``options`` against ``factory``'s keyword signature.
 
     Returns ``(resolved, problems)``: ``resolved`` holds the given options plus every
     YAML-representable default; each problem is ``(sub_path, message)`` relative to the
     options mapping. ``injected`` names arguments the run supplies (``simulator``, sizes);
-    they may not be set in YAML.
+    they may not be set in YAML; ``supplied`` gives the values of those a factory's options
+    declaration reads while resolving (``base_dir``: where a scene file's path starts).
     """
     parameters, takes_any, hints = _signature(factory)
     settable = {n: p for n, p in parameters.items() if n not in injected}
@@ -279,7 +281,9 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
     declared = getattr(factory, "options", None)  # an options_factory's declaration
     if declared is not None and not problems:
         try:  # bounds and choices, and what other sources (a scene file) fill in
-            resolved = dataclasses.asdict(declared.from_values(options))
+            given = {**options, **{k: v for k, v in (supplied or {}).items() if k in parameters}}
+            values = dataclasses.asdict(declared.from_values(given))
+            resolved = {k: v for k, v in values.items() if k not in injected}
         except OptionsError as exc:
             problems += [((name,), f"option {name!r} of {what}: {message}")
                          for name, message in exc.problems]

@@ -92,12 +92,14 @@ class Registry:
         """Every registration, grouped by kind."""
         return [r for kind in COMPONENT_KINDS for r in self._entries[kind].values()]
 
-    def default_example(self) -> Registration | None:
-        """The example registered with ``default=True`` (the first one found), if any."""
-        for registration in self._entries["examples"].values():
-            if registration.info.get("default"):
-                return registration
-        return None
+    def default_example(self, simulator: str | None = None) -> Registration | None:
+        """The example registered with ``default=True`` by the plugin of ``simulator`` (an
+        unknown name raises RegistryError), or, without one, by the first plugin by name
+        that registers a default example; None when there is none."""
+        plugin = None if simulator is None else self.get("simulators", simulator).plugin
+        defaults = [r for r in self._entries["examples"].values()
+                    if r.info.get("default") and plugin in (None, r.plugin)]
+        return min(defaults, key=lambda r: r.plugin, default=None)
 
 
 def distribution_of(plugin_manager: pluggy.PluginManager, plugin) -> tuple[str, str] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .config import (
@@ -27,6 +28,7 @@ from .config import (
     deep_merge,
     format_path,
     line_of,
+    source_folder,
     without,
 )
 from .executors import EXECUTOR_KINDS
@@ -94,10 +96,13 @@ class _Checker:
 
     def component(self, node: Any, path: tuple, kind: str, *, injected: Sequence[str],
                   name_key: str = "name", default_name: str | None = None,
-                  extra_keys: Sequence[str] = (), defaults: dict[str, Any] | None = None) -> dict:
+                  extra_keys: Sequence[str] = (), defaults: dict[str, Any] | None = None,
+                  supplied: dict[str, Any] | None = None) -> dict:
         """Check a ``{name, options}`` section against the registry and the factory.
 
-        ``defaults`` (``run.seed``...) fill options the factory names and the YAML leaves out.
+        ``defaults`` (``run.seed``...) fill options the factory names and the YAML leaves out;
+        ``supplied`` holds values of ``injected`` names that the factory's options declaration
+        reads (see :func:`~codesign.option_types.check_options`).
         Returns ``{"name": ..., "options": resolved options}``, or ``{}`` when the section
         is not a mapping.
         """
@@ -129,7 +134,7 @@ class _Checker:
         named = explicit_keywords(factory)
         options = {**options, **{key: value for key, value in (defaults or {}).items()
                                  if key not in options and key in named}}
-        checked, problems = check_options(factory, options, injected=injected,
+        checked, problems = check_options(factory, options, injected=injected, supplied=supplied,
                                           what=f"{kind[:-1]} {name!r}")
         for sub_path, message in problems:
             self.error((*path, "options", *sub_path), message)
@@ -348,7 +353,7 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
     return out
 
 
-def _validate_tree(tree: dict, registry) -> tuple[dict, list[ConfigIssue]]:
+def _validate_tree(tree: dict, registry, base_dir: Path) -> tuple[dict, list[ConfigIssue]]:
     ck = _Checker(tree, registry)
     identification = "identification" in tree
     for key in tree:
@@ -367,7 +372,8 @@ def _validate_tree(tree: dict, registry) -> tuple[dict, list[ConfigIssue]]:
     seed = run.get("seed") if run.get("seed") is not None else 0
     data: dict[str, Any] = {}
     data["simulator"] = ck.component(tree.get("simulator"), ("simulator",), "simulators",
-                                     injected=()) if "simulator" in tree else {}
+                                     injected=("base_dir",), supplied={"base_dir": base_dir}) \
+        if "simulator" in tree else {}
     data["design"] = _check_design(ck, tree.get("design"))
     if identification:
         data["identification"] = _check_identification(ck, tree["identification"], run, seed)
@@ -388,10 +394,11 @@ def validate_config(raw: RawConfig, registry) -> ExperimentConfig:
     Without ``--quick`` the quick section is checked too (merged over the rest), so a typo
     there is found before anyone runs it.
     """
-    data, issues = _validate_tree(without(raw.tree, "quick"), registry)
+    base_dir = source_folder(raw.source)
+    data, issues = _validate_tree(without(raw.tree, "quick"), registry, base_dir)
     if not raw.quick and isinstance(raw.base.get("quick"), dict):
         merged = deep_merge(without(raw.base, "quick"), raw.base["quick"])
-        _, quick_issues = _validate_tree(merged, registry)
+        _, quick_issues = _validate_tree(merged, registry, base_dir)
         seen = {str(i) for i in issues}
         issues += [i for i in quick_issues if str(i) not in seen]
     if "quick" in raw.base and not isinstance(raw.base["quick"], dict | None):

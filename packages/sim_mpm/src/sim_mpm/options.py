@@ -53,7 +53,11 @@ class MPMOptions(Options):
     initial_velocity: list[float] | None = option(
         None, unit="m/s", doc="velocity of every particle at t = 0 (bodies may override)")
     dtype: str = option("float64", choices=("float64", "float32"), doc="simulation precision")
-    asset_dir: str | None = option(None, doc="folder of relative image and mesh paths")
+    asset_dir: str | None = option(None, doc="folder of relative image and mesh paths, "
+                                             "relative to base_dir")
+    base_dir: str | None = option(None, doc="set by the run: the experiment file's folder, "
+                                            "where relative paths start (default the "
+                                            "working directory)")
     backend: str = option("numpy", choices=("numpy", "cupy"),
                           doc="array backend (cupy needs kernels: reference)")
     kernels: str = option("numba", choices=("numba", "reference"),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
-from .scene import EXAMPLES_DIR, make_simulator
+from .scene import make_simulator
 from .terms import (
     Actuation,
     CentroidObserver,
@@ -39,7 +40,7 @@ EXAMPLES = {
                              "and Poisson's ratio from ten noisy synthetic trajectories",
     "ball_density_2d": "the density of ball A that makes ball B, hit by A, reach a target",
 }
-"""Example name -> description; each is ``EXAMPLES_DIR / f"{name}.yaml"``."""
+"""Example name -> description; each is ``sim_mpm/examples/<name>.yaml`` (package data)."""
 
 
 @hookimpl
@@ -68,8 +69,4 @@ def codesign_register_terms(register):
 
 @hookimpl
 def codesign_register_examples(register):
-    # The examples live in the source checkout's examples/mpm; an installed wheel has none.
-    for name, description in EXAMPLES.items():
-        path = EXAMPLES_DIR / f"{name}.yaml"
-        if path.is_file():
-            register(name, str(path), description=description, default=name == "walker_2d")
+    register_examples(register, __package__, EXAMPLES, default="walker_2d")

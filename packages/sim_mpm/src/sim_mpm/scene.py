@@ -16,6 +16,8 @@ with optional overrides ``group`` (particle group; default the body's index; ima
 their colors unless ``group`` is set), ``actuator`` (stress actuator index of the whole
 body), ``youngs_modulus``, ``poissons_ratio``, ``density``, ``velocity``,
 ``geometry_group`` and ``anchor`` (the fixed point of that group's ``geometry.scale``).
+A relative image or mesh ``path`` starts in the experiment file's folder (or its
+``asset_dir`` option), so an example runs from any working directory.
 
 Regions (``regions``): ``{lower: [x, y], upper: [x, y], group: g}`` moves the particles
 inside that axis-aligned box (of any body) to group ``g``, in order, after the bodies set
@@ -31,7 +33,6 @@ separate | friction, friction: μ}`` with ``margin`` (walls), ``point``/``normal
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -47,15 +48,11 @@ from .simulator import MPMSimulator
 from .tied import TiedMaterialSimulator
 
 __all__ = [
-    "EXAMPLES_DIR",
     "SceneError",
     "build_scene_model",
     "make_simulator",
     "resolve_asset",
 ]
-
-EXAMPLES_DIR = Path(__file__).resolve().parents[4] / "examples" / "mpm"
-"""Where the example experiments and their assets live in a source checkout."""
 
 _BODY_KEYS = {
     "box": {"lower", "size", "upper"},
@@ -89,20 +86,19 @@ def _check_keys(entry: Mapping, allowed: set[str], where: str) -> None:
         raise SceneError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
 
 
-def resolve_asset(path: str, asset_dir: str | None = None) -> str:
-    """An asset file's path: absolute as given, else under ``asset_dir``, the working
-    directory or :data:`EXAMPLES_DIR`, first that exists."""
-    if os.path.isabs(path):
-        return path
-    for base in (asset_dir, os.getcwd(), EXAMPLES_DIR):
-        if base is not None and os.path.isfile(os.path.join(base, path)):
-            return os.path.join(base, path)
-    searched = [str(b) for b in (asset_dir, os.getcwd(), EXAMPLES_DIR) if b is not None]
-    raise SceneError(f"asset file {path!r} not found in {searched}; give an absolute path or "
-                     "set the option asset_dir")
+def resolve_asset(path: str, asset_dir: str | Path | None = None) -> str:
+    """An asset file's path: absolute as given, else relative to ``asset_dir`` (default the
+    working directory); a missing file raises :class:`SceneError` naming the folder."""
+    folder = Path(asset_dir or ".")
+    full = folder / path
+    if not full.is_file():
+        raise SceneError(f"asset file {path!r} not found in {str(folder.resolve())!r}; paths "
+                         "are relative to the experiment file's folder (or its asset_dir "
+                         "option) unless absolute")
+    return str(full)
 
 
-def _shape(body: Mapping, index: int, dim: int, asset_dir: str | None):
+def _shape(body: Mapping, index: int, dim: int, asset_dir: Path):
     where = f"bodies[{index}]"
     if not isinstance(body, Mapping):
         raise SceneError(f"{where} must be a mapping with a 'shape' key, got {body!r}")
@@ -210,7 +206,8 @@ def build_scene_model(options: MPMOptions) -> MPMModel:
     if spacing > dx:
         raise SceneError(f"particle_spacing must lie in (0, dx = {dx:g}] m, got {spacing!r}")
 
-    shapes = [_shape(body, i, dim, o.asset_dir) for i, body in enumerate(bodies)]
+    asset_dir = Path(o.base_dir or ".") / (o.asset_dir or "")
+    shapes = [_shape(body, i, dim, asset_dir) for i, body in enumerate(bodies)]
     try:
         particle_x, body_index, particle_group = sample_union(shapes, spacing=spacing,
                                                               jitter=o.jitter, seed=o.seed)

@@ -55,6 +55,9 @@ class VineOptions(Options):
         None, unit="m", doc="render window [x_min, x_max, y_min, y_max] (framed automatically)")
     tie: list[str] | None = option(
         None, doc="per-pin design parameters exposed as one scalar shared by every pin")
+    base_dir: str | None = option(None, doc="set by the run: the experiment file's folder, "
+                                            "where a relative scene path starts (default the "
+                                            "working directory)")
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> VineOptions:
@@ -62,4 +65,5 @@ class VineOptions(Options):
         from .scene import load_scene  # the scene module builds simulators from options
 
         scene = values.get("scene")
-        return cls(**{**(load_scene(scene) if scene is not None else {}), **values})
+        loaded = {} if scene is None else load_scene(scene, base_dir=values.get("base_dir"))
+        return cls(**{**loaded, **values})

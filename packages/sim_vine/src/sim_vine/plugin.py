@@ -3,8 +3,7 @@ recording source and the examples."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
 from .fit.video_source import video_recordings
@@ -13,20 +12,19 @@ from .terms import GrowthEffort, KeypointObserver, TipObserver, TipTargetDistanc
 
 CODESIGN_API = (1, 1)
 
-# The examples live in the source checkout's examples/vine; an installed wheel has none.
-EXAMPLE_DIRECTORY = Path(__file__).resolve().parents[4] / "examples" / "vine"
 EXAMPLES = {
-    "vine_runtime": ("runtime.yaml", "vine growing toward one circular obstacle (the paper's "
-                                     "runtime scene); tune stiffness so the tip reaches a target"),
-    "vine_cluttered": ("cluttered.yaml", "40-body vine growing for 3 s through a cluttered "
-                                         "environment with passages"),
-    "vine_oscillation": ("oscillation.yaml", "fit K and C of a released cantilever vine to a "
-                                             "video of its oscillation (paper Fig. 6)"),
-    "vine_wall": ("wall.yaml", "fit K and C of a vine to a video of it growing into a wall "
-                               "and sliding along it (paper Fig. 7)"),
+    "vine_runtime": "vine growing toward one circular obstacle (the paper's runtime scene); "
+                    "tune stiffness so the tip reaches a target (`codesign demo vine`)",
+    "vine_cluttered": "40-body vine growing for 3 s through a cluttered environment with "
+                      "passages",
+    "vine_oscillation": "fit K and C of a released cantilever vine to a video of its "
+                        "oscillation (paper Fig. 6)",
+    "vine_wall": "fit K and C of a vine to a video of it growing into a wall and sliding "
+                 "along it (paper Fig. 7)",
 }
+"""Example name -> description; each is ``sim_vine/examples/<name>.yaml`` (package data)."""
 
-__all__ = ["CODESIGN_API", "EXAMPLE_DIRECTORY", "EXAMPLES"]
+__all__ = ["CODESIGN_API", "EXAMPLES"]
 
 
 @hookimpl
@@ -59,7 +57,4 @@ def codesign_register_recordings(register):
 
 @hookimpl
 def codesign_register_examples(register):
-    for name, (file, description) in EXAMPLES.items():
-        path = EXAMPLE_DIRECTORY / file
-        if path.is_file():
-            register(name, str(path), description=description)
+    register_examples(register, __package__, EXAMPLES, default="vine_runtime")

@@ -12,9 +12,9 @@ environment: ``obstacles``, ``base``, ``view``, and the vine's size), for exampl
       - {type: polygon, vertices: [[0.6, 0.1], [0.7, 0.1], [0.65, 0.2]]}
       - {type: wall, start: [0.8, -0.3], end: [0.8, 0.3], thickness: 0.01}
 
-Options given to :func:`make_simulator` override the scene's. ``scene`` is a path, or the
-name of a scene shipped in ``sim_vine/scenes`` (``runtime``, ``cluttered``, ``wall``,
-``wall_vertical``).
+Options given to :func:`make_simulator` override the scene's. ``scene`` is a path (relative
+to the experiment file's folder), or the name of a scene shipped in ``sim_vine/scenes``
+(``runtime``, ``cluttered``, ``wall``, ``wall_vertical``).
 """
 
 from __future__ import annotations
@@ -42,20 +42,23 @@ class SceneError(ValueError):
     """A scene file is missing, unreadable or holds an unknown option."""
 
 
-def _scene_path(scene: str) -> Path:
-    path = Path(scene)
+def _scene_path(scene: str, base_dir: Path | None) -> Path:
+    folder = Path(base_dir or ".")
+    path = folder / scene
     if path.is_file():
         return path
     bundled = SCENE_DIRECTORY / (scene if scene.endswith((".yaml", ".yml")) else f"{scene}.yaml")
     if bundled.is_file():
         return bundled
     known = sorted(p.stem for p in SCENE_DIRECTORY.glob("*.yaml"))
-    raise SceneError(f"scene {scene!r} is neither a file nor a bundled scene; bundled: {known}")
+    raise SceneError(f"scene {scene!r} is neither a file in {str(folder.resolve())!r} nor a "
+                     f"bundled scene; bundled: {known}")
 
 
-def load_scene(scene: str) -> dict[str, Any]:
-    """The options a scene file sets (a path, or a bundled scene's name)."""
-    path = _scene_path(scene)
+def load_scene(scene: str, *, base_dir: Path | None = None) -> dict[str, Any]:
+    """The options a scene file sets: ``scene`` is a path relative to ``base_dir`` (default
+    the working directory) or absolute, or a bundled scene's name."""
+    path = _scene_path(scene, base_dir)
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
@@ -65,7 +68,7 @@ def load_scene(scene: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SceneError(f"scene file {path} must hold a mapping of options, got "
                          f"{type(data).__name__}")
-    known = [spec.name for spec in VineOptions.specs() if spec.name != "scene"]
+    known = [spec.name for spec in VineOptions.specs() if spec.name not in ("scene", "base_dir")]
     unknown = sorted(set(data) - set(known))
     if unknown:
         raise SceneError(f"scene file {path} sets unknown option(s) {unknown}; "
