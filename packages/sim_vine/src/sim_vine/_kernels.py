@@ -130,13 +130,8 @@ def _distance(kind, params, vertices, normals, count, px, py):
 
 @numba.njit(cache=True)
 def _assemble(model, q, v, rate, stiffness, damping, friction, mass, dt, out):
-    d, r2, base, gravity = model.half_length, model.gyration_sq, model.base, model.gravity
-    implicit, pin_parent, pin_child = model.implicit, model.pin_parent, model.pin_child
-    prism_a, prism_b, growth_w = model.prism_a, model.prism_b, model.growth_weights
-    cp_body, cp_offset = model.contact_body, model.contact_offset
-    obs_type, obs_params = model.obstacle_type, model.obstacle_params
-    poly_vertices, poly_normals = model.polygon_vertices, model.polygon_normals
-    poly_count = model.polygon_count
+    (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w, cp_body,
+     cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count) = model
     mass_diag, spring_w, rhs, rows, lower, upper, tangent = out
     n = q.shape[0]
     for i in range(n):
@@ -310,14 +305,9 @@ def guess_active(row_bodies, rows, v, lower, row_scale, scaled_y, equality_count
     active = np.zeros(m, dtype=np.bool_)
     for r in range(equality_count):
         active[r] = True
+    values = rows_times_fast(row_bodies, rows, v)
     for r in range(contact_start, m):
-        value = 0.0
-        for side in range(2):
-            body = row_bodies[r, side]
-            if body >= 0:
-                for k in range(3):
-                    value += rows[r, 3 * side + k] * v[body, k]
-        active[r] = (value - lower[r]) * row_scale[r] < -scaled_y[r]
+        active[r] = (values[r] - lower[r]) * row_scale[r] < -scaled_y[r]
     if friction_zero:
         for p in range(tangent_rows.shape[0]):
             r = contact_start + 2 * p

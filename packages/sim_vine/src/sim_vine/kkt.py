@@ -30,15 +30,9 @@ __all__ = ["BandLayout", "BandedKKT", "exact_at", "optimal_at"]
 
 
 class BandLayout(NamedTuple):
-    """Where a model's KKT entries go in the band, for the compiled solves (a named tuple,
-    so compiled code takes it as one argument).
-
-    ``band`` (n + m, 3 kl + 1) is the work array of :func:`_band_lu`; the unknowns' band
-    positions of P's upper-triangle entries (``pi``, ``pj``), of A's (``ai``, ``aj``) and of
-    the rows' diagonal (``diag``); ``position`` maps the natural order (velocities, then
-    rows) to the band's; ``p_rows``, ``p_cols``, ``a_rows``, ``a_cols``: the CSC entries'
-    natural rows and columns; ``n`` velocities.
-    """
+    """Where a model's KKT entries go in the band (a named tuple: compiled code takes it as
+    one argument): the work array ``band`` of :func:`_band_lu`, the band positions of the
+    natural order (velocities, then rows) and of the CSC entries of P and A."""
 
     band: np.ndarray
     kl: int
