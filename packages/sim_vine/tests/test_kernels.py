@@ -134,7 +134,7 @@ def test_compiled_exact_solution_equals_the_reference_steps(runner, friction):
     n = 3 * sim.model.body_count
     reference = sim.qp._banded.solve_lapack(
         Px, Ax, active, np.concatenate([-q_lin, np.where(active, lower, 0.0)]))
-    args = (*sim.qp._banded.layout(), Px, Ax, q_lin, lower, col_scale)
+    args = (sim.qp._banded.layout, Px, Ax, q_lin, lower, col_scale)
     tail = (sim.layout.row_bodies, problem.row_values, problem.lower,
             sim.layout.contact.start, 1e-9, friction == 0.0, problem.tangent_rows)
     ok, v, scaled_y = exact_at(*args, active, *tail)

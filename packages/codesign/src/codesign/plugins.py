@@ -50,9 +50,12 @@ class Registration:
 
 
 class Registry:
-    """Components by kind and name, collected from every registered plugin's hooks."""
+    """Components by kind and name, collected from every registered plugin's hooks; a hook
+    that codesign does not declare (a misspelled name) raises pluggy's
+    ``PluginValidationError``."""
 
     def __init__(self, plugin_manager: pluggy.PluginManager):
+        plugin_manager.check_pending()
         self._entries: dict[str, dict[str, Registration]] = {k: {} for k in COMPONENT_KINDS}
         for kind in COMPONENT_KINDS:
             hook = getattr(plugin_manager.hook, f"codesign_register_{kind}")
@@ -195,11 +198,5 @@ def get_plugin_manager(*, load_entry_points: bool = True,
 
 
 def get_registry(plugin_manager: pluggy.PluginManager | None = None) -> Registry:
-    """The registry of every component the plugins (default: all installed) register.
-
-    A plugin registered by hand with a hook that codesign does not declare (a misspelled
-    name) raises pluggy's ``PluginValidationError``.
-    """
-    plugin_manager = plugin_manager or get_plugin_manager()
-    plugin_manager.check_pending()
-    return Registry(plugin_manager)
+    """The registry of every component the plugins (default: all installed) register."""
+    return Registry(plugin_manager or get_plugin_manager())

@@ -46,7 +46,6 @@ SVD for inverted particles (det F ≤ 0), so both paths give the reference's R.
 
 from __future__ import annotations
 
-import contextlib
 import types
 
 import numba
@@ -67,45 +66,32 @@ __all__ = [
 
 
 class _KernelCompiler(Compiler):
-    """numba's compiler with LLVM's vectorizer allowed more run-time checks, for this
-    package's kernels only.
-
-    LLVM vectorizes a loop whose arrays it cannot prove apart only behind run-time overlap
-    checks, at most 128 by default (and 16 checks that index arithmetic does not wrap); the
-    per-particle stress loops read and write about thirty arrays (each pair one check, paid
-    once per call) and otherwise stay scalar. The thresholds are process-wide LLVM options,
-    so they are raised only while a kernel compiles (its callees and its LLVM optimization
-    included) and set back to LLVM's defaults after: other numba code compiles as if
-    sim_mpm were not there. (llvmlite cannot read an option's current value, so one set
-    elsewhere is not restored.) numba compiles under one global lock; ``_depth`` counts the
-    kernels whose compilation is under way, as compiling one compiles those it calls."""
+    """numba's compiler with LLVM's vectorizer allowed more run-time checks, for these
+    kernels only: LLVM vectorizes a loop whose arrays it cannot prove apart only behind
+    run-time overlap checks, at most 128 by default (and 16 that index arithmetic does not
+    wrap), and the stress loops read and write about thirty arrays. The limits are
+    process-wide LLVM options, so they are raised while a kernel compiles (callees and LLVM
+    optimization included) and set back to LLVM's defaults after (llvmlite cannot read the
+    current value): other numba code compiles as if sim_mpm were not there. ``_depth``
+    counts nested kernel compilations (numba compiles under one global lock)."""
 
     _THRESHOLDS = (("vectorize-memory-check-threshold", 1024, 128),
                    ("vectorize-scev-check-threshold", 256, 16))  # (option, ours, LLVM's)
     _depth = 0
 
-    @classmethod
-    @contextlib.contextmanager
-    def _raised_thresholds(cls):
+    def compile_extra(self, func):
+        cls = type(self)
         if cls._depth == 0:
             for option, ours, _ in cls._THRESHOLDS:
                 binding.set_option("sim_mpm", f"-{option}={ours}")
         cls._depth += 1
         try:
-            yield
+            return super().compile_extra(func)
         finally:
             cls._depth -= 1
             if cls._depth == 0:
                 for option, _, default in cls._THRESHOLDS:
                     binding.set_option("sim_mpm", f"-{option}={default}")
-
-    def compile_extra(self, func):
-        with self._raised_thresholds():
-            return super().compile_extra(func)
-
-    def compile_ir(self, func_ir, lifted=(), lifted_from=None):
-        with self._raised_thresholds():
-            return super().compile_ir(func_ir, lifted, lifted_from)
 
 
 # fused multiply-adds (contract) are allowed; no other fast-math reassociation
@@ -189,7 +175,6 @@ POLAR_BATCH_ITERATIONS = (3, 4)
 """Newton iterations every particle gets in the vectorized polar pass in float32 and
 float64 (enough for strains of a few per cent to converge to round-off; the rest continue
 in :func:`polar3_finish`)."""
-
 
 
 @_inline
@@ -766,9 +751,8 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
     """Particle stresses and P2G, one chunk of particles per acc[chunk].
 
     params = (E, ν, ρ, V) per particle, any float dtype (read in x's); act: see
-    _actuation_rows;
-    cable_f (n, d) [N];
-    consts = (Δt [s], Δx [m], K = 4/Δx², polar tolerance). Fills ``rotation`` (9, n) in
+    _actuation_rows; cable_f (n, d) [N]; consts = (Δt [s], Δx [m], K = 4/Δx², polar
+    tolerance). Fills ``rotation`` (9, n) in
     3D corotated (see polar3_batch), ``table`` (4, n) with the material (material_batch),
     ``actuation`` (d, n) with σ_a, ``saved`` (1 + d + d², n) with each particle's mass,
     momentum and affine (the adjoint reads them too), and box[chunk] = (lowest base node,
@@ -1360,14 +1344,10 @@ def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, expo
     """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
     (nodes, 4; lanes past d + 1 zero): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates
     ∂L/∂(σ_a along each actuator's axes) into g_act[chunk, index + 1] (overwritten), and
-    returns
-    (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables; the
-    parameters' in their dtype).
-
-    ``rotation``, ``table``, ``actuation`` and ``saved`` are what particles_to_grid filled for
-    the same
-    state;
-    ``gathered`` and ``g_rows`` are scratch (see _particles_to_grid_vjp_range)."""
+    returns (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables;
+    the parameters' in their dtype). ``rotation``, ``table``, ``actuation`` and ``saved``
+    are what particles_to_grid filled for the same state; ``gathered`` and ``g_rows`` are
+    scratch (see _particles_to_grid_vjp_range)."""
     E = params[0]
     outputs = (np.empty_like(x), np.empty_like(F), np.empty_like(E), np.empty_like(E),
                np.empty_like(E), np.empty_like(E), np.empty_like(x))

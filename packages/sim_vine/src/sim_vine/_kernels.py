@@ -9,7 +9,7 @@ the two paths equal to round-off.
 
 from __future__ import annotations
 
-import dataclasses
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -23,9 +23,9 @@ __all__ = ["ModelArrays", "model_arrays", "assemble_rows", "osqp_data", "rows_ti
 _CIRCLE, _POLYGON, _WALL = 0, 1, 2
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelArrays:
-    """A model flattened into arrays for the kernels (obstacles encoded by type)."""
+class ModelArrays(NamedTuple):
+    """A model flattened into arrays for the kernels (obstacles encoded by type); a named
+    tuple, so compiled code takes it as one argument."""
 
     half_length: float
     gyration_sq: float
@@ -129,10 +129,10 @@ def _distance(kind, params, vertices, normals, count, px, py):
 
 
 @numba.njit(cache=True)
-def _assemble(q, v, rate, stiffness, damping, friction, mass, dt, d, r2, base, gravity,
-              implicit, pin_parent, pin_child, prism_a, prism_b, growth_w, cp_body, cp_offset,
-              obs_type, obs_params, poly_vertices, poly_normals, poly_count,
-              mass_diag, spring_w, rhs, rows, lower, upper, tangent):
+def _assemble(model, q, v, rate, stiffness, damping, friction, mass, dt, out):
+    (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w, cp_body,
+     cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count) = model
+    mass_diag, spring_w, rhs, rows, lower, upper, tangent = out
     n = q.shape[0]
     for i in range(n):
         mass_diag[i, 0] = mass[i]
@@ -231,12 +231,8 @@ def assemble_rows(arrays: ModelArrays, q, v, rate, stiffness, damping, friction,
     out = (np.empty((n, 3)), np.empty(len(arrays.pin_parent)), np.empty((n, 3)),
            np.empty((row_count, 6)), np.empty(row_count), np.empty(row_count),
            np.empty((pairs, 6)))
-    _assemble(q, v, float(rate), stiffness, damping, float(friction), mass, float(dt),
-              arrays.half_length, arrays.gyration_sq, arrays.base, arrays.gravity,
-              arrays.implicit, arrays.pin_parent, arrays.pin_child, arrays.prism_a,
-              arrays.prism_b, arrays.growth_weights, arrays.contact_body,
-              arrays.contact_offset, arrays.obstacle_type, arrays.obstacle_params,
-              arrays.polygon_vertices, arrays.polygon_normals, arrays.polygon_count, *out)
+    _assemble(arrays, q, v, float(rate), stiffness, damping, float(friction), mass, float(dt),
+              out)
     return out
 
 
@@ -309,14 +305,9 @@ def guess_active(row_bodies, rows, v, lower, row_scale, scaled_y, equality_count
     active = np.zeros(m, dtype=np.bool_)
     for r in range(equality_count):
         active[r] = True
+    values = rows_times_fast(row_bodies, rows, v)
     for r in range(contact_start, m):
-        value = 0.0
-        for side in range(2):
-            body = row_bodies[r, side]
-            if body >= 0:
-                for k in range(3):
-                    value += rows[r, 3 * side + k] * v[body, k]
-        active[r] = (value - lower[r]) * row_scale[r] < -scaled_y[r]
+        active[r] = (values[r] - lower[r]) * row_scale[r] < -scaled_y[r]
     if friction_zero:
         for p in range(tangent_rows.shape[0]):
             r = contact_start + 2 * p

@@ -20,11 +20,34 @@ code would keep running that code's old version after an edit.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 import scipy.linalg.lapack as lapack
 
-__all__ = ["BandedKKT", "exact_at", "optimal_at"]
+__all__ = ["BandLayout", "BandedKKT", "exact_at", "optimal_at"]
+
+
+class BandLayout(NamedTuple):
+    """Where a model's KKT entries go in the band (a named tuple: compiled code takes it as
+    one argument): the work array ``band`` of :func:`_band_lu`, the band positions of the
+    natural order (velocities, then rows) and of the CSC entries of P and A."""
+
+    band: np.ndarray
+    kl: int
+    ku: int
+    pi: np.ndarray
+    pj: np.ndarray
+    ai: np.ndarray
+    aj: np.ndarray
+    diag: np.ndarray
+    position: np.ndarray
+    p_rows: np.ndarray
+    p_cols: np.ndarray
+    a_rows: np.ndarray
+    a_cols: np.ndarray
+    n: int
 
 
 @numba.njit(cache=True)
@@ -126,9 +149,11 @@ def _band_lu_apply(band, kl, ku, pivots, b):
 
 
 @numba.njit(cache=True)
-def _solve(band, kl, ku, Px, Ax, active, pi, pj, ai, aj, a_rows, diag, position, p_i, p_j,
-           a_cols, n, rhs):
+def _solve(layout, Px, Ax, active, rhs):
     """Fill, factor, solve and refine once; an empty result for a singular matrix."""
+    band, kl, ku, position = layout.band, layout.kl, layout.ku, layout.position
+    pi, pj, ai, aj, diag, a_rows = (layout.pi, layout.pj, layout.ai, layout.aj, layout.diag,
+                                    layout.a_rows)
     size = rhs.shape[0]
     band[:, :] = 0.0
     for k in range(Px.shape[0]):
@@ -152,7 +177,8 @@ def _solve(band, kl, ku, Px, Ax, active, pi, pj, ai, aj, a_rows, diag, position,
     out = np.empty(size)
     for i in range(size):
         out[i] = b[position[i]]
-    residual = rhs - _multiply(out, Px, Ax, active, p_i, p_j, a_rows, a_cols, n)
+    residual = rhs - _multiply(out, Px, Ax, active, layout.p_rows, layout.p_cols, a_rows,
+                               layout.a_cols, layout.n)
     for i in range(size):
         b[position[i]] = residual[i]
     _band_lu_apply(band, kl, ku, pivots, b)
@@ -183,13 +209,12 @@ def optimal_at(row_bodies, rows, v, lower, active, scaled_y, contact_start, tole
 
 
 @numba.njit(cache=True)
-def exact_at(band, kl, ku, pi, pj, ai, aj, a_rows, diag, position, p_i, p_j, a_cols,
-             Px, Ax, q, lower, col_scale, active, row_bodies, rows, row_lower, contact_start,
-             tolerance, edge_rule, tangent_rows):
+def exact_at(layout, Px, Ax, q, lower, col_scale, active, row_bodies, rows, row_lower,
+             contact_start, tolerance, edge_rule, tangent_rows):
     """The exact KKT solution of the scaled QP at ``active``, if it is optimal there.
 
-    One banded solve (:func:`_solve`; the first thirteen arguments are a
-    :class:`BandedKKT`'s layout), then :func:`optimal_at`; with
+    One banded solve (:func:`_solve` in a :class:`BandedKKT`'s ``layout``), then
+    :func:`optimal_at`; with
     ``edge_rule`` (μ = 0) every active contact pair must also hold its impulse on the cone
     edge that opposes the sliding. Returns ``(ok, v (N, 3) [m/s], scaled multipliers (m,))``;
     what ``VineQP._active_set_solution`` computes step by step in Python.
@@ -202,8 +227,7 @@ def exact_at(band, kl, ku, pi, pj, ai, aj, a_rows, diag, position, p_i, p_j, a_c
     for r in range(m):
         if active[r]:
             rhs[n + r] = lower[r]
-    out = _solve(band, kl, ku, Px, Ax, active, pi, pj, ai, aj, a_rows, diag, position,
-                        p_i, p_j, a_cols, n, rhs)
+    out = _solve(layout, Px, Ax, active, rhs)
     v = np.empty((n // 3, 3))
     scaled_y = np.zeros(m)
     if out.shape[0] == 0:
@@ -232,7 +256,8 @@ def exact_at(band, kl, ku, pi, pj, ai, aj, a_rows, diag, position, p_i, p_j, a_c
 
 
 class BandedKKT:
-    """The banded layout of a model's KKT matrix and its solves.
+    """The banded layout of a model's KKT matrix (``layout``, a :class:`BandLayout` for
+    compiled callers such as :func:`exact_at`) and its solves.
 
     Args:
         row_bodies: the two bodies each constraint row touches, shape (m, 2), -1 for none.
@@ -265,19 +290,11 @@ class BandedKKT:
         self._p = (flat(pi, pj), flat(pj, pi))
         self._a = (flat(ai, aj), flat(aj, ai))
         self._dual = flat(diag, diag)
-        self._position = position
         self._band = np.zeros((rows_in_band, n + m))
-        self._indices = (pi, pj, ai, aj, diag)
-        self._rows_band = np.zeros((n + m, 3 * width + 1))
-        self._p_rows, self._p_cols = p_rows, p_cols
-        self._a_rows, self._a_cols = a_rows, a_cols
-
-    def layout(self) -> tuple:
-        """The band and index arrays that :func:`_solve` takes before and between the data
-        (for compiled callers such as :func:`exact_at`)."""
-        pi, pj, ai, aj, diag = self._indices
-        return (self._rows_band, self.kl, self.ku, pi, pj, ai, aj, self._a_rows, diag,
-                self._position, self._p_rows, self._p_cols, self._a_cols)
+        self.layout = BandLayout(
+            band=np.zeros((n + m, 3 * width + 1)), kl=width, ku=width, pi=pi, pj=pj, ai=ai,
+            aj=aj, diag=diag, position=position, p_rows=p_rows, p_cols=p_cols, a_rows=a_rows,
+            a_cols=a_cols, n=n)
 
     def solve(self, Px, Ax, active, rhs):
         """Solve ``K x = rhs`` (natural order); None when the matrix is singular.
@@ -287,27 +304,25 @@ class BandedKKT:
         partial pivoting and one refinement step; :meth:`solve_lapack` is the same through
         LAPACK's ``dgbsv``.
         """
-        pi, pj, ai, aj, diag = self._indices
-        out = _solve(self._rows_band, self.kl, self.ku, Px, Ax, active, pi, pj, ai, aj,
-                     self._a_rows, diag, self._position, self._p_rows, self._p_cols,
-                     self._a_cols, self.n, rhs)
+        out = _solve(self.layout, Px, Ax, active, rhs)
         return out if out.size else None
 
     def solve_lapack(self, Px, Ax, active, rhs):
         """:meth:`solve` through LAPACK's banded LU ``dgbsv`` and ``dgbtrs`` (reference)."""
+        layout = self.layout
         _fill(self._band, Px, Ax, active, self._p[0], self._p[1], self._a[0], self._a[1],
-              self._a_rows, self._dual)
+              layout.a_rows, self._dual)
         b = np.empty(self.size)
-        b[self._position] = rhs
+        b[layout.position] = rhs
         lu, piv, x, info = lapack.dgbsv(self.kl, self.ku, self._band, b[:, None])
         if info != 0:
             return None
         out = np.empty(self.size)
-        out[:] = x[self._position, 0]
-        residual = rhs - _multiply(out, Px, Ax, active, self._p_rows, self._p_cols,
-                                   self._a_rows, self._a_cols, self.n)
-        b[self._position] = residual
+        out[:] = x[layout.position, 0]
+        residual = rhs - _multiply(out, Px, Ax, active, layout.p_rows, layout.p_cols,
+                                   layout.a_rows, layout.a_cols, self.n)
+        b[layout.position] = residual
         correction, info = lapack.dgbtrs(lu, self.kl, self.ku, b[:, None], piv)
         if info != 0:
             return None
-        return out + correction[self._position, 0]
+        return out + correction[layout.position, 0]
