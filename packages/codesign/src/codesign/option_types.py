@@ -32,23 +32,17 @@ __all__ = [
 ]
 
 
+_TYPE_WORDS = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+               (list, "a list"), (dict, "a mapping"))
+"""YAML value types in words, bool before int (a bool is an int to isinstance)."""
+
+
 def type_name(value: Any) -> str:
     """A YAML value's type in words for messages: ``"null"``, ``"an integer"``, ``"a list"``..."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
+    return next((words for kind, words in _TYPE_WORDS if isinstance(value, kind)),
+                type(value).__name__)
 
 
 def is_integer(value: Any) -> bool:
