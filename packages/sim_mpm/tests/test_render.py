@@ -68,9 +68,8 @@ def test_material_colors_follow_youngs_modulus():
     frame = render_frame(model, state_of(model), width=100, height=100, color_by="material")
     soft, stiff = pixel_at(frame, model, [0.25, 0.25]), pixel_at(frame, model, [0.55, 0.25])
     assert soft[2] > soft[0] and stiff[0] > stiff[2]
-    design = {"particle.youngs_modulus": np.where(model.particle_rest_x[:, 0] < 0.4, 50.0, 1.0)}
     swapped = render_frame(model, state_of(model), width=100, height=100, color_by="material",
-                           design=design)
+                           youngs_modulus=np.where(model.particle_rest_x[:, 0] < 0.4, 50.0, 1.0))
     np.testing.assert_array_equal(pixel_at(swapped, model, [0.25, 0.25]), stiff)
 
 

@@ -10,7 +10,6 @@ import numpy as np
 
 from .actuators import CableActuator
 from .boundaries import BoundaryLayer, BoxWalls, HeightField, Plane, compile_boundaries
-from .materials import MATERIALS
 from .options import MPMOptions
 
 __all__ = ["ModelError", "MPMModel", "build_model"]
@@ -109,14 +108,27 @@ class MPMModel:
         return self.grid_resolution * self.dx
 
 
-def _per_particle(value, n: int, name: str, *, positive: bool = True) -> np.ndarray:
+def _declared(name: str, value):
+    """``value``, checked against the choices or physical bounds :class:`MPMOptions`
+    declares for option ``name`` (the one place they are written)."""
+    problem = MPMOptions.spec(name).problem(value)
+    if problem is not None:
+        raise ModelError(f"{name}: {problem}")
+    return value
+
+
+def _per_particle(value, n: int, name: str) -> np.ndarray:
+    """``value`` spread to one float per particle, shape (n,); finite and > 0, and within
+    the declared bounds when ``name`` is an option of :class:`MPMOptions`."""
     try:
         array = np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)).copy()
     except ValueError:
         raise ModelError(f"{name} must be a scalar or have one entry per particle ({n}), got "
                          f"shape {np.shape(value)}") from None
-    if not np.all(np.isfinite(array)) or (positive and np.any(array <= 0)):
-        raise ModelError(f"{name} must be finite{' and > 0' if positive else ''}")
+    if not (np.all(np.isfinite(array)) and np.all(array > 0)):
+        raise ModelError(f"{name} must be finite and > 0")
+    if name in MPMOptions.__dataclass_fields__:
+        _declared(name, [float(array.min()), float(array.max())])
     return array
 
 
@@ -181,8 +193,7 @@ def build_model(
         geometry_anchor: fixed point of each group's scaling, shape (n_groups, dim); default
             each group's centroid.
     """
-    if dim not in (2, 3):
-        raise ModelError(f"dim must be 2 or 3, got {dim}")
+    _declared("dim", dim)
     if int(grid_resolution) < 4:
         raise ModelError(f"grid_resolution must be ≥ 4 cells, got {grid_resolution}")
     if not (np.isfinite(dx) and dx > 0):
@@ -207,14 +218,10 @@ def build_model(
         g[1] = -9.8
     if g.shape != (dim,) or not np.all(np.isfinite(g)):
         raise ModelError(f"gravity must be {dim} finite numbers, got {gravity!r}")
-    if material not in MATERIALS:
-        raise ModelError(f"unknown material {material!r}; choose one of {', '.join(MATERIALS)}")
+    _declared("material", material)
     p = incompressibility_exponent
     if int(p) != p or (p != 0 and p < 2):
         raise ModelError(f"incompressibility_exponent must be an integer ≥ 2 or 0 (off), got {p}")
-    nu = _per_particle(poissons_ratio, n, "poissons_ratio")
-    if np.any(nu >= 0.5):
-        raise ModelError("poissons_ratio must lie in (0, 0.5)")
     stress_index = _index_array(actuator_index, n, "actuator_index", default=-1)
     n_stress = int(stress_index.max()) + 1 if stress_index.size else 0
     axes = (np.ones((n_stress, dim)) if actuator_axes is None
@@ -249,9 +256,7 @@ def build_model(
     for b in boundaries:
         if not isinstance(b, BoxWalls | Plane | HeightField):
             raise ModelError(f"unknown boundary {b!r}; use BoxWalls, Plane or HeightField")
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float64, np.float32):
-        raise ModelError(f"dtype must be float64 or float32, got {dtype}")
+    dtype = np.dtype(_declared("dtype", np.dtype(dtype).name))
     groups = _index_array(geometry_group, n, "geometry_group", default=0)
     if groups.min() < 0:
         raise ModelError("geometry_group entries must be ≥ 0")
@@ -268,7 +273,8 @@ def build_model(
         particle_rest_x=x, particle_rest_v=v,
         particle_group=_index_array(particle_group, n, "particle_group", default=0),
         youngs_modulus=_per_particle(youngs_modulus, n, "youngs_modulus"),
-        poissons_ratio=nu, density=_per_particle(density, n, "density"),
+        poissons_ratio=_per_particle(poissons_ratio, n, "poissons_ratio"),
+        density=_per_particle(density, n, "density"),
         volume=_per_particle((0.5 * dx) ** dim if volume is None else volume, n, "volume"),
         material=material, incompressibility_exponent=int(p), actuator_index=stress_index,
         actuator_axes=axes, actuator_max_stress=max_stress, cables=tuple(cable_list),

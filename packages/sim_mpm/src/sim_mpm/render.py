@@ -54,14 +54,13 @@ def project_points(points: np.ndarray, *, dim: int, domain_size: float, width: i
     return pixels, depth
 
 
-def _particle_colors(model, color_by, action, design) -> np.ndarray:
+def _particle_colors(model, color_by, action, youngs_modulus) -> np.ndarray:
     n = model.particle_count
     if color_by == "group":
         return _PALETTE[np.asarray(model.particle_group) % len(_PALETTE)]
     if color_by == "material":
-        E = np.asarray((design or {}).get("particle.youngs_modulus", model.youngs_modulus),
-                       dtype=np.float64).reshape(-1)
-        E = np.broadcast_to(E, (n,))
+        E = np.asarray(model.youngs_modulus if youngs_modulus is None else youngs_modulus,
+                       dtype=np.float64)
         span = float(E.max() - E.min())
         t = (E - E.min()) / span if span > 0 else np.full(n, 0.5)
         return _SOFT + t[:, None] * (_STIFF - _SOFT)
@@ -140,7 +139,7 @@ def _polyline_in_domain(draw, points, L, project) -> None:
 
 
 def render_frame(model, state, *, width: int = 480, height: int = 360, color_by: str = "group",
-                 action=None, design: dict | None = None, azimuth: float = 30.0,
+                 action=None, youngs_modulus=None, azimuth: float = 30.0,
                  elevation: float = 20.0) -> np.ndarray:
     """One RGB video frame of the particles, shape (height, width, 3), dtype uint8.
 
@@ -149,9 +148,9 @@ def render_frame(model, state, *, width: int = 480, height: int = 360, color_by:
         state: an :class:`~sim_mpm.state.MPMState` (NumPy or CuPy arrays).
         color_by: "group" (particle group), "actuation" (red contracting, blue expanding by
             the stress signal in ``action``), or "material" (Young's modulus, blue soft to
-            red stiff, from ``design["particle.youngs_modulus"]`` or the model default).
+            red stiff).
         action: the action applied in this frame, shape (action_size,), for "actuation".
-        design: the design, for "material".
+        youngs_modulus: per-particle E [Pa], shape (n,), for "material" (None: the model's).
         azimuth, elevation: 3D view angles [deg].
     """
     if color_by not in COLOR_MODES:
@@ -171,7 +170,7 @@ def render_frame(model, state, *, width: int = 480, height: int = 360, color_by:
     x = to_host(state.particle_x).astype(np.float64)
     pixels, depth = project_points(x, dim=dim, domain_size=model.domain_size, width=width,
                                    height=height, azimuth=azimuth, elevation=elevation)
-    colors = _particle_colors(model, color_by, action, design)
+    colors = _particle_colors(model, color_by, action, youngs_modulus)
     if dim == 3 and np.ptp(depth) > 0:
         shade = 0.65 + 0.35 * (depth - depth.min()) / np.ptp(depth)
         colors = colors * shade[:, None]

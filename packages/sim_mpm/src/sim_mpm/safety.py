@@ -33,20 +33,24 @@ def largest_stable_dt(*, dx: float, youngs_modulus, density, speed: float = 0.0,
     return elastic
 
 
-def check_time_step(model, design: dict, dt: float, *, elastic_courant: float = ELASTIC_COURANT,
+def check_time_step(model, params: dict, particle_v, dt: float, *,
+                    elastic_courant: float = ELASTIC_COURANT,
                     velocity_courant: float = VELOCITY_COURANT) -> None:
     """Raise UnstableTimeStepError naming the largest safe Δt when ``dt`` exceeds it.
 
-    The speed bound uses the initial velocities (rest velocities plus ``initial.velocity``).
+    Args:
+        model: the scene (grid spacing ``dx``).
+        params: per-particle ``youngs_modulus`` [Pa] and ``density`` [kg/m^d], shape (n,)
+            (:meth:`~sim_mpm.MPMSimulator.particle_parameters`).
+        particle_v: initial particle velocities [m/s], shape (n, d), for the speed bound.
+        dt: the substep [s].
     """
     if not (np.isfinite(dt) and dt > 0):
         raise UnstableTimeStepError(f"time step must be a positive number of seconds, got {dt}")
-    E = np.asarray(design.get("particle.youngs_modulus", model.youngs_modulus))
-    rho = np.asarray(design.get("particle.density", model.density))
+    E, rho = np.asarray(params["youngs_modulus"]), np.asarray(params["density"])
     if np.any(E <= 0) or np.any(rho <= 0):
         raise UnstableTimeStepError("Young's modulus and density must be > 0 for a stable step")
-    v0 = model.particle_rest_v + np.asarray(design.get("initial.velocity", 0.0))
-    speed = float(np.max(np.linalg.norm(v0, axis=1)))
+    speed = float(np.max(np.linalg.norm(to_host(particle_v), axis=1)))
     safe = largest_stable_dt(dx=model.dx, youngs_modulus=E, density=rho, speed=speed,
                              elastic_courant=elastic_courant, velocity_courant=velocity_courant)
     if dt > safe:

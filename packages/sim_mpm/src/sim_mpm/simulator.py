@@ -102,9 +102,11 @@ class MPMSimulator:
         return self.xp.asarray(np.asarray(to_host(array), dtype=self.model.dtype))
 
     def particle_parameters(self, design: dict) -> dict:
-        """Per-particle E, ν, ρ, V from ``design`` (model defaults where absent), on backend."""
+        """Per-particle ``youngs_modulus`` [Pa], ``poissons_ratio``, ``density`` [kg/m^d] and
+        ``volume`` [m^d] from ``design`` (the model's where absent): float64 host arrays,
+        shape (n,). The one place the model's defaults meet the design."""
         m = self.model
-        return {field: self._put(design.get(name, getattr(m, field)))
+        return {field: np.asarray(to_host(design.get(name, getattr(m, field))), dtype=np.float64)
                 for name, field in PARTICLE_PARAMETERS.items()}
 
     def initial_state(self, design: dict) -> MPMState:
@@ -143,14 +145,13 @@ class MPMSimulator:
         return action
 
     def _step_parameters(self, design: dict) -> dict:
-        """Per-particle parameters for the substep: float64 host arrays for the numba
-        kernels, which read them in the model's precision (no conversion per call: it cost
-        as much as a small scene's substep), else :meth:`particle_parameters`."""
-        if self.kernels != "numba":
-            return self.particle_parameters(design)
-        m = self.model
-        return {field: np.asarray(to_host(design.get(name, getattr(m, field))), dtype=np.float64)
-                for name, field in PARTICLE_PARAMETERS.items()}
+        """:meth:`particle_parameters` as the substep takes them: the numba kernels read the
+        float64 host arrays in the model's precision (a conversion per call cost as much as
+        a small scene's substep), the array-level reference takes them on its backend."""
+        params = self.particle_parameters(design)
+        if self.kernels == "numba":
+            return params
+        return {field: self._put(value) for field, value in params.items()}
 
     def step(self, state: MPMState, action, design: dict, dt: float) -> MPMState:
         """One MLS-MPM substep of ``dt`` [s]; pure."""
@@ -178,11 +179,14 @@ class MPMSimulator:
         signals applied from this state) colors actuators when ``color_by`` is
         "actuation"."""
         return render_frame(self.model, state, width=width, height=height,
-                            color_by=self.color_by, action=action, design=design)
+                            color_by=self.color_by, action=action,
+                            youngs_modulus=self.particle_parameters(design)["youngs_modulus"])
 
     def check_time_step(self, design: dict, dt: float) -> None:
         """Raise codesign.UnstableTimeStepError, naming the largest safe Δt, if dt is unsafe."""
-        safety.check_time_step(self.model, design, dt, elastic_courant=self.elastic_courant,
+        safety.check_time_step(self.model, self.particle_parameters(design),
+                               self.initial_state(design).particle_v, dt,
+                               elastic_courant=self.elastic_courant,
                                velocity_courant=self.velocity_courant)
 
     def check_state(self, state: MPMState, step_index: int) -> None:
