@@ -7,6 +7,8 @@ Forward substep and hand-derived adjoint, as a readable array-level reference
 from .actuators import CableActuator
 from .boundaries import BoxWalls, HeightField, Plane
 from .model import ModelError, MPMModel, build_model
+from .options import MPMOptions
+from .scene import make_simulator
 from .simulator import MPMSimulator
 from .state import MPMState
 
@@ -15,9 +17,11 @@ __all__ = [
     "CableActuator",
     "HeightField",
     "MPMModel",
+    "MPMOptions",
     "MPMSimulator",
     "MPMState",
     "ModelError",
     "Plane",
     "build_model",
+    "make_simulator",
 ]
