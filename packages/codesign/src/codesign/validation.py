@@ -37,7 +37,6 @@ from .option_types import (
     explicit_keywords,
     is_integer,
     is_number,
-    plain_copy,
     suggest,
     type_name,
 )
@@ -78,12 +77,12 @@ class _Checker:
         return value
 
     def number(self, value: Any, path: tuple, *, integer: bool = False, minimum=None,
-               positive: bool = False, finite: bool = True) -> Any:
+               positive: bool = False) -> Any:
         kind = "an integer" if integer else "a number"
         if not (is_integer(value) if integer else is_number(value)):
             self.error(path, f"must be {kind}, got {type_name(value)} {value!r}")
             return None
-        if finite and not math.isfinite(value):
+        if not math.isfinite(value):
             self.error(path, f"must be a finite number, got {value}")
             return None
         if positive and not value > 0:
@@ -179,7 +178,7 @@ def _check_design(ck: _Checker, node: Any) -> dict:
             elif any(math.isnan(v) for v in flat):
                 ck.error((*path, key), f"{key} must not be NaN; use .inf / -.inf for no bound")
             else:
-                out[key] = plain_copy(value)[1]
+                out[key] = value
         if "scale" in entry:
             scale = ck.number(entry["scale"], (*path, "scale"), positive=True)
             if scale is not None:
@@ -189,17 +188,11 @@ def _check_design(ck: _Checker, node: Any) -> dict:
 
 
 def _flatten_numbers(value: Any) -> list[float] | None:
+    """Every number of a number or non-empty (nested) list of numbers, else ``None``."""
     if is_number(value):
         return [float(value)]
-    if isinstance(value, list) and value:
-        flat = []
-        for item in value:
-            sub = _flatten_numbers(item)
-            if sub is None:
-                return None
-            flat.extend(sub)
-        return flat
-    return None
+    parts = [_flatten_numbers(item) for item in value] if isinstance(value, list) else []
+    return None if not parts or None in parts else [n for part in parts for n in part]
 
 
 def _check_terms(ck: _Checker, node: Any, path: tuple, *, what: str) -> list:
