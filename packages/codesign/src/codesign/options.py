@@ -10,8 +10,8 @@ A simulator declares its options as a frozen keyword-only dataclass deriving fro
 
 Everything else comes from that one declaration: :func:`options_factory` turns a builder
 ``build(options) -> Simulator`` into the keyword factory a plugin registers (its signature is
-the declaration, so the YAML validator checks names and types against it, and
-:meth:`Options.problems` the bounds and choices); :meth:`Options.parameter` makes the design
+the declaration, so the YAML validator checks names and types against it, and constructing
+the declaration checks the bounds and choices); :meth:`Options.parameter` makes the design
 parameter an option provides the default of (same unit, bounds and doc); and
 :func:`format_options` is the listing of ``codesign options <simulator>``.
 
@@ -133,7 +133,8 @@ class Options:
     """
 
     def __post_init__(self):
-        problems = self.problems({spec.name: getattr(self, spec.name) for spec in self.specs()})
+        problems = [(spec.name, message) for spec in self.specs()
+                    if (message := spec.problem(getattr(self, spec.name))) is not None]
         if problems:
             raise OptionsError(problems)
 
@@ -149,18 +150,6 @@ class Options:
             if spec.name == name:
                 return spec
         raise KeyError(f"{cls.__name__} declares no option {name!r}")
-
-    @classmethod
-    def problems(cls, values: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """``(name, message)`` for every declared option in ``values`` that breaks its choices
-        or bounds (names not declared are ignored: the caller reports those)."""
-        found = []
-        for spec in cls.specs():
-            if spec.name in values:
-                message = spec.problem(values[spec.name])
-                if message is not None:
-                    found.append((spec.name, message))
-        return found
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> Options:
