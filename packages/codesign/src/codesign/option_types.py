@@ -23,7 +23,6 @@ from .options import OptionsError
 __all__ = [
     "accepts_keyword",
     "check_options",
-    "explicit_keywords",
     "is_integer",
     "is_number",
     "suggest",
@@ -157,11 +156,6 @@ def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], bool, dict[s
     return parameters, takes_any, hints
 
 
-def explicit_keywords(factory: Any) -> frozenset[str]:
-    """The keyword parameters ``factory`` names (``**kwargs`` not counted)."""
-    return frozenset(_signature(factory)[0])
-
-
 def accepts_keyword(factory: Any, name: str) -> bool:
     """Whether ``factory`` takes keyword ``name`` (by name or through ``**kwargs``)."""
     parameters, takes_any, _ = _signature(factory)
@@ -182,6 +176,7 @@ def _plain_copy(value: Any) -> tuple[bool, Any]:
 
 
 def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequence[str] = (),
+                  defaults: Mapping[str, Any] | None = None,
                   supplied: Mapping[str, Any] | None = None,
                   what: str = "component") -> tuple[dict[str, Any], list[tuple[tuple, str]]]:
     """Check ``options`` against ``factory``'s keyword signature.
@@ -190,12 +185,14 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
     YAML-representable default (for a factory declared with an options class: the
     declaration's values, which checks bounds and choices); each problem is
     ``(sub_path, message)`` relative to the options mapping. ``injected`` names arguments the
-    run supplies (``simulator``, sizes); they may not be set in YAML; ``supplied`` gives the
-    values of those a factory's options declaration reads while resolving (``base_dir``:
-    where a scene file's path starts).
+    run supplies (``simulator``, sizes); they may not be set in YAML; ``defaults``
+    (``run.seed``...) fill options the factory names and ``options`` leaves out; ``supplied``
+    gives the values of injected arguments a factory's options declaration reads while
+    resolving (``base_dir``: where a scene file's path starts).
     """
     parameters, takes_any, hints = _signature(factory)
     settable = {n: p for n, p in parameters.items() if n not in injected}
+    options = {**{k: v for k, v in (defaults or {}).items() if k in settable}, **options}
     expected = {n: _expected(hints.get(n, p.annotation)) for n, p in settable.items()}
     resolved: dict[str, Any] = {}
     problems: list[tuple[tuple, str]] = []

@@ -34,7 +34,6 @@ from .config import (
 from .executors import EXECUTOR_KINDS
 from .option_types import (
     check_options,
-    explicit_keywords,
     is_integer,
     is_number,
     suggest,
@@ -99,9 +98,7 @@ class _Checker:
                   supplied: dict[str, Any] | None = None) -> dict:
         """Check a ``{name, options}`` section against the registry and the factory.
 
-        ``defaults`` (``run.seed``...) fill options the factory names and the YAML leaves out;
-        ``supplied`` holds values of ``injected`` names that the factory's options declaration
-        reads (see :func:`~codesign.option_types.check_options`).
+        ``defaults`` and ``supplied`` are :func:`~codesign.option_types.check_options`'s.
         Returns ``{"name": ..., "options": resolved options}``, or ``{}`` when the section
         is not a mapping.
         """
@@ -129,12 +126,9 @@ class _Checker:
                                         f"{suggest(name, available)}; available: {listing}")
             resolved["options"] = dict(options)
             return resolved
-        factory = self.registry.get(kind, name).factory
-        named = explicit_keywords(factory)
-        options = {**options, **{key: value for key, value in (defaults or {}).items()
-                                 if key not in options and key in named}}
-        checked, problems = check_options(factory, options, injected=injected, supplied=supplied,
-                                          what=f"{kind[:-1]} {name!r}")
+        checked, problems = check_options(self.registry.get(kind, name).factory, options,
+                                          injected=injected, defaults=defaults,
+                                          supplied=supplied, what=f"{kind[:-1]} {name!r}")
         for sub_path, message in problems:
             self.error((*path, "options", *sub_path), message)
         resolved["options"] = checked
