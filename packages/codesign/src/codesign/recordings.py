@@ -29,7 +29,7 @@ import numpy as np
 
 from .controllers import OpenLoopController
 from .identification import Recording
-from .option_types import suggest
+from .options import suggest
 from .outputs import read_npz, write_npz
 from .rollout import Rollout
 from .terms import Objective

@@ -3,7 +3,7 @@
 :func:`validate_config` walks the parsed tree (:class:`~codesign.config.RawConfig`) and
 checks the structure, the types, the component names against the plugin registry and every
 ``options`` mapping against its factory's signature
-(:func:`~codesign.option_types.check_options`), filling in every default. Every problem is
+(:func:`~codesign.options.check_options`), filling in every default. Every problem is
 collected and reported together in one :class:`~codesign.config.ConfigError`, each naming
 its YAML path, line and what is allowed.
 Phase two, which needs the built simulator, is :func:`codesign.experiment.build_experiment`.
@@ -32,7 +32,7 @@ from .config import (
     without,
 )
 from .executors import EXECUTOR_KINDS
-from .option_types import (
+from .options import (
     check_options,
     is_integer,
     is_number,
@@ -98,7 +98,7 @@ class _Checker:
                   supplied: dict[str, Any] | None = None) -> dict:
         """Check a ``{name, options}`` section against the registry and the factory.
 
-        ``defaults`` and ``supplied`` are :func:`~codesign.option_types.check_options`'s.
+        ``defaults`` and ``supplied`` are :func:`~codesign.options.check_options`'s.
         Returns ``{"name": ..., "options": resolved options}``, or ``{}`` when the section
         is not a mapping.
         """
