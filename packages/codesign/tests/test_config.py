@@ -22,7 +22,7 @@ from codesign.config import (
 )
 from codesign.experiment import build_experiment, check_initial_design
 from codesign.hookspecs import hookimpl
-from codesign.option_types import check_options
+from codesign.options import check_options
 from codesign.plugins import get_registry
 from codesign.validation import validate_config
 

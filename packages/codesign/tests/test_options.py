@@ -13,8 +13,14 @@ from codesign import DesignError
 from codesign.cli import main
 from codesign.config import ConfigError, parse_config
 from codesign.experiment import build_experiment
-from codesign.option_types import check_options
-from codesign.options import Options, OptionsError, format_options, option, options_factory
+from codesign.options import (
+    Options,
+    OptionsError,
+    check_options,
+    format_options,
+    option,
+    options_factory,
+)
 from codesign.plugins import get_registry
 from codesign.validation import validate_config
 

@@ -53,7 +53,7 @@ from typing import Any
 import yaml
 
 from .design import DesignError
-from .option_types import type_name
+from .options import type_name
 
 __all__ = [
     "CONTROLLER_SIZING",

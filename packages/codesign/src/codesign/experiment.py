@@ -28,7 +28,7 @@ from .design import DesignError
 from .executors import get_executor
 from .identification import IdentificationProblem, Recording
 from .optim.adam import Adam
-from .option_types import accepts_keyword
+from .options import accepts_keyword
 from .problem import RolloutProblem, apply_overrides
 from .rollout import Rollout
 from .simulator import UnstableTimeStepError
@@ -146,13 +146,15 @@ class _Builder:
             self.first_exception = exc
         self.issues.append(self.config.issue(path, message))
 
-    def construct(self, kind: str, name: str, options: dict, path: tuple, **injected):
-        factory = self.registry.get(kind, name).factory
+    def construct(self, kind: str, section: dict, path: tuple, **injected):
+        """The component of a validated ``{name (term), options}`` section at YAML ``path``,
+        given the ``injected`` arguments its factory takes; None (an issue) if it fails."""
+        factory = self.registry.get(kind, section.get("term", section["name"])).factory
         arguments = {k: v for k, v in injected.items() if accepts_keyword(factory, k)}
         try:
-            return factory(**arguments, **options)
+            return factory(**arguments, **section["options"])
         except Exception as exc:  # a plugin's own validation error, reported at its YAML path
-            self.fail((*path, "options") if options else path, exc)
+            self.fail((*path, "options") if section["options"] else path, exc)
             return None
 
     def raise_if_any(self) -> None:
@@ -241,8 +243,7 @@ def build_experiment(config: ExperimentConfig,
     """
     data = config.data
     builder = _Builder(config, registry)
-    simulator = builder.construct("simulators", data["simulator"]["name"],
-                                  data["simulator"]["options"], ("simulator",),
+    simulator = builder.construct("simulators", data["simulator"], ("simulator",),
                                   base_dir=config.base_dir)
     builder.raise_if_any()
     overrides = _design_overrides(builder, simulator, data["design"])
@@ -258,14 +259,13 @@ def build_experiment(config: ExperimentConfig,
     if config.identification:
         return _build_identification(builder, simulator, overrides)
 
-    observer = builder.construct("observers", data["observer"]["name"],
-                                 data["observer"]["options"], ("observer",), simulator=simulator)
+    observer = builder.construct("observers", data["observer"], ("observer",),
+                                 simulator=simulator)
 
     def weighted_terms(entries: list, path: tuple) -> list[WeightedTerm]:
         terms = []
         for index, entry in enumerate(entries):
-            term = builder.construct("terms", entry["term"], entry["options"], (*path, index),
-                                     simulator=simulator)
+            term = builder.construct("terms", entry, (*path, index), simulator=simulator)
             if term is not None:
                 terms.append(WeightedTerm(term, entry["weight"], entry["name"]))
         return terms
@@ -289,16 +289,14 @@ def build_experiment(config: ExperimentConfig,
         sizing = dict(zip(CONTROLLER_SIZING, (
             int(observer.size), int(simulator.action_size), run["steps"],
             run["dt"] * run["substeps"]), strict=True))
-    controller = builder.construct("controllers", data["controller"]["name"],
-                                   data["controller"]["options"], ("controller",), **sizing) \
-        if sizing else None
+    controller = builder.construct("controllers", data["controller"], ("controller",),
+                                   **sizing) if sizing else None
     if controller is not None:
         try:
             controller.parameter_space()
         except DesignError as exc:  # e.g. a NaN initial value among the options
             builder.fail(("controller", "options"), exc)
-    optimizer = builder.construct("optimizers", data["optimizer"]["name"],
-                                  data["optimizer"]["options"], ("optimizer",))
+    optimizer = builder.construct("optimizers", data["optimizer"], ("optimizer",))
     builder.raise_if_any()
 
     try:
@@ -339,17 +337,14 @@ def _build_identification(builder: _Builder, simulator,
     data, run = config.data, config.data["run"]
     section = data["identification"]
     path = ("identification",)
-    measurement = builder.construct("observers", section["measurement"]["name"],
-                                    section["measurement"]["options"], (*path, "measurement"),
-                                    simulator=simulator)
-    optimizer = builder.construct("optimizers", data["optimizer"]["name"],
-                                  data["optimizer"]["options"], ("optimizer",))
+    measurement = builder.construct("observers", section["measurement"],
+                                    (*path, "measurement"), simulator=simulator)
+    optimizer = builder.construct("optimizers", data["optimizer"], ("optimizer",))
     builder.raise_if_any()
     source = section["recordings"]
     recordings = builder.construct(
-        "recordings", source["name"], source["options"], (*path, "recordings"),
-        simulator=simulator, measurement=measurement, dt=run["dt"], substeps=run["substeps"],
-        base_dir=config.base_dir)
+        "recordings", source, (*path, "recordings"), simulator=simulator,
+        measurement=measurement, dt=run["dt"], substeps=run["substeps"], base_dir=config.base_dir)
     builder.raise_if_any()
     if not isinstance(recordings, list) or not recordings or not all(
             isinstance(r, Recording) for r in recordings):

@@ -26,7 +26,7 @@ from .controllers import OpenLoopController
 from .design import DesignSpace, Parameter
 from .optim.adam import Adam
 from .optim.base import Callback, Evaluation, IterationInfo, Optimizer, OptimizeResult
-from .problem import apply_overrides
+from .problem import VectorProblem, apply_overrides
 from .rollout import Rollout
 from .terms import Objective, TrajectoryTracking
 from .tree import tree_leaves, tree_map, tree_to_host
@@ -134,7 +134,7 @@ def _evaluate_recording(problem: IdentificationProblem, x: np.ndarray, index: in
     return float(result.values[0]), design_grad, state_grad
 
 
-class IdentificationProblem:
+class IdentificationProblem(VectorProblem):
     """Mean tracking loss over recordings as an :class:`~codesign.optim.ObjectiveFunction`.
 
     The vector holds the free design parameters (scaled, as in
@@ -216,14 +216,6 @@ class IdentificationProblem:
                            for r in self.recordings]
         self.executor = executor
 
-    def __getstate__(self):
-        # As RolloutProblem: the executor stays with the process that owns it.
-        return dict(self.__dict__, executor=None)
-
-    def x0(self) -> np.ndarray:
-        """The starting vector: design defaults (with overrides) and zero offsets."""
-        return self.space.flatten(self.space.defaults(), scaled=True)
-
     def design(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """The full simulator design at ``x`` (fixed parameters at their defaults)."""
         values = self.space.unflatten(np.asarray(x, dtype=float), scaled=True)
@@ -237,11 +229,6 @@ class IdentificationProblem:
             return None
         values = self.space.unflatten(np.asarray(x, dtype=float), scaled=True)
         return _unflatten_like(self.state_template, values[f"initial_state.{index}"])
-
-    def describe(self, x: np.ndarray) -> dict[str, Any]:
-        """The fitted quantities at ``x`` as ``name -> list`` (for history and summaries)."""
-        return {name: np.asarray(v).tolist()
-                for name, v in self.space.unflatten(x, scaled=True).items()}
 
     def _combine(self, parts, indices: Sequence[int], grad: bool) -> Evaluation:
         count = len(indices)

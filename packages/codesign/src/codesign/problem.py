@@ -19,7 +19,7 @@ from .optim.base import Evaluation
 from .rollout import Rollout
 from .terms import Constraint, Objective
 
-__all__ = ["RolloutProblem", "apply_overrides", "evaluate_point"]
+__all__ = ["RolloutProblem", "VectorProblem", "apply_overrides", "evaluate_point"]
 
 
 def apply_overrides(space: DesignSpace, overrides: Mapping[str, Mapping[str, Any]]) -> DesignSpace:
@@ -59,7 +59,28 @@ def evaluate_point(problem, x: np.ndarray, grad: bool) -> Evaluation:
     return problem.evaluate(x, grad=grad)
 
 
-class RolloutProblem:
+class VectorProblem:
+    """What a problem over a flat, scaled vector of the parameters in ``self.space`` shares:
+    its starting point, its description, and pickling without its executor."""
+
+    space: DesignSpace
+
+    def __getstate__(self):
+        # Workers receive the problem without the executor that sent it there: pools and
+        # distributed clients hold locks and connections that do not pickle.
+        return dict(self.__dict__, executor=None)
+
+    def x0(self) -> np.ndarray:
+        """The starting vector (scaled): every parameter's (overridden) default."""
+        return self.space.flatten(self.space.defaults(), scaled=True)
+
+    def describe(self, x: np.ndarray) -> dict[str, Any]:
+        """The free parameters at ``x`` as ``name -> list`` (for history and summaries)."""
+        return {name: np.asarray(v).tolist()
+                for name, v in self.space.unflatten(x, scaled=True).items()}
+
+
+class RolloutProblem(VectorProblem):
     """Loss and constraints of a rollout as a function of a flat parameter vector.
 
     Args:
@@ -109,15 +130,6 @@ class RolloutProblem:
         self.constraint_upper = np.array([c.upper for c in self.constraints], dtype=float)
         self.executor = executor
 
-    def __getstate__(self):
-        # Workers receive the problem without the executor that sent it there: pools and
-        # distributed clients hold locks and connections that do not pickle.
-        return dict(self.__dict__, executor=None)
-
-    def x0(self) -> np.ndarray:
-        """The starting vector (scaled): overridden inits and initial controller weights."""
-        return self.space.flatten(self.space.defaults(), scaled=True)
-
     def split(self, x: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Map a scaled vector to ``(design, controller weights)``."""
         values = self.space.unflatten(x, scaled=True)
@@ -155,8 +167,3 @@ class RolloutProblem:
             return [self.evaluate(x, grad=grad) for x in xs]
         futures = [self.executor.submit(evaluate_point, self, np.asarray(x), grad) for x in xs]
         return [f.result() for f in futures]
-
-    def describe(self, x: np.ndarray) -> dict[str, Any]:
-        """The free parameters at ``x`` as ``name -> list`` (for history and summaries)."""
-        return {name: np.asarray(v).tolist()
-                for name, v in self.space.unflatten(x, scaled=True).items()}

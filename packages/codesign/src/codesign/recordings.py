@@ -20,7 +20,6 @@ The core's sources:
 
 from __future__ import annotations
 
-import difflib
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,7 +29,8 @@ import numpy as np
 
 from .controllers import OpenLoopController
 from .identification import Recording
-from .outputs import write_npz
+from .options import suggest
+from .outputs import read_npz, write_npz
 from .rollout import Rollout
 from .terms import Objective
 
@@ -95,8 +95,7 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
                                    "(relative paths are resolved against the experiment's "
                                    "folder)")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
+        return read_npz(path)
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise RecordingSourceError(f"cannot read recording file {str(path)!r} as .npz: "
                                    f"{exc}") from None
@@ -216,9 +215,8 @@ def truth_design(space, truth: Mapping[str, Any]) -> dict[str, np.ndarray]:
     design = space.defaults()
     for name, value in truth.items():
         if name not in space:
-            close = difflib.get_close_matches(name, space.names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise RecordingSourceError(f"truth names unknown design parameter {name!r}{hint}; "
+            raise RecordingSourceError(f"truth names unknown design parameter {name!r}"
+                                       f"{suggest(name, space.names)}; "
                                        f"the simulator's parameters: {', '.join(space.names)}")
         shape = space[name].shape
         try:

@@ -3,7 +3,7 @@
 :func:`validate_config` walks the parsed tree (:class:`~codesign.config.RawConfig`) and
 checks the structure, the types, the component names against the plugin registry and every
 ``options`` mapping against its factory's signature
-(:func:`~codesign.option_types.check_options`), filling in every default. Every problem is
+(:func:`~codesign.options.check_options`), filling in every default. Every problem is
 collected and reported together in one :class:`~codesign.config.ConfigError`, each naming
 its YAML path, line and what is allowed.
 Phase two, which needs the built simulator, is :func:`codesign.experiment.build_experiment`.
@@ -32,12 +32,10 @@ from .config import (
     without,
 )
 from .executors import EXECUTOR_KINDS
-from .option_types import (
+from .options import (
     check_options,
-    explicit_keywords,
     is_integer,
     is_number,
-    plain_copy,
     suggest,
     type_name,
 )
@@ -78,12 +76,12 @@ class _Checker:
         return value
 
     def number(self, value: Any, path: tuple, *, integer: bool = False, minimum=None,
-               positive: bool = False, finite: bool = True) -> Any:
+               positive: bool = False) -> Any:
         kind = "an integer" if integer else "a number"
         if not (is_integer(value) if integer else is_number(value)):
             self.error(path, f"must be {kind}, got {type_name(value)} {value!r}")
             return None
-        if finite and not math.isfinite(value):
+        if not math.isfinite(value):
             self.error(path, f"must be a finite number, got {value}")
             return None
         if positive and not value > 0:
@@ -100,9 +98,7 @@ class _Checker:
                   supplied: dict[str, Any] | None = None) -> dict:
         """Check a ``{name, options}`` section against the registry and the factory.
 
-        ``defaults`` (``run.seed``...) fill options the factory names and the YAML leaves out;
-        ``supplied`` holds values of ``injected`` names that the factory's options declaration
-        reads (see :func:`~codesign.option_types.check_options`).
+        ``defaults`` and ``supplied`` are :func:`~codesign.options.check_options`'s.
         Returns ``{"name": ..., "options": resolved options}``, or ``{}`` when the section
         is not a mapping.
         """
@@ -130,12 +126,9 @@ class _Checker:
                                         f"{suggest(name, available)}; available: {listing}")
             resolved["options"] = dict(options)
             return resolved
-        factory = self.registry.get(kind, name).factory
-        named = explicit_keywords(factory)
-        options = {**options, **{key: value for key, value in (defaults or {}).items()
-                                 if key not in options and key in named}}
-        checked, problems = check_options(factory, options, injected=injected, supplied=supplied,
-                                          what=f"{kind[:-1]} {name!r}")
+        checked, problems = check_options(self.registry.get(kind, name).factory, options,
+                                          injected=injected, defaults=defaults,
+                                          supplied=supplied, what=f"{kind[:-1]} {name!r}")
         for sub_path, message in problems:
             self.error((*path, "options", *sub_path), message)
         resolved["options"] = checked
@@ -179,7 +172,7 @@ def _check_design(ck: _Checker, node: Any) -> dict:
             elif any(math.isnan(v) for v in flat):
                 ck.error((*path, key), f"{key} must not be NaN; use .inf / -.inf for no bound")
             else:
-                out[key] = plain_copy(value)[1]
+                out[key] = value
         if "scale" in entry:
             scale = ck.number(entry["scale"], (*path, "scale"), positive=True)
             if scale is not None:
@@ -189,17 +182,11 @@ def _check_design(ck: _Checker, node: Any) -> dict:
 
 
 def _flatten_numbers(value: Any) -> list[float] | None:
+    """Every number of a number or non-empty (nested) list of numbers, else ``None``."""
     if is_number(value):
         return [float(value)]
-    if isinstance(value, list) and value:
-        flat = []
-        for item in value:
-            sub = _flatten_numbers(item)
-            if sub is None:
-                return None
-            flat.extend(sub)
-        return flat
-    return None
+    parts = [_flatten_numbers(item) for item in value] if isinstance(value, list) else []
+    return None if not parts or None in parts else [n for part in parts for n in part]
 
 
 def _check_terms(ck: _Checker, node: Any, path: tuple, *, what: str) -> list:
