@@ -11,7 +11,7 @@ import numpy as np
 
 from .kinematics import centerline_vertices
 from .model import VineModel
-from .obstacles import Circle, Polygon, Wall, signed_distance
+from .obstacles import Circle, Polygon, Wall
 from .state import VineState
 
 __all__ = ["render_frame", "default_view"]
@@ -93,9 +93,7 @@ def render_frame(model: VineModel, state: VineState, *, width: int = 640, height
     base = pixels(vertices[0])[0]
     cv2.circle(image, tuple(map(int, base)), 16 * (thickness + 2), _BASE, -1, **draw)
     points = model.contact_positions(q)
-    active = np.zeros(len(points), dtype=bool)
-    for obstacle in model.obstacles:
-        active |= signed_distance(obstacle, points)[0] < contact_tolerance
+    active = np.any(model.obstacle_distances(q)[0] < contact_tolerance, axis=1)
     radius = 16 * max(1, thickness // 3)
     for point, is_active in zip(pixels(points), active, strict=True):
         color = _ACTIVE if is_active else _CONTACT
