@@ -24,11 +24,9 @@ _CIRCLE, _POLYGON, _WALL = 0, 1, 2
 
 
 class ModelArrays(NamedTuple):
-    """A model flattened into arrays for the kernels (obstacles encoded by type).
-
-    Kernels take it as one argument, passed as a plain ``tuple(arrays)`` and unpacked in
-    this field order: numba types a named tuple by its field names on every call (1 µs
-    here), a plain tuple as fast as separate arguments."""
+    """A model flattened into arrays for the kernels (obstacles encoded by type), which take
+    it as a plain ``tuple(arrays)`` unpacked in field order: numba types a named tuple by its
+    field names on every call (1 µs here), a plain tuple as fast as separate arguments."""
 
     half_length: float
     gyration_sq: float

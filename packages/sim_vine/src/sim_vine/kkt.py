@@ -32,9 +32,8 @@ __all__ = ["BandLayout", "BandedKKT", "exact_at", "optimal_at"]
 class BandLayout(NamedTuple):
     """Where a model's KKT entries go in the band: the work array ``band`` of
     :func:`_band_lu`, the band positions of the natural order (velocities, then rows) and of
-    the CSC entries of P and A. Kernels take it as one plain ``tuple(layout)``, unpacked in
-    this field order (numba types a named tuple by its field names on every call, 0.7 µs
-    here; a plain tuple costs what separate arguments do)."""
+    the CSC entries of P and A. Kernels take it as a plain ``tuple(layout)`` (see
+    :class:`sim_vine._kernels.ModelArrays`)."""
 
     band: np.ndarray
     kl: int
