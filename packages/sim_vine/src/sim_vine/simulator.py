@@ -10,6 +10,7 @@ differentiates the QP's KKT conditions at the active set (see :mod:`sim_vine.ste
 from __future__ import annotations
 
 import dataclasses
+import functools
 import weakref
 
 import numpy as np
@@ -63,16 +64,11 @@ class VineSimulator:
         self._design_names = self._design_space.names
         self._parameter_cache = None
 
-    def __getstate__(self):
+    def __reduce__(self):
         """Pickle the description only; the OSQP solver is rebuilt (process executors)."""
-        return {"model": self.model, "settings": self.settings, "view": self.view,
-                "joint_tolerance": self.joint_tolerance,
-                "penetration_tolerance": self.penetration_tolerance}
-
-    def __setstate__(self, state):
-        self.__init__(state["model"], settings=state["settings"], view=state["view"],
-                      joint_tolerance=state["joint_tolerance"],
-                      penetration_tolerance=state["penetration_tolerance"])
+        return functools.partial(type(self), settings=self.settings, view=self.view,
+                                 joint_tolerance=self.joint_tolerance,
+                                 penetration_tolerance=self.penetration_tolerance), (self.model,)
 
     # -- contract -----------------------------------------------------------------------
 
