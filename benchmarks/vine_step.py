@@ -129,13 +129,13 @@ def _raw_osqp(model, eps):
 
 def _exact_fraction(sim, design):
     """Share of steps solved exactly at their active set (KKT conditions to round-off)."""
-    from sim_vine.step import step_forward
+    from sim_vine.step import step
     params, _ = sim._parameters(design)
     state = sim.initial_state(design)
     exact = 0
     for _ in range(STEPS):
-        q, v, solution, _ = step_forward(sim.arrays, sim.layout, sim.qp, state.body_q,
-                                         state.body_qd, RATE, params, DT)
+        q, v, solution, _ = step(sim.arrays, sim.layout, sim.qp, state.body_q,
+                                 state.body_qd, RATE, params, DT)
         exact += solution.exact
         state = VineState(body_q=q, body_qd=v)
     return exact / STEPS

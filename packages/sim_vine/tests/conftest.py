@@ -28,14 +28,14 @@ def run_with_contacts(sim, steps: int, rate: float, dt: float):
     """Poses (steps + 1, N, 3) of ``sim`` at its defaults and the contact modes of its
     active contact rows per step (steps, pairs): +1 / −1 for the edge N ± μT, 0 free."""
     from sim_vine.state import VineState
-    from sim_vine.step import step_forward
+    from sim_vine.step import step
 
     params, _ = sim._parameters(sim.design_space().defaults())
     state = sim.initial_state(sim.design_space().defaults())
     poses, modes = [state.body_q], []
     for _ in range(steps):
-        q, v, solution, _ = step_forward(sim.arrays, sim.layout, sim.qp, state.body_q,
-                                         state.body_qd, rate, params, dt)
+        q, v, solution, _ = step(sim.arrays, sim.layout, sim.qp, state.body_q,
+                                 state.body_qd, rate, params, dt)
         edges = solution.active[sim.layout.contact].reshape(-1, 2)
         modes.append(np.where(edges[:, 0], 1, np.where(edges[:, 1], -1, 0)))
         state = VineState(body_q=q, body_qd=v)

@@ -30,10 +30,10 @@ def _in_contact(runner, obstacles, friction, growth="every_prismatic", steps=150
 
 
 def _active_contacts(sim, state, design):
-    from sim_vine.step import step_forward
+    from sim_vine.step import step
     params, offset = sim._parameters(design)
-    _, _, solution, _ = step_forward(sim.arrays, sim.layout, sim.qp, state.body_q,
-                                     state.body_qd, 0.1 + offset, params, 0.01)
+    _, _, solution, _ = step(sim.arrays, sim.layout, sim.qp, state.body_q,
+                             state.body_qd, 0.1 + offset, params, 0.01)
     return int(solution.active[sim.layout.contact].sum())
 
 

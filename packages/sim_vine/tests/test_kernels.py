@@ -95,14 +95,14 @@ def test_compiled_active_set_guess_equals_reference(friction):
 
 @pytest.mark.parametrize("friction", [0.0, 0.2])
 def test_refinement_finds_the_active_set_from_any_guess(runner, friction):
-    from sim_vine.step import step_forward
+    from sim_vine.step import step
     sim = VineSimulator(VineModel(body_count=8, length=0.2, friction=friction,
                                   obstacles=(Wall([0.35, -0.2], [0.15, 0.2], 0.02),)))
     states, design = runner(sim, 150)
     params, _ = sim._parameters(design)
     state = states[-1]
-    _, _, solved, problem = step_forward(sim.arrays, sim.layout, sim.qp, state.body_q,
-                                         state.body_qd, 0.1, params, 0.01)
+    _, _, solved, problem = step(sim.arrays, sim.layout, sim.qp, state.body_q,
+                                 state.body_qd, 0.1, params, 0.01)
     contact = sim.layout.contact
     assert solved.exact and solved.active[contact].sum() == 1
     for guess_contacts in (False, True):

@@ -24,8 +24,9 @@ _CIRCLE, _POLYGON, _WALL = 0, 1, 2
 
 
 class ModelArrays(NamedTuple):
-    """A model flattened into arrays for the kernels (obstacles encoded by type); a named
-    tuple, so compiled code takes it as one argument."""
+    """A model flattened into arrays for the kernels (obstacles encoded by type), which take
+    it as a plain ``tuple(arrays)`` unpacked in field order: numba types a named tuple by its
+    field names on every call (1 µs here), a plain tuple as fast as separate arguments."""
 
     half_length: float
     gyration_sq: float
@@ -231,8 +232,8 @@ def assemble_rows(arrays: ModelArrays, q, v, rate, stiffness, damping, friction,
     out = (np.empty((n, 3)), np.empty(len(arrays.pin_parent)), np.empty((n, 3)),
            np.empty((row_count, 6)), np.empty(row_count), np.empty(row_count),
            np.empty((pairs, 6)))
-    _assemble(arrays, q, v, float(rate), stiffness, damping, float(friction), mass, float(dt),
-              out)
+    _assemble(tuple(arrays), q, v, float(rate), stiffness, damping, float(friction), mass,
+              float(dt), out)
     return out
 
 

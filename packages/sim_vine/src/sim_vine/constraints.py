@@ -27,7 +27,6 @@ import dataclasses
 import numpy as np
 
 from .model import VineModel
-from .obstacles import signed_distance
 
 __all__ = [
     "RowLayout",
@@ -263,12 +262,7 @@ def contact_frame(model: VineModel, q) -> ContactFrame:
     """Signed distances and normals of every contact point to every obstacle."""
     bodies, offsets = model.contact_points
     n_obs = len(model.obstacles)
-    points = model.contact_positions(q)
-    phi = np.zeros((len(bodies), n_obs))
-    normal = np.zeros((len(bodies), n_obs, 2))
-    dnormal = np.zeros((len(bodies), n_obs, 2, 2))
-    for j, obstacle in enumerate(model.obstacles):
-        phi[:, j], normal[:, j], dnormal[:, j] = signed_distance(obstacle, points)
+    phi, normal, dnormal = model.obstacle_distances(q)
     body = np.repeat(bodies, n_obs)
     t, n = _frames(q[body, 2])
     return ContactFrame(body=body, offset=np.repeat(offsets, n_obs), phi=phi.reshape(-1),

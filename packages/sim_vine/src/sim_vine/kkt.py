@@ -30,9 +30,10 @@ __all__ = ["BandLayout", "BandedKKT", "exact_at", "optimal_at"]
 
 
 class BandLayout(NamedTuple):
-    """Where a model's KKT entries go in the band (a named tuple: compiled code takes it as
-    one argument): the work array ``band`` of :func:`_band_lu`, the band positions of the
-    natural order (velocities, then rows) and of the CSC entries of P and A."""
+    """Where a model's KKT entries go in the band: the work array ``band`` of
+    :func:`_band_lu`, the band positions of the natural order (velocities, then rows) and of
+    the CSC entries of P and A. Kernels take it as a plain ``tuple(layout)`` (see
+    :class:`sim_vine._kernels.ModelArrays`)."""
 
     band: np.ndarray
     kl: int
@@ -151,9 +152,7 @@ def _band_lu_apply(band, kl, ku, pivots, b):
 @numba.njit(cache=True)
 def _solve(layout, Px, Ax, active, rhs):
     """Fill, factor, solve and refine once; an empty result for a singular matrix."""
-    band, kl, ku, position = layout.band, layout.kl, layout.ku, layout.position
-    pi, pj, ai, aj, diag, a_rows = (layout.pi, layout.pj, layout.ai, layout.aj, layout.diag,
-                                    layout.a_rows)
+    band, kl, ku, pi, pj, ai, aj, diag, position, p_rows, p_cols, a_rows, a_cols, n = layout
     size = rhs.shape[0]
     band[:, :] = 0.0
     for k in range(Px.shape[0]):
@@ -177,8 +176,7 @@ def _solve(layout, Px, Ax, active, rhs):
     out = np.empty(size)
     for i in range(size):
         out[i] = b[position[i]]
-    residual = rhs - _multiply(out, Px, Ax, active, layout.p_rows, layout.p_cols, a_rows,
-                               layout.a_cols, layout.n)
+    residual = rhs - _multiply(out, Px, Ax, active, p_rows, p_cols, a_rows, a_cols, n)
     for i in range(size):
         b[position[i]] = residual[i]
     _band_lu_apply(band, kl, ku, pivots, b)
@@ -213,7 +211,7 @@ def exact_at(layout, Px, Ax, q, lower, col_scale, active, row_bodies, rows, row_
              contact_start, tolerance, edge_rule, tangent_rows):
     """The exact KKT solution of the scaled QP at ``active``, if it is optimal there.
 
-    One banded solve (:func:`_solve` in a :class:`BandedKKT`'s ``layout``), then
+    One banded solve (:func:`_solve` in a :class:`BandedKKT`'s ``tuple(layout)``), then
     :func:`optimal_at`; with
     ``edge_rule`` (μ = 0) every active contact pair must also hold its impulse on the cone
     edge that opposes the sliding. Returns ``(ok, v (N, 3) [m/s], scaled multipliers (m,))``;
@@ -304,7 +302,7 @@ class BandedKKT:
         partial pivoting and one refinement step; :meth:`solve_lapack` is the same through
         LAPACK's ``dgbsv``.
         """
-        out = _solve(self.layout, Px, Ax, active, rhs)
+        out = _solve(tuple(self.layout), Px, Ax, active, rhs)
         return out if out.size else None
 
     def solve_lapack(self, Px, Ax, active, rhs):

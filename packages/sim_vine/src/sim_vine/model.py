@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .obstacles import Circle, Obstacle, Polygon, Wall, signed_distance
+from .obstacles import Circle, Obstacle, Polygon, Wall, obstacle_from_dict, signed_distance
 from .options import GROWTH_MODES, VineOptions
 
 __all__ = ["VineModel", "ModelError", "GROWTH_MODES", "CONTACT_MODES"]
@@ -32,14 +32,10 @@ class ModelError(ValueError):
     """A vine model option is out of range or has the wrong shape."""
 
 
-def _positive(value, name: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ModelError(f"{name} must be a number, got {value!r}") from None
-    if not (np.isfinite(value) and value > 0):
-        raise ModelError(f"{name} must be a positive finite number, got {value!r}")
-    return value
+_DECLARED = ("length", "total_mass", "gyration_radius", "stiffness", "damping", "friction",
+             "growth")
+"""Fields that are options of :class:`VineOptions` by the same name: their bounds and
+choices are checked as declared there."""
 
 
 def _per_entity(value, count: int, name: str) -> np.ndarray:
@@ -48,8 +44,6 @@ def _per_entity(value, count: int, name: str) -> np.ndarray:
         array = np.full(count, float(array))
     if array.shape != (count,):
         raise ModelError(f"{name} must be a number or a list of {count}, got shape {array.shape}")
-    if not np.all(np.isfinite(array)) or np.any(array < 0):
-        raise ModelError(f"{name} must be finite and ≥ 0, got {array}")
     return array
 
 
@@ -77,7 +71,8 @@ class VineModel:
         implicit_springs: integrate spring and damper torques implicitly (stable for any
             dt); ``False`` uses the paper's explicit forces.
 
-    Defaults are the options' (:class:`~sim_vine.options.VineOptions`).
+    Defaults, bounds and choices are the options' (:class:`~sim_vine.options.VineOptions`);
+    :meth:`from_options` builds the model of a set of options.
     """
 
     body_count: int = _DEFAULT.bodies
@@ -95,16 +90,30 @@ class VineModel:
     initial_angles: Any = _DEFAULT.initial_angles
     implicit_springs: bool = _DEFAULT.implicit_springs
 
+    @classmethod
+    def from_options(cls, options: VineOptions) -> VineModel:
+        """The model the options describe (its ``obstacles`` as YAML mappings)."""
+        o = options
+        return cls(body_count=o.bodies, length=o.length, total_mass=o.total_mass,
+                   gyration_radius=o.gyration_radius, base=o.base, stiffness=o.stiffness,
+                   damping=o.damping, friction=o.friction, gravity=o.gravity, growth=o.growth,
+                   contact=o.contact, initial_angles=o.initial_angles,
+                   obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
+                   implicit_springs=o.implicit_springs)
+
     def __post_init__(self):
         if isinstance(self.body_count, bool) or int(self.body_count) != self.body_count \
                 or self.body_count < 1:
             raise ModelError(f"body_count must be an integer ≥ 1, got {self.body_count!r}")
+        # the options' declared bounds and choices, also for a model built in Python
+        problems = VineOptions.problems({name: getattr(self, name) for name in _DECLARED})
+        if problems:
+            raise ModelError("; ".join(f"{name}: {message}" for name, message in problems))
         object.__setattr__(self, "body_count", int(self.body_count))
-        object.__setattr__(self, "length", _positive(self.length, "length"))
-        object.__setattr__(self, "total_mass", _positive(self.total_mass, "total_mass"))
+        for name in ("length", "total_mass", "friction"):
+            object.__setattr__(self, name, float(getattr(self, name)))
         if self.gyration_radius is not None:
-            object.__setattr__(self, "gyration_radius",
-                               _positive(self.gyration_radius, "gyration_radius"))
+            object.__setattr__(self, "gyration_radius", float(self.gyration_radius))
         base = np.asarray(self.base, dtype=np.float64)
         if base.shape != (3,) or not np.all(np.isfinite(base)):
             raise ModelError(f"base must be (x, y, angle), got {self.base!r}")
@@ -113,15 +122,9 @@ class VineModel:
         if gravity.shape != (2,) or not np.all(np.isfinite(gravity)):
             raise ModelError(f"gravity must be (gx, gy) in m/s², got {self.gravity!r}")
         object.__setattr__(self, "gravity", gravity)
-        if self.growth not in GROWTH_MODES:
-            raise ModelError(f"growth must be one of {GROWTH_MODES}, got {self.growth!r}")
         n_pins = self.pin_count
         object.__setattr__(self, "stiffness", _per_entity(self.stiffness, n_pins, "stiffness"))
         object.__setattr__(self, "damping", _per_entity(self.damping, n_pins, "damping"))
-        friction = float(self.friction)
-        if not (np.isfinite(friction) and friction >= 0):
-            raise ModelError(f"friction must be a finite number ≥ 0, got {self.friction!r}")
-        object.__setattr__(self, "friction", friction)
         angles = np.asarray(self.initial_angles, dtype=np.float64)
         angles = np.full(n_pins, float(angles)) if angles.ndim == 0 else angles
         if angles.shape != (n_pins,) or not np.all(np.isfinite(angles)):
@@ -282,12 +285,19 @@ class VineModel:
         q = np.asarray(body_q)[bodies]
         return q[:, :2] + offsets[:, None] * np.stack([np.cos(q[:, 2]), np.sin(q[:, 2])], axis=1)
 
-    def penetrations(self, body_q, *, tolerance: float = 0.0) -> list[tuple[int, int, float]]:
-        """(contact point, obstacle, signed distance [m]) for every point inside an obstacle."""
+    def obstacle_distances(self, body_q) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Signed distance [m], outward normal and its derivative [1/m] of every contact
+        point to every obstacle, shapes (n_contacts, n_obstacles) + (), (2,), (2, 2)."""
         points = self.contact_positions(body_q)
-        found = []
+        shape = (len(points), len(self.obstacles))
+        phi, normal, dnormal = np.zeros(shape), np.zeros(shape + (2,)), np.zeros(shape + (2, 2))
         for j, obstacle in enumerate(self.obstacles):
-            phi = signed_distance(obstacle, points)[0]
-            for i in np.flatnonzero(phi < -tolerance):
-                found.append((int(i), j, float(phi[i])))
-        return found
+            phi[:, j], normal[:, j], dnormal[:, j] = signed_distance(obstacle, points)
+        return phi, normal, dnormal
+
+    def penetrations(self, body_q, *, tolerance: float = 0.0) -> list[tuple[int, int, float]]:
+        """(contact point, obstacle, signed distance [m]) for every point inside an obstacle,
+        obstacle by obstacle."""
+        phi = self.obstacle_distances(body_q)[0]
+        return [(int(i), int(j), float(phi[i, j]))
+                for j, i in zip(*np.nonzero(phi.T < -tolerance), strict=True)]

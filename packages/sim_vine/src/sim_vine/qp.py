@@ -338,9 +338,9 @@ class VineQP:
         otherwise None, and :meth:`refine` searches the active set. One compiled call
         (:func:`sim_vine.kkt.exact_at`).
         """
-        ok, v, scaled_y = exact_at(self._banded.layout, Px, Ax, q, lower, col_scale, active,
-                                   self.layout.row_bodies, problem.row_values, problem.lower,
-                                   self.layout.contact.start,
+        ok, v, scaled_y = exact_at(tuple(self._banded.layout), Px, Ax, q, lower, col_scale,
+                                   active, self.layout.row_bodies, problem.row_values,
+                                   problem.lower, self.layout.contact.start,
                                    self.settings.feasibility_tolerance, edge_rule,
                                    problem.tangent_rows)
         if not ok:

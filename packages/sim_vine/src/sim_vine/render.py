@@ -11,9 +11,10 @@ import numpy as np
 
 from .kinematics import centerline_vertices
 from .model import VineModel
-from .obstacles import Circle, Polygon, Wall, signed_distance
+from .obstacles import Circle, Polygon, Wall
+from .state import VineState
 
-__all__ = ["render_vine", "default_view"]
+__all__ = ["render_frame", "default_view"]
 
 _BACKGROUND = (250, 250, 248)
 _OBSTACLE = (120, 160, 110)
@@ -46,11 +47,13 @@ def default_view(model: VineModel, *, reach: float | None = None) -> tuple[float
     return (low[0] - margin, high[0] + margin, low[1] - margin, high[1] + margin)
 
 
-def render_vine(model: VineModel, body_q, *, width: int = 640, height: int = 480,
-                view=None, contact_tolerance: float = 1e-3) -> np.ndarray:
-    """Draw one frame: uint8 RGB image, shape (height, width, 3).
+def render_frame(model: VineModel, state: VineState, *, width: int = 640, height: int = 480,
+                 view=None, contact_tolerance: float = 1e-3) -> np.ndarray:
+    """Draw ``state``'s vine: uint8 RGB image, shape (height, width, 3).
 
-    Contact points closer than ``contact_tolerance`` [m] to an obstacle are drawn as active.
+    ``view`` is the world rectangle ``(x_min, x_max, y_min, y_max)`` [m], default
+    :func:`default_view`. Contact points closer than ``contact_tolerance`` [m] to an
+    obstacle are drawn as active.
     """
     if width < 16 or height < 16:
         raise ValueError(f"frame size must be at least 16×16 pixels, got {width}×{height}")
@@ -77,7 +80,7 @@ def render_vine(model: VineModel, body_q, *, width: int = 640, height: int = 480
             a, b = pixels(obstacle.start)[0], pixels(obstacle.end)[0]
             cv2.line(image, tuple(map(int, a)), tuple(map(int, b)), _OBSTACLE,
                      max(1, int(round(obstacle.thickness * scale))), **draw)
-    q = np.asarray(body_q, dtype=np.float64)
+    q = np.asarray(state.body_q, dtype=np.float64)
     d = model.half_length
     tangent = np.stack([np.cos(q[:, 2]), np.sin(q[:, 2])], axis=1)
     thickness = max(2, int(round(0.01 * min(width, height))))
@@ -90,9 +93,7 @@ def render_vine(model: VineModel, body_q, *, width: int = 640, height: int = 480
     base = pixels(vertices[0])[0]
     cv2.circle(image, tuple(map(int, base)), 16 * (thickness + 2), _BASE, -1, **draw)
     points = model.contact_positions(q)
-    active = np.zeros(len(points), dtype=bool)
-    for obstacle in model.obstacles:
-        active |= signed_distance(obstacle, points)[0] < contact_tolerance
+    active = np.any(model.obstacle_distances(q)[0] < contact_tolerance, axis=1)
     radius = 16 * max(1, thickness // 3)
     for point, is_active in zip(pixels(points), active, strict=True):
         color = _ACTIVE if is_active else _CONTACT

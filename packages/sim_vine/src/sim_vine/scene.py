@@ -29,7 +29,6 @@ from codesign.options import options_factory
 from codesign.tying import Tie, TiedSimulator
 
 from .model import VineModel
-from .obstacles import obstacle_from_dict
 from .options import VineOptions
 from .qp import SolverSettings
 from .simulator import VineSimulator
@@ -82,12 +81,7 @@ def make_simulator(options: VineOptions) -> VineSimulator | TiedSimulator:
     :class:`~sim_vine.options.VineOptions` (as keywords; a ``scene`` file fills in the
     options not given); ``tie`` wraps it in a :class:`codesign.tying.TiedSimulator`."""
     o = options
-    model = VineModel(
-        body_count=o.bodies, length=o.length, total_mass=o.total_mass,
-        gyration_radius=o.gyration_radius, base=o.base, stiffness=o.stiffness,
-        damping=o.damping, friction=o.friction, gravity=o.gravity, growth=o.growth,
-        contact=o.contact, obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
-        initial_angles=o.initial_angles, implicit_springs=o.implicit_springs)
+    model = VineModel.from_options(o)
     settings = SolverSettings(eps_abs=o.eps_abs, eps_rel=o.eps_rel, max_iter=o.max_iter)
     view = o.view
     if view is not None:

@@ -10,22 +10,23 @@ differentiates the QP's KKT conditions at the active set (see :mod:`sim_vine.ste
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 import weakref
 
 import numpy as np
 
-from codesign import DesignSpace, Parameter, SimulationError, UnstableTimeStepError
+from codesign import DesignSpace, Parameter, SimulationError
 
+from . import safety
+from . import step as vine_step
 from ._kernels import model_arrays
-from .constraints import joint_residual, row_layout
+from .constraints import row_layout
 from .kinematics import tip_position
 from .model import VineModel
 from .options import VineOptions
 from .qp import QPError, SolverSettings, VineQP
-from .render import render_vine
+from .render import render_frame
 from .state import VineState
-from .step import StepParameters, step_backward, step_forward
 
 __all__ = ["VineSimulator"]
 
@@ -54,13 +55,7 @@ class VineSimulator:
         self.view = None if view is None else tuple(float(x) for x in view)
         self.joint_tolerance = float(joint_tolerance)
         self.penetration_tolerance = float(penetration_tolerance)
-        inside = model.penetrations(model.initial_configuration())
-        if inside:
-            point, obstacle, depth = inside[0]
-            raise ValueError(
-                f"the vine starts inside an obstacle: contact point {point} is {-depth:.4g} m "
-                f"inside obstacle {obstacle} ({type(model.obstacles[obstacle]).__name__}); "
-                "move the base or the obstacle, or change initial_angles")
+        safety.check_start(model)
         # step number of every live state this simulator produced, so that errors name the
         # step since initial_state also when a reverse sweep recomputes a segment from a
         # checkpoint: id(state) -> (weak reference, step number)
@@ -69,16 +64,11 @@ class VineSimulator:
         self._design_names = self._design_space.names
         self._parameter_cache = None
 
-    def __getstate__(self):
+    def __reduce__(self):
         """Pickle the description only; the OSQP solver is rebuilt (process executors)."""
-        return {"model": self.model, "settings": self.settings, "view": self.view,
-                "joint_tolerance": self.joint_tolerance,
-                "penetration_tolerance": self.penetration_tolerance}
-
-    def __setstate__(self, state):
-        self.__init__(state["model"], settings=state["settings"], view=state["view"],
-                      joint_tolerance=state["joint_tolerance"],
-                      penetration_tolerance=state["penetration_tolerance"])
+        return functools.partial(type(self), settings=self.settings, view=self.view,
+                                 joint_tolerance=self.joint_tolerance,
+                                 penetration_tolerance=self.penetration_tolerance), (self.model,)
 
     # -- contract -----------------------------------------------------------------------
 
@@ -142,7 +132,7 @@ class VineSimulator:
         return (f"{step}{sweep} (tip at ({tip[0]:.4f}, {tip[1]:.4f}) m, growth rate "
                 f"{rate:.4g} m/s, dt {dt:g} s)")
 
-    def _parameters(self, design) -> tuple[StepParameters, float]:
+    def _parameters(self, design) -> tuple[vine_step.StepParameters, float]:
         objects = [design.get(name) for name in self._design_names]
         cached = self._parameter_cache
         if (cached is not None and len(design) == len(objects)
@@ -161,7 +151,7 @@ class VineSimulator:
             checked = {p.name: v for p, v in zip(space, values, strict=True)}
         else:  # the full check names what is wrong
             checked = space.check(design)
-        params = StepParameters(
+        params = vine_step.StepParameters(
             stiffness=np.asarray(checked["joint.stiffness"], dtype=np.float64),
             damping=np.asarray(checked["joint.damping"], dtype=np.float64),
             friction=float(checked["contact.friction"]),
@@ -174,41 +164,15 @@ class VineSimulator:
             self._parameter_cache = (objects, params)
         return params, float(checked["growth.offset"])
 
-    def _check_inputs(self, state: VineState, action, dt: float) -> float:
-        n = self.model.body_count
-        for name in ("body_q", "body_qd"):
-            value = np.asarray(getattr(state, name))
-            if value.shape != (n, 3):
-                raise ValueError(f"state.{name} must have shape ({n}, 3), got {value.shape}")
-            # the method, not np.sum: this runs every step and np.sum's dispatch costs more
-            if not math.isfinite(float(value.sum())):
-                raise SimulationError(f"state.{name} holds NaN or inf; the simulation diverged")
-        if np.shape(action) != (1,):
-            raise ValueError(f"the action is the growth rate, shape (1,), got {np.shape(action)}")
-        if not (math.isfinite(dt) and dt > 0):
-            raise ValueError(f"dt must be a positive number of seconds, got {dt!r}")
-        return float(action[0])
-
-    def _rate(self, action_value: float, offset: float) -> float:
-        rate = action_value + offset
-        if not np.isfinite(rate):
-            raise ValueError(f"the growth rate is not a number ({rate}); check the controller "
-                             "output and growth.offset")
-        if rate < 0:
-            raise ValueError(f"the growth rate is negative ({rate:.4g} m/s): vine robots grow "
-                             "by eversion and cannot shrink; bound the controller's output "
-                             "at 0 or raise growth.offset")
-        return rate
-
     def step(self, state: VineState, action, design, dt: float) -> VineState:
         """Advance by ``dt`` [s]: solve the step QP, then ``q' = q + Δt v'``."""
         params, offset = self._parameters(design)
-        rate = self._rate(self._check_inputs(state, action, dt), offset)
+        rate = safety.check_step_inputs(self.model, state, action, dt, offset=offset)
         q = np.asarray(state.body_q, dtype=np.float64)
         v = np.asarray(state.body_qd, dtype=np.float64)
         try:
-            q_next, v_next, _, _ = step_forward(self.arrays, self.layout, self.qp, q, v, rate,
-                                                params, dt)
+            q_next, v_next, _, _ = vine_step.step(self.arrays, self.layout, self.qp, q, v, rate,
+                                                  params, dt)
         except QPError as exc:
             raise SimulationError(f"{self._where(state, q, rate, dt, '')}: {exc}") from exc
         number = self.step_number(state)
@@ -218,15 +182,15 @@ class VineSimulator:
     def step_vjp(self, state: VineState, action, design, dt: float, g_next: VineState):
         """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂next state."""
         params, offset = self._parameters(design)
-        rate = self._rate(self._check_inputs(state, action, dt), offset)
+        rate = safety.check_step_inputs(self.model, state, action, dt, offset=offset)
         n = self.model.body_count
         g_q = np.zeros((n, 3)) if g_next.body_q is None else np.asarray(g_next.body_q, float)
         g_v = np.zeros((n, 3)) if g_next.body_qd is None else np.asarray(g_next.body_qd, float)
         q = np.asarray(state.body_q, dtype=np.float64)
         try:
-            grad = step_backward(self.model, self.layout, self.qp, q,
-                                 np.asarray(state.body_qd, dtype=np.float64), rate, params, dt,
-                                 g_q, g_v)
+            grad = vine_step.step_vjp(self.model, self.layout, self.qp, q,
+                                      np.asarray(state.body_qd, dtype=np.float64), rate, params,
+                                      dt, g_q, g_v)
         except QPError as exc:
             raise SimulationError(
                 f"{self._where(state, q, rate, dt, ' (its gradient, in the reverse sweep)')}: "
@@ -243,41 +207,17 @@ class VineSimulator:
     # -- optional hooks -----------------------------------------------------------------
 
     def check_time_step(self, design, dt: float) -> None:
-        """Explicit springs are stable only below ``2/ω_max``; implicit ones for any dt."""
-        if not (np.isfinite(dt) and dt > 0):
-            raise UnstableTimeStepError(f"dt must be a positive number of seconds, got {dt!r}")
-        if self.model.implicit_springs:
-            return
-        params, _ = self._parameters(design)
-        inertia = params.mass * self.model.gyration**2
-        omega = np.sqrt(4.0 * np.max(params.stiffness) / np.min(inertia))
-        rate = 4.0 * np.max(params.damping) / np.min(inertia)
-        limit = min(2.0 / omega if omega > 0 else np.inf, 2.0 / rate if rate > 0 else np.inf)
-        if dt > limit:
-            raise UnstableTimeStepError(
-                f"dt = {dt:g} s is unstable with explicit springs (stiffest joint ω ≈ "
-                f"{omega:.3g} rad/s); use dt <= {limit:.3g} s or implicit_springs: true")
+        """Raise codesign.UnstableTimeStepError, naming the largest safe Δt, if dt is unsafe
+        (explicit springs only; implicit ones are stable for any dt)."""
+        safety.check_time_step(self.model, self._parameters(design)[0], dt)
 
     def check_state(self, state: VineState, step_index: int) -> None:
-        """Raise :class:`SimulationError` for NaN, broken joints or deep penetration."""
-        q = np.asarray(state.body_q)
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(state.body_qd))):
-            raise SimulationError(f"step {step_index}: the vine state holds NaN or inf")
-        error = float(np.max(np.abs(joint_residual(self.model, q)), initial=0.0))
-        if error > self.joint_tolerance:
-            raise SimulationError(
-                f"step {step_index}: joint constraints are violated by {error:.3g} m "
-                f"(> {self.joint_tolerance:g} m); reduce dt or tighten the solver tolerances")
-        inside = self.model.penetrations(q, tolerance=self.penetration_tolerance)
-        if inside:
-            point, obstacle, depth = min(inside, key=lambda item: item[2])
-            raise SimulationError(
-                f"step {step_index}: contact point {point} is {-depth:.3g} m inside obstacle "
-                f"{obstacle}; reduce dt or the growth rate, or add contact points")
+        """Raise codesign.SimulationError for NaN, broken joints or deep penetration."""
+        safety.check_state(self.model, state, step_index, joint_tolerance=self.joint_tolerance,
+                           penetration_tolerance=self.penetration_tolerance)
 
     def render(self, state: VineState, design, *, width: int = 640, height: int = 480,
                action=None):
         """An RGB frame (height, width, 3) uint8 of the vine, contacts and obstacles (the
         growth-rate ``action`` is not drawn)."""
-        return render_vine(self.model, np.asarray(state.body_q), width=width, height=height,
-                           view=self.view)
+        return render_frame(self.model, state, width=width, height=height, view=self.view)

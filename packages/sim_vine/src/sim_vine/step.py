@@ -41,7 +41,7 @@ from .model import VineModel
 from .qp import QPProblem, QPSolution, VineQP
 
 __all__ = ["StepParameters", "StepGradient", "Assembly", "assemble", "build_problem",
-           "step_forward", "step_backward"]
+           "step", "step_vjp"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,16 +121,16 @@ def build_problem(arrays: ModelArrays, layout: RowLayout, q, v, rate: float,
                      friction=float(params.friction), tangent_rows=tangent)
 
 
-def step_forward(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: float,
-                 params: StepParameters, dt: float):
+def step(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: float,
+         params: StepParameters, dt: float):
     """``(q_next, v_next, solution, problem)`` for one step of length ``dt`` [s]."""
     problem = build_problem(arrays, layout, q, v, rate, params, dt)
     solution = qp.solve(problem, warm_v=v)
     return q + dt * solution.v, solution.v, solution, problem
 
 
-def step_backward(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
-                  params: StepParameters, dt: float, g_q_next, g_v_next) -> StepGradient:
+def step_vjp(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
+             params: StepParameters, dt: float, g_q_next, g_v_next) -> StepGradient:
     """Cotangents of ``(q, v, rate, params)`` given those of ``(q_next, v_next)``."""
     assembly = assemble(model, layout, q, v, rate, params, dt)
     solution = qp.solve(assembly.problem, warm_v=v)

@@ -46,28 +46,14 @@ def detect_contacts(model: VineModel, body_q, *, tolerance: float = 1e-3) -> np.
     if body_q.ndim != 3 or body_q.shape[1:] != (model.body_count, 3) or len(body_q) < 2:
         raise ContactScheduleError(f"poses must have shape (steps + 1 >= 2, {model.body_count}, "
                                    f"3), got {body_q.shape}")
-    n_obs = len(model.obstacles)
-    modes = np.zeros((len(body_q) - 1, model.contact_count * n_obs), dtype=np.int64)
+    modes = np.zeros((len(body_q) - 1, model.contact_count * len(model.obstacles)),
+                     dtype=np.int64)
     for k in range(len(body_q) - 1):
-        before = model.contact_positions(body_q[k])
-        after = model.contact_positions(body_q[k + 1])
-        for j, obstacle in enumerate(model.obstacles):
-            phi, normal, _ = signed_distance(obstacle, after)
-            tangent = np.stack([-normal[:, 1], normal[:, 0]], axis=1)
-            slip = np.sum((after - before) * tangent, axis=1)
-            modes[k, j::n_obs] = np.where(phi < tolerance, np.where(slip > 0, -1, 1), 0)
+        moved = model.contact_positions(body_q[k + 1]) - model.contact_positions(body_q[k])
+        phi, normal, _ = model.obstacle_distances(body_q[k + 1])
+        slip = moved[:, None, 0] * -normal[..., 1] + moved[:, None, 1] * normal[..., 0]  # T·Δp
+        modes[k] = np.where(phi < tolerance, np.where(slip > 0, -1, 1), 0).reshape(-1)
     return modes
-
-
-def _signed_distances(model: VineModel, body_q) -> np.ndarray:
-    """Signed distance [m] of every pair at every pose, shape (poses, pairs)."""
-    n_obs = len(model.obstacles)
-    phi = np.zeros((len(body_q), model.contact_count * n_obs))
-    for k, q in enumerate(body_q):
-        points = model.contact_positions(q)
-        for j, obstacle in enumerate(model.obstacles):
-            phi[k, j::n_obs] = signed_distance(obstacle, points)[0]
-    return phi
 
 
 def update_contacts(model: VineModel, modes, body_q, impulse, *, release: float,
@@ -102,7 +88,8 @@ def update_contacts(model: VineModel, modes, body_q, impulse, *, release: float,
             "match: K steps need K + 1 poses and (K, pairs) modes and impulses")
     scheduled = modes != 0
     drop = scheduled & (impulse <= release)  # NaN compares False: kept
-    add = ~scheduled & (_signed_distances(model, body_q[1:]) < -penetration)
+    phi = np.stack([model.obstacle_distances(q)[0].reshape(-1) for q in body_q[1:]])
+    add = ~scheduled & (phi < -penetration)
     edges = detect_contacts(model, body_q, tolerance=np.inf)
     return np.where((scheduled & ~drop) | add, edges, 0)
 

@@ -84,18 +84,11 @@ class FrameSchedule:
         frame_interval: time between frames [s].
         substeps: model steps per frame interval.
         dt: model step [s] (``frame_interval / substeps``).
-        requested_dt: the step the model rate asked for [s].
     """
 
     frame_interval: float
     substeps: int
     dt: float
-    requested_dt: float
-
-    @property
-    def model_rate(self) -> float:
-        """Model steps per second actually used [Hz]."""
-        return 1.0 / self.dt
 
 
 def frame_schedule(times, *, model_rate: float, tolerance: float = 0.01) -> FrameSchedule:
@@ -124,8 +117,7 @@ def frame_schedule(times, *, model_rate: float, tolerance: float = 0.01) -> Fram
             f"{intervals.max():.6g} s); keep frames without the vine as NaN rows instead of "
             "dropping them, or resample the recording to a fixed frame rate")
     substeps = max(1, math.ceil(interval * model_rate - 1e-9))
-    return FrameSchedule(frame_interval=interval, substeps=substeps, dt=interval / substeps,
-                         requested_dt=1.0 / model_rate)
+    return FrameSchedule(frame_interval=interval, substeps=substeps, dt=interval / substeps)
 
 
 # --------------------------------------------------------------------------------------------

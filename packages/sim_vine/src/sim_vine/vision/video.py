@@ -59,20 +59,14 @@ def _natural_key(path: Path):
 
 def _image_files(source: str | Path) -> list[Path] | None:
     """The image files of a folder or glob pattern, sorted naturally; None for a video."""
-    text = str(source)
-    if any(ch in text for ch in "*?["):
-        files = [Path(p) for p in glob.glob(text)]
-        files = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
+    text, path = str(source), Path(source)
+    pattern = any(ch in text for ch in "*?[")
+    if pattern or path.is_dir():
+        found = map(Path, glob.glob(text)) if pattern else path.iterdir()
+        files = [p for p in found if p.suffix.lower() in IMAGE_SUFFIXES]
         if not files:
-            raise VideoError(f"the pattern {text!r} matches no image files "
-                             f"({', '.join(IMAGE_SUFFIXES)})")
-        return sorted(files, key=_natural_key)
-    path = Path(source)
-    if path.is_dir():
-        files = [p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES]
-        if not files:
-            raise VideoError(f"the folder {text!r} holds no image files "
-                             f"({', '.join(IMAGE_SUFFIXES)})")
+            where = f"the pattern {text!r} matches" if pattern else f"the folder {text!r} holds"
+            raise VideoError(f"{where} no image files ({', '.join(IMAGE_SUFFIXES)})")
         return sorted(files, key=_natural_key)
     if not path.exists():
         raise VideoError(f"no video or image sequence at {text!r}; give a video file, a folder "
