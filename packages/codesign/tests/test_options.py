@@ -65,6 +65,12 @@ def test_values_outside_bounds_or_choices_raise_naming_the_option(values, messag
         ArmOptions(**values)
 
 
+def test_problems_checks_only_the_declared_values_given():
+    assert ArmOptions.problems({"links": 3, "stiffness": 200.0, "unknown": -1}) == [
+        ("stiffness", "200 N m/rad lies outside its physical bounds [0, 100] N m/rad")]
+    assert ArmOptions.problems({}) == []
+
+
 def test_factory_signature_is_the_declaration():
     parameters = inspect.signature(make_arm).parameters
     assert list(parameters) == ["links", "stiffness", "solver", "offsets"]

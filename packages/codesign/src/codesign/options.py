@@ -145,10 +145,16 @@ class Options:
     """
 
     def __post_init__(self):
-        problems = [(spec.name, message) for spec in self.specs()
-                    if (message := spec.problem(getattr(self, spec.name))) is not None]
+        problems = self.problems({spec.name: getattr(self, spec.name) for spec in self.specs()})
         if problems:
             raise OptionsError(problems)
+
+    @classmethod
+    def problems(cls, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """``(name, message)`` for every declared option in ``values`` that breaks its choices
+        or bounds (names not declared are ignored)."""
+        return [(spec.name, message) for spec in cls.specs() if spec.name in values
+                and (message := spec.problem(values[spec.name])) is not None]
 
     @classmethod
     def specs(cls) -> tuple[OptionSpec, ...]:
