@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from codesign.tree import (
+    is_float_leaf,
     tree_add,
     tree_all_finite,
     tree_axpy,
@@ -11,6 +12,7 @@ from codesign.tree import (
     tree_describe,
     tree_leaves,
     tree_map,
+    tree_paths,
     tree_scale,
     tree_to_host,
     tree_vdot,
@@ -71,3 +73,13 @@ def test_all_finite_detects_nan():
     assert tree_all_finite(a)
     bad = tree_map(lambda v: v * np.nan, a)
     assert not tree_all_finite(bad)
+
+
+def test_paths_follow_a_group_name_and_float_leaves_are_recognized():
+    a = make()
+    paths = tree_paths({"state": a, "pair": [a.x, None]})
+    assert list(paths) == [".state.x", ".state.inner.a", ".state.extra.k", ".pair[0]"]
+    assert paths[".state.inner.a"] is a.inner.a
+    assert tree_paths(a.x) == {"": a.x} and tree_paths(None) == {}
+    assert is_float_leaf(np.zeros(2, np.float32))
+    assert not is_float_leaf(np.zeros(2, np.int64)) and not is_float_leaf(3.0)
