@@ -240,13 +240,8 @@ class IdentificationProblem(VectorProblem):
         return Evaluation(loss=loss, grad=vector, constraint_jac=np.zeros((0, self.size)))
 
     def _run(self, xs: Sequence[np.ndarray], indices: Sequence[int], grad: bool) -> list:
-        jobs = [(np.asarray(x, dtype=float), int(i)) for x in xs for i in indices]
-        if self.executor is None:
-            results = [_evaluate_recording(self, x, i, grad) for x, i in jobs]
-        else:
-            futures = [self.executor.submit(_evaluate_recording, self, x, i, grad)
-                       for x, i in jobs]
-            results = [f.result() for f in futures]
+        results = self._map(_evaluate_recording, [(self, np.asarray(x, dtype=float), int(i), grad)
+                                                  for x in xs for i in indices])
         n = len(indices)
         return [results[k * n : (k + 1) * n] for k in range(len(xs))]
 
