@@ -19,12 +19,10 @@ __all__ = [
     "tree_leaves",
     "tree_add",
     "tree_scale",
-    "tree_axpy",
     "tree_zeros_like",
     "tree_copy",
     "tree_to_host",
     "tree_vdot",
-    "tree_all_finite",
     "tree_describe",
     "tree_paths",
     "is_float_leaf",
@@ -79,11 +77,6 @@ def tree_scale(tree, factor: float):
     return tree_map(lambda x: x * factor, tree)
 
 
-def tree_axpy(alpha: float, x, y):
-    """Leafwise ``alpha * x + y``."""
-    return tree_map(lambda xi, yi: alpha * xi + yi, x, y)
-
-
 def tree_zeros_like(tree):
     """A tree of zeros with the shapes and dtypes of ``tree``."""
     return tree_map(lambda x: array_module_of(x).zeros_like(x), tree)
@@ -105,11 +98,6 @@ def tree_vdot(a, b) -> float:
     for x, y in zip(tree_leaves(a), tree_leaves(b), strict=True):
         total += float(to_host(array_module_of(x).vdot(x, y)))
     return total
-
-
-def tree_all_finite(tree) -> bool:
-    """True when no leaf holds NaN or infinity."""
-    return all(bool(np.all(np.isfinite(to_host(x)))) for x in tree_leaves(tree))
 
 
 def is_float_leaf(leaf) -> bool:
