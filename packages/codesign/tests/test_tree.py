@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from codesign.tree import (
+    is_float_leaf,
     tree_add,
-    tree_all_finite,
-    tree_axpy,
     tree_copy,
     tree_describe,
     tree_leaves,
     tree_map,
+    tree_paths,
     tree_scale,
     tree_to_host,
     tree_vdot,
@@ -49,7 +49,6 @@ def test_arithmetic_is_leafwise_and_pure():
     np.testing.assert_array_equal(total.x, 2 * np.arange(3.0))
     np.testing.assert_array_equal(a.x, np.arange(3.0))  # inputs untouched
     np.testing.assert_array_equal(tree_scale(a, 3.0).inner.a, 3 * np.ones((2, 2)))
-    np.testing.assert_array_equal(tree_axpy(2.0, a, b).extra["k"], [15.0])
     assert tree_vdot(a, b) == pytest.approx(0 + 1 + 4 + 4 + 25)
 
 
@@ -66,8 +65,11 @@ def test_zeros_copy_host_and_describe():
     assert described["extra.k"] == ((1,), "float64")
 
 
-def test_all_finite_detects_nan():
+def test_paths_follow_a_group_name_and_float_leaves_are_recognized():
     a = make()
-    assert tree_all_finite(a)
-    bad = tree_map(lambda v: v * np.nan, a)
-    assert not tree_all_finite(bad)
+    paths = tree_paths({"state": a, "pair": [a.x, None]})
+    assert list(paths) == [".state.x", ".state.inner.a", ".state.extra.k", ".pair[0]"]
+    assert paths[".state.inner.a"] is a.inner.a
+    assert tree_paths(a.x) == {"": a.x} and tree_paths(None) == {}
+    assert is_float_leaf(np.zeros(2, np.float32))
+    assert not is_float_leaf(np.zeros(2, np.int64)) and not is_float_leaf(3.0)

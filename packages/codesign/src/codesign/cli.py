@@ -69,9 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, required=True, help="run directory to create")
     run.add_argument("--quick", action="store_true",
                      help="apply the experiment's quick section (a short setting)")
-    run.add_argument("--resume", action="store_true",
-                     help="continue the interrupted run journaled in OUT.partial")
-    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
     validate = commands.add_parser("validate", help="check an experiment without running it")
     validate.add_argument("experiment", type=Path, help="experiment YAML file")
@@ -90,9 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="a short run (seconds to minutes)")
     demo.add_argument("--out", type=Path, default=None,
                       help="run directory (default: runs/<example>-<date>-<time>)")
-    demo.add_argument("--resume", action="store_true",
-                      help="continue an interrupted demo run in --out")
-    demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    for sub in (run, demo):
+        sub.add_argument("--resume", action="store_true",
+                         help="continue the interrupted run journaled in OUT.partial")
+        sub.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     for sub in (run, validate, demo):
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show the full traceback of an error")

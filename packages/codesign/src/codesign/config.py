@@ -1,15 +1,11 @@
 """YAML experiments: the sections, their errors, loading (the first stage of a run).
 
-An experiment file has the sections ``simulator``, ``design``, ``controller``, ``observer``,
-``objective``, ``optimizer``, ``run`` and optionally ``quick`` (a partial experiment merged
-over the rest by ``--quick``). An identification experiment has an ``identification``
-section instead of ``controller``, ``observer`` and ``objective`` (see below).
-:func:`load_config` parses the file with a :class:`yaml.SafeLoader` subclass that records
-the line of every key and list item; :func:`codesign.validation.validate_config` checks it and
-returns an :class:`ExperimentConfig`; checks that need the built simulator (design
-parameter names, shapes) happen when the experiment is built (:mod:`codesign.experiment`).
-Every problem is reported in one :class:`ConfigError`, each naming its YAML path, line and
-what is allowed.
+:func:`load_config` parses an experiment file with a :class:`yaml.SafeLoader` subclass that
+records the line of every key and list item; :func:`codesign.validation.validate_config`
+checks it and returns an :class:`ExperimentConfig`; checks that need the built simulator
+(design parameter names, shapes) happen when the experiment is built
+(:mod:`codesign.experiment`). Every problem is reported in one :class:`ConfigError`, each
+naming its YAML path, line and what is allowed.
 
 The sections (``*`` marks required keys; defaults in parentheses)::
 
@@ -27,19 +23,20 @@ The sections (``*`` marks required keys; defaults in parentheses)::
     identification: {recordings*: {source*, options}, measurement*: {name*, options},
                      batch_size (null: every recording), fit_initial_state (false)}
 
-An identification experiment fits the parameters named in ``design`` (their ``init`` is the
-starting guess) to recorded trajectories: ``identification.recordings`` names a recording
-source (``file``, ``synthetic`` or one a plugin registers) and its options,
+An identification experiment has the ``identification`` section instead of ``controller``,
+``observer`` and ``objective``, and fits the parameters named in ``design`` (their ``init``
+is the starting guess) to recorded trajectories: ``identification.recordings`` names a
+recording source (``file``, ``synthetic`` or one a plugin registers) and its options,
 ``identification.measurement`` the observer that maps simulated states to the measured
 values. Each recording's actions are replayed open loop, one per control step of
 ``run.substeps`` substeps of ``run.dt`` seconds; ``run.steps`` is optional there and, when
 given, is the default ``steps`` option of a source that takes one (the ``synthetic``
-trajectory length), as ``run.seed`` is the default ``seed`` of sources, controllers and
-optimizers. ``batch_size`` below the number of recordings makes the fit stochastic over
-recordings (minibatches drawn with ``run.seed``; Adam only).
+trajectory length). ``batch_size`` below the number of recordings makes the fit stochastic
+over recordings (minibatches drawn with ``run.seed``; Adam only).
 
-``run.seed`` is the default ``seed`` option of the controller and optimizer factories that
-take one, so a run is reproducible (and resumable) unless a seed is set explicitly.
+``run.seed`` is the default ``seed`` option of the controller, optimizer and recording-source
+factories that take one, so a run is reproducible (and resumable) unless a seed is set
+explicitly.
 """
 
 from __future__ import annotations

@@ -43,14 +43,19 @@ class Controller(Protocol):
         ...
 
 
-def _check_sizes(observation_size: int, action_size: int) -> None:
-    if action_size < 1:
-        raise ValueError(f"a controller needs action_size >= 1, got {action_size}")
-    if observation_size < 0:
-        raise ValueError(f"observation_size must be >= 0, got {observation_size}")
+class _Sized:
+    """Checks and keeps the sizes every controller is built with."""
+
+    def __init__(self, observation_size: int, action_size: int):
+        if action_size < 1:
+            raise ValueError(f"a controller needs action_size >= 1, got {action_size}")
+        if observation_size < 0:
+            raise ValueError(f"observation_size must be >= 0, got {observation_size}")
+        self.observation_size, self.action_size = observation_size, action_size
+        self._zeros_obs = np.zeros(observation_size)  # ∂L/∂o of a law that ignores o
 
 
-class OpenLoopController:
+class OpenLoopController(_Sized):
     """A table of actions, one row per control step; optionally squashed by ``tanh``.
 
     Weights: ``table`` of shape (control_steps, action_size).
@@ -67,12 +72,9 @@ class OpenLoopController:
         lower: float = -np.inf,
         upper: float = np.inf,
     ):
-        _check_sizes(observation_size, action_size)
-        self.observation_size = observation_size
-        self.action_size = action_size
+        super().__init__(observation_size, action_size)
         self.control_steps = int(control_steps)
         self.initial, self.squash, self.lower, self.upper = initial, squash, lower, upper
-        self._zeros_obs = np.zeros(observation_size)
 
     def parameter_space(self) -> DesignSpace:
         return DesignSpace([
@@ -91,7 +93,7 @@ class OpenLoopController:
         return self._zeros_obs
 
 
-class MLPController:
+class MLPController(_Sized):
     """A multilayer perceptron with tanh hidden layers and tanh output times ``action_scale``.
 
     Optional phase inputs ``sin/cos(2π k t / period)`` (k = 1..phase_inputs) give a feed-forward
@@ -112,13 +114,11 @@ class MLPController:
         init_scale: float = 1.0,
         seed: int = 0,
     ):
-        _check_sizes(observation_size, action_size)
+        super().__init__(observation_size, action_size)
         if any(int(h) < 1 for h in hidden):
             raise ValueError(f"hidden layer sizes must be positive, got {list(hidden)}")
         if phase_inputs < 0 or period < 1:
             raise ValueError("phase_inputs must be >= 0 and period >= 1")
-        self.observation_size = observation_size
-        self.action_size = action_size
         self.hidden = [int(h) for h in hidden]
         self.action_scale, self.phase_inputs, self.period = action_scale, phase_inputs, period
         self.init_scale, self.seed = init_scale, seed
@@ -161,7 +161,7 @@ class MLPController:
         return g[: self.observation_size]
 
 
-class SinusoidController:
+class SinusoidController(_Sized):
     """Central-pattern generator: ``a_j(t) = offset_j + Σ_k amp_jk sin(2π k f t + phase_jk)``.
 
     ``t = control_step * control_dt`` [s]; ``frequency`` f [Hz] is fixed, amplitudes, phases [rad]
@@ -181,13 +181,11 @@ class SinusoidController:
         squash: bool = True,
         seed: int = 0,
     ):
-        _check_sizes(observation_size, action_size)
+        super().__init__(observation_size, action_size)
         if harmonics < 1 or frequency <= 0 or control_dt <= 0:
             raise ValueError("harmonics >= 1, frequency > 0 and control_dt > 0 are required")
-        self.observation_size, self.action_size = observation_size, action_size
         self.control_dt, self.frequency, self.harmonics = control_dt, frequency, harmonics
         self.amplitude, self.squash, self.seed = amplitude, squash, seed
-        self._zeros_obs = np.zeros(observation_size)
 
     def parameter_space(self) -> DesignSpace:
         rng = np.random.default_rng(self.seed)
@@ -219,7 +217,7 @@ class SinusoidController:
         return self._zeros_obs
 
 
-class PDController:
+class PDController(_Sized):
     """Proportional-derivative law ``a = kp (target - q) - kd q̇``.
 
     The observation is ``[q, q̇]`` (length 2 * action_size). Weights ``kp``, ``kd`` and
@@ -236,14 +234,13 @@ class PDController:
         kd: float = 0.1,
         target: float = 0.0,
     ):
-        _check_sizes(observation_size, action_size)
+        super().__init__(observation_size, action_size)
         if observation_size != 2 * action_size:
             raise ValueError(
                 f"the PD controller needs observations [q, q̇] of length 2 * action_size = "
                 f"{2 * action_size}, got {observation_size}; choose an observer that reports "
                 "positions and velocities"
             )
-        self.observation_size, self.action_size = observation_size, action_size
         self.kp, self.kd, self.target = kp, kd, target
 
     def parameter_space(self) -> DesignSpace:

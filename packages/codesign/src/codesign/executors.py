@@ -68,13 +68,8 @@ class SpawnProcessPoolExecutor(ProcessPoolExecutor):
 
 
 def get_executor(kind: str = "inline", *, max_workers: int | None = None) -> Executor:
-    """An executor of ``kind`` (``"inline"`` or ``"process"``).
-
-    Args:
-        kind: ``"inline"`` runs calls in the calling thread; ``"process"`` in a pool of
-            ``max_workers`` spawned worker processes.
-        max_workers: pool size for ``"process"`` (default: the CPU count); must be unset
-            or 1 for ``"inline"``.
+    """An executor of ``kind`` (``"inline"`` or ``"process"``, see the module docstring) with
+    ``max_workers`` workers (``"process"``: default the CPU count; ``"inline"``: unset or 1).
 
     Shut a process pool down when done (``with get_executor("process") as ex: ...``).
     """

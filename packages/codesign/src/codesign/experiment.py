@@ -37,10 +37,26 @@ from .terms import Constraint, Objective, WeightedTerm
 __all__ = ["Experiment", "IdentificationExperiment", "build_experiment", "check_initial_design"]
 
 
-class _OwnsExecutor:
-    """Closing (or leaving the ``with`` block of) an experiment shuts its executor down."""
+@dataclasses.dataclass(kw_only=True)
+class _BuiltExperiment:
+    """What every built experiment holds; closing it (or leaving its ``with`` block) shuts
+    its executor down.
 
-    executor: Executor | None
+    Attributes:
+        config: the validated experiment.
+        simulator: the constructed simulator.
+        problem: the vector problem the optimizer minimizes (:mod:`codesign.problem`).
+        optimizer: the constructed optimizer.
+        iterations: the optimizer's iteration budget.
+        executor: the executor of batched evaluations, or ``None`` for inline.
+    """
+
+    config: ExperimentConfig
+    simulator: Any
+    problem: Any
+    optimizer: Any
+    iterations: int
+    executor: Executor | None = None
 
     def close(self) -> None:
         """Shut down the executor's workers, if any."""
@@ -55,66 +71,46 @@ class _OwnsExecutor:
         self.close()
 
 
-@dataclasses.dataclass
-class Experiment(_OwnsExecutor):
-    """Everything a run needs, built from one config.
+@dataclasses.dataclass(kw_only=True)
+class Experiment(_BuiltExperiment):
+    """Everything a co-design run needs, built from one config.
 
-    Attributes:
-        config: the validated experiment.
-        simulator, observer, controller: the constructed components.
+    Attributes (besides config, simulator, optimizer, iterations and executor):
+        observer, controller: the constructed components.
         objective: what the optimizer minimizes.
         constraints: rollout constraints (possibly empty).
         rollout: the :class:`Rollout` (steps, substeps, dt, checkpointing).
         problem: the :class:`RolloutProblem` over the free design parameters (the keys of the
             design section) and, unless ``controller.optimize`` is false, the controller weights.
-        optimizer: the constructed optimizer.
-        iterations: the optimizer's iteration budget.
-        executor: the executor of batched evaluations, or ``None`` for inline.
     """
 
-    config: ExperimentConfig
-    simulator: Any
     observer: Any
     controller: Any
     objective: Objective
     constraints: tuple[Constraint, ...]
     rollout: Rollout
-    problem: RolloutProblem
-    optimizer: Any
-    iterations: int
-    executor: Executor | None = None
 
 
-@dataclasses.dataclass
-class IdentificationExperiment(_OwnsExecutor):
+@dataclasses.dataclass(kw_only=True)
+class IdentificationExperiment(_BuiltExperiment):
     """Everything an identification run needs, built from one config.
 
-    Attributes:
-        config: the validated experiment.
-        simulator: the constructed simulator.
+    Attributes (besides config, simulator, optimizer and executor):
         measurement: the observer mapping simulated states to measurements.
         recordings: the recordings the source delivered.
         truth: ``parameter -> value`` behind the recordings when the source knows it
             (``RecordingSet.truth``), else ``None``.
         problem: the :class:`IdentificationProblem` over the design section's parameters.
-        optimizer: the constructed optimizer.
         iterations: the optimizer's iteration budget (minibatch steps when stochastic).
         batch_size: recordings per stochastic step, or ``None`` for full batch.
         seed: seed of the minibatch sampler (``run.seed``).
-        executor: the executor of the recordings' rollouts, or ``None`` for inline.
     """
 
-    config: ExperimentConfig
-    simulator: Any
     measurement: Any
     recordings: list
     truth: dict[str, np.ndarray] | None
-    problem: IdentificationProblem
-    optimizer: Any
-    iterations: int
     batch_size: int | None
     seed: int
-    executor: Executor | None = None
 
     @property
     def stochastic(self) -> bool:
@@ -234,21 +230,16 @@ def build_experiment(config: ExperimentConfig,
                      registry) -> Experiment | IdentificationExperiment:
     """Construct every component of ``config``; raise ConfigError/DesignError before running.
 
-    The simulator factory receives ``base_dir`` (the experiment file's folder) and the
-    controller factory the sizing arguments (``observation_size``, ``action_size``,
-    ``control_steps``, ``control_dt``), each only those its signature accepts; observers
-    and terms receive ``simulator``. An identification experiment (``config.identification``)
-    becomes an :class:`IdentificationExperiment`; its recording source receives
-    ``simulator``, ``measurement``, ``dt``, ``substeps`` and ``base_dir``.
+    Each factory receives, of the arguments the run supplies for its kind (listed in
+    :mod:`codesign.hookspecs`), those its signature accepts. An identification experiment
+    (``config.identification``) becomes an :class:`IdentificationExperiment`.
     """
-    data = config.data
+    data, run = config.data, config.data["run"]
     builder = _Builder(config, registry)
     simulator = builder.construct("simulators", data["simulator"], ("simulator",),
                                   base_dir=config.base_dir)
     builder.raise_if_any()
     overrides = _design_overrides(builder, simulator, data["design"])
-
-    run = data["run"]
     check = getattr(simulator, "check_time_step", None)
     if check is not None and not builder.issues:
         space = apply_overrides(simulator.design_space(), overrides)
@@ -256,9 +247,18 @@ def build_experiment(config: ExperimentConfig,
             check(space.defaults(), run["dt"])
         except UnstableTimeStepError as exc:
             builder.fail(("run", "dt"), exc)
-    if config.identification:
-        return _build_identification(builder, simulator, overrides)
+    kind, build_parts = (IdentificationExperiment, _identification_parts) \
+        if config.identification else (Experiment, _codesign_parts)
+    parts = build_parts(builder, simulator, overrides)
+    parts["problem"].executor = executor = _executor(run)
+    return kind(config=config, simulator=simulator, iterations=data["optimizer"]["iterations"],
+                executor=executor, **parts)
 
+
+def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, Any]:
+    """The fields of an :class:`Experiment` but the shared ones."""
+    config = builder.config
+    data, run = config.data, config.data["run"]
     observer = builder.construct("observers", data["observer"], ("observer",),
                                  simulator=simulator)
 
@@ -322,17 +322,13 @@ def build_experiment(config: ExperimentConfig,
         builder.fail(("design",), "nothing to optimize: list design parameters under design "
                                   "or set controller.optimize: true")
         builder.raise_if_any()
-
-    problem.executor = executor = _executor(run)
-    return Experiment(config=config, simulator=simulator, observer=observer,
-                      controller=controller, objective=objective,
-                      constraints=tuple(constraints), rollout=rollout, problem=problem,
-                      optimizer=optimizer, iterations=data["optimizer"]["iterations"],
-                      executor=executor)
+    return {"observer": observer, "controller": controller, "objective": objective,
+            "constraints": tuple(constraints), "rollout": rollout, "problem": problem,
+            "optimizer": optimizer}
 
 
-def _build_identification(builder: _Builder, simulator,
-                          overrides: dict) -> IdentificationExperiment:
+def _identification_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, Any]:
+    """The fields of an :class:`IdentificationExperiment` but the shared ones."""
     config = builder.config
     data, run = config.data, config.data["run"]
     section = data["identification"]
@@ -372,10 +368,7 @@ def _build_identification(builder: _Builder, simulator,
     except ValueError as exc:  # recordings that do not fit the simulator or measurement
         builder.fail((*path, "recordings"), exc)
         builder.raise_if_any()
-    problem.executor = executor = _executor(run)
     truth = getattr(recordings, "truth", None)
-    return IdentificationExperiment(
-        config=config, simulator=simulator, measurement=measurement, recordings=recordings,
-        truth=None if not truth else dict(truth), problem=problem, optimizer=optimizer,
-        iterations=data["optimizer"]["iterations"], batch_size=batch_size,
-        seed=run["seed"], executor=executor)
+    return {"measurement": measurement, "recordings": recordings,
+            "truth": None if not truth else dict(truth), "problem": problem,
+            "optimizer": optimizer, "batch_size": batch_size, "seed": run["seed"]}

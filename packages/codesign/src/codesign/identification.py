@@ -29,7 +29,7 @@ from .optim.base import Callback, Evaluation, IterationInfo, Optimizer, Optimize
 from .problem import VectorProblem, apply_overrides
 from .rollout import Rollout
 from .terms import Objective, TrajectoryTracking
-from .tree import tree_leaves, tree_map, tree_to_host
+from .tree import is_float_leaf, tree_leaves, tree_map, tree_to_host
 
 __all__ = ["Recording", "IdentificationProblem", "IdentificationResult", "identify"]
 
@@ -76,10 +76,6 @@ class Recording:
         return int(self.actions.shape[0])
 
 
-def _is_float(leaf) -> bool:
-    return np.issubdtype(np.dtype(str(leaf.dtype)), np.floating)
-
-
 def _flatten_like(template, tree) -> np.ndarray:
     """The float leaves of ``tree`` (shaped like ``template``) as one host vector.
 
@@ -88,7 +84,7 @@ def _flatten_like(template, tree) -> np.ndarray:
     parts: list[np.ndarray] = []
 
     def collect(leaf, other=None):
-        if _is_float(leaf):
+        if is_float_leaf(leaf):
             value = np.zeros(np.shape(leaf)) if other is None else to_host(other)
             parts.append(np.asarray(value, dtype=np.float64).reshape(-1))
         return leaf
@@ -107,7 +103,7 @@ def _unflatten_like(template, vector: np.ndarray):
     def fill(leaf):
         nonlocal offset
         xp = array_module_of(leaf)
-        if not _is_float(leaf):
+        if not is_float_leaf(leaf):
             return xp.zeros_like(leaf)
         size = int(np.prod(np.shape(leaf), dtype=np.int64))
         chunk = vector[offset : offset + size].reshape(np.shape(leaf)).astype(leaf.dtype)
@@ -194,7 +190,7 @@ class IdentificationProblem(VectorProblem):
         self.free_space = self.design_space.subset(self.free).prefixed("design")
         self.state_template = tree_to_host(simulator.initial_state(self.base_design))
         self.state_size = int(sum(np.size(leaf) for leaf in tree_leaves(self.state_template)
-                                  if _is_float(leaf)))
+                                  if is_float_leaf(leaf)))
         offsets = DesignSpace(
             Parameter(f"initial_state.{i}", (self.state_size,), 0.0,
                       doc=f"initial-state offset of recording {i}")
@@ -244,13 +240,8 @@ class IdentificationProblem(VectorProblem):
         return Evaluation(loss=loss, grad=vector, constraint_jac=np.zeros((0, self.size)))
 
     def _run(self, xs: Sequence[np.ndarray], indices: Sequence[int], grad: bool) -> list:
-        jobs = [(np.asarray(x, dtype=float), int(i)) for x in xs for i in indices]
-        if self.executor is None:
-            results = [_evaluate_recording(self, x, i, grad) for x, i in jobs]
-        else:
-            futures = [self.executor.submit(_evaluate_recording, self, x, i, grad)
-                       for x, i in jobs]
-            results = [f.result() for f in futures]
+        results = self._map(_evaluate_recording, [(self, np.asarray(x, dtype=float), int(i), grad)
+                                                  for x in xs for i in indices])
         n = len(indices)
         return [results[k * n : (k + 1) * n] for k in range(len(xs))]
 

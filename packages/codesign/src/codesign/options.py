@@ -1,7 +1,5 @@
 """Component options: simulators declare theirs once; YAML values are checked against them.
 
-A simulator's options are declared once: name, type, unit, default, physical bounds, doc.
-
 A simulator declares its options as a frozen keyword-only dataclass deriving from
 :class:`Options`, each field made by :func:`option`::
 

@@ -36,19 +36,15 @@ def apply_overrides(space: DesignSpace, overrides: Mapping[str, Mapping[str, Any
         fields = {("default" if k == "init" else k): v for k, v in changes.items()}
         physical = space[name]
         space = space.with_parameter(name, **fields)
-        parameter = space[name]
-        if np.any(parameter.lower_array() < physical.lower_array()):
-            raise DesignError(f"design.{name}: lower bound {changes['lower']!r} lies below the "
-                              f"parameter's physical bound {physical.lower!r}; a design "
-                              "section may narrow bounds, never widen them")
-        if np.any(parameter.upper_array() > physical.upper_array()):
-            raise DesignError(f"design.{name}: upper bound {changes['upper']!r} lies above the "
-                              f"parameter's physical bound {physical.upper!r}; a design "
-                              "section may narrow bounds, never widen them")
-        parameter.check(parameter.default_array())
+        parameter = space[name]  # constructing it checked shapes, finiteness, lower <= upper
         low, high = parameter.lower_array(), parameter.upper_array()
-        if np.any(low > high):
-            raise DesignError(f"design.{name}: lower bound exceeds upper bound")
+        widened = {"lower": ("below", low < physical.lower_array()),
+                   "upper": ("above", high > physical.upper_array())}
+        for side, (where, outside) in widened.items():
+            if np.any(outside):
+                raise DesignError(f"design.{name}: {side} bound {changes[side]!r} lies {where} "
+                                  f"the parameter's physical bound {getattr(physical, side)!r}; "
+                                  "a design section may narrow bounds, never widen them")
         if np.any(parameter.default_array() < low) or np.any(parameter.default_array() > high):
             raise DesignError(f"design.{name}: init lies outside [lower, upper]")
     return space
@@ -64,11 +60,18 @@ class VectorProblem:
     its starting point, its description, and pickling without its executor."""
 
     space: DesignSpace
+    executor: Executor | None
 
     def __getstate__(self):
         # Workers receive the problem without the executor that sent it there: pools and
         # distributed clients hold locks and connections that do not pickle.
         return dict(self.__dict__, executor=None)
+
+    def _map(self, function, jobs: Sequence[tuple]) -> list:
+        """``[function(*job) for job in jobs]``, through the executor when one is set."""
+        if self.executor is None:
+            return [function(*job) for job in jobs]
+        return [f.result() for f in [self.executor.submit(function, *job) for job in jobs]]
 
     def x0(self) -> np.ndarray:
         """The starting vector (scaled): every parameter's (overridden) default."""
@@ -109,11 +112,10 @@ class RolloutProblem(VectorProblem):
     ):
         self.rollout, self.objective = rollout, objective
         self.constraints = tuple(constraints)
-        sim_space = apply_overrides(rollout.simulator.design_space(), overrides or {})
-        self.design_space = sim_space
-        self.base_design = sim_space.defaults()
+        self.design_space = apply_overrides(rollout.simulator.design_space(), overrides or {})
+        self.base_design = self.design_space.defaults()
         self.free = list(free)
-        free_space = sim_space.subset(self.free).prefixed("design")
+        free_space = self.design_space.subset(self.free).prefixed("design")
         weight_space = rollout.controller.parameter_space()
         if weights is not None:
             weight_space = DesignSpace(p.replace(default=np.asarray(weights[p.name]))
@@ -163,7 +165,4 @@ class RolloutProblem(VectorProblem):
 
     def evaluate_many(self, xs: Sequence[np.ndarray], *, grad: bool = False) -> list[Evaluation]:
         """Evaluate a batch; through the executor when one is set."""
-        if self.executor is None:
-            return [self.evaluate(x, grad=grad) for x in xs]
-        futures = [self.executor.submit(evaluate_point, self, np.asarray(x), grad) for x in xs]
-        return [f.result() for f in futures]
+        return self._map(evaluate_point, [(self, np.asarray(x), grad) for x in xs])

@@ -1,20 +1,9 @@
 """Recording sources: where an identification run's trajectories come from.
 
-A source is registered through the ``codesign_register_recordings`` hook and called as
-``factory(*, simulator, measurement, dt, substeps, base_dir, **options)``; it returns a list
-of :class:`~codesign.identification.Recording`. A source that knows the parameters behind
-its data returns a :class:`RecordingSet` (a list with a ``truth`` dict), so a run can show
-truth against recovered values.
-
-The core's sources:
-
-- :func:`file_recordings` (``file``): an ``.npz`` file with ``actions`` (R, T, a) and
-  ``measurements`` (R, T + 1, m), or one recording without the leading R; optionally
-  ``names`` (R,) strings and ``truth.<parameter>`` arrays. :func:`save_recordings` writes
-  such a file.
-- :func:`synthetic_recordings` (``synthetic``): simulate the simulator at a truth design
-  with generated actions (:func:`smooth_random_actions`) and add Gaussian noise.
-
+A source is a factory registered through the ``codesign_register_recordings`` hook (its
+arguments and result: :mod:`codesign.hookspecs`). The core's are :func:`file_recordings`
+(``file``: an ``.npz`` file, as :func:`save_recordings` writes it) and
+:func:`synthetic_recordings` (``synthetic``: simulated at a truth design, with noise).
 :func:`frame_steps` places a source's timestamped frames (a video) on the run's control steps.
 """
 
@@ -69,11 +58,8 @@ class RecordingSet(list):
 
 def save_recordings(path: str | Path, recordings: Sequence[Recording], *,
                     truth: Mapping[str, Any] | None = None) -> Path:
-    """Write recordings of equal length to an ``.npz`` that :func:`file_recordings` reads.
-
-    Arrays: ``actions`` (R, T, a), ``measurements`` (R, T + 1, m), ``names`` (R,) and, with
-    ``truth``, ``truth.<parameter>``.
-    """
+    """Write recordings of equal length, and any ``truth``, to an ``.npz`` that
+    :func:`file_recordings` reads."""
     recordings = list(recordings)
     if not recordings:
         raise ValueError("no recordings to save")

@@ -149,25 +149,23 @@ class Rollout:
         return _add(state, initial_offset)
 
     @staticmethod
-    def _functions(objective: Objective, constraints: Sequence[Constraint]) -> list[Objective]:
-        return [objective, *(c.objective for c in constraints)]
-
-    @staticmethod
-    def _terms_by_kind(functions: list[Objective]):
+    def _terms(objective: Objective, constraints: Sequence[Constraint]) -> tuple[int, list, list]:
+        """How many functions (the objective, then each constraint) and their ``(function
+        index, weight, term)`` entries evaluated at each control step and at the end."""
         kinds = {"running": [], "final": [], "trajectory": []}
+        functions = [objective, *(c.objective for c in constraints)]
         for index, function in enumerate(functions):
             for wt in function.terms:
                 kinds[wt.term.kind].append((index, wt.weight, wt.term))
-        return kinds
+        return (len(functions), kinds["running"] + kinds["trajectory"],
+                kinds["final"] + kinds["trajectory"])
 
-    def _forward(self, design, weights, functions, initial_offset, *, store, record):
+    def _forward(self, design, weights, objective, constraints, initial_offset, *, store, record):
         sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
         k, substeps = self.checkpoint_every, self.substeps
-        kinds = self._terms_by_kind(functions)
-        at_step = kinds["running"] + kinds["trajectory"]
-        at_end = kinds["final"] + kinds["trajectory"]
+        count, at_step, at_end = self._terms(objective, constraints)
         check_state = getattr(sim, "check_state", None)
-        values = np.zeros(len(functions))
+        values = np.zeros(count)
         actions = np.zeros((self.steps, sim.action_size))
         checkpoints: dict[int, Any] = {}
         states = [] if record else None
@@ -209,9 +207,8 @@ class Rollout:
         record: bool = False,
     ) -> RolloutResult:
         """Run the rollout and return objective and constraint values (no gradients)."""
-        functions = self._functions(objective, constraints)
         values, final, actions, _, states = self._forward(
-            design, weights, functions, initial_offset, store=False, record=record)
+            design, weights, objective, constraints, initial_offset, store=False, record=record)
         return RolloutResult(values=values, final_state=final, actions=actions, states=states)
 
     # -- reverse --------------------------------------------------------------------------
@@ -232,12 +229,9 @@ class Rollout:
         """
         sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
         k, substeps, n_total = self.checkpoint_every, self.substeps, self.total_substeps
-        functions = self._functions(objective, constraints)
         values, final, actions, checkpoints, _ = self._forward(
-            design, weights, functions, initial_offset, store=True, record=False)
-        kinds = self._terms_by_kind(functions)
-        at_step = kinds["running"] + kinds["trajectory"]
-        m = len(functions)
+            design, weights, objective, constraints, initial_offset, store=True, record=False)
+        m, at_step, at_end = self._terms(objective, constraints)
 
         g_state: list[Any] = [None] * m
         g_design: list[dict] = [{} for _ in range(m)]
@@ -245,8 +239,8 @@ class Rollout:
         g_weights = [{n: np.zeros(p.shape) for n, p in zip(
             weight_space.names, weight_space, strict=True)} for _ in range(m)]
         g_action: list[Any] = [None] * m
-        self._add_term_grads(kinds["final"] + kinds["trajectory"], final, None, design,
-                             self.steps, g_state, g_action, g_design)
+        self._add_term_grads(at_end, final, None, design, self.steps, g_state, g_action,
+                             g_design)
         peak = len(checkpoints) + 1
 
         for seg_start in reversed(range(0, n_total, k)):

@@ -9,11 +9,9 @@
 4. optimize: :func:`codesign.optimization.optimize_experiment` on a journaled objective,
 5. write: :func:`codesign.run_directory.write_run_files` (the files are listed there).
 
-This module keeps the run directory whole. The files are built in a hidden sibling
-temporary folder that is renamed to ``DIR`` only when complete. While optimizing, every
-evaluation is journaled in ``DIR.partial/``; ``resume=True`` re-runs the deterministic
-optimizer from the start, answering the evaluations it has already paid for from the
-journal, so a killed run finishes with the same result as an uninterrupted one.
+This module keeps the run directory whole: the files are built in a hidden sibling
+temporary folder that is renamed to ``DIR`` only when complete, and the evaluations are
+journaled in ``DIR.partial/`` for ``resume=True`` (:mod:`codesign.optimization`).
 """
 
 from __future__ import annotations

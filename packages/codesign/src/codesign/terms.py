@@ -97,11 +97,6 @@ class Constraint:
         if not (np.isfinite(self.lower) or np.isfinite(self.upper)):
             raise ValueError(f"constraint {self.name!r} needs a finite lower or upper bound")
 
-    @property
-    def is_equality(self) -> bool:
-        """True for ``f == value`` constraints."""
-        return self.lower == self.upper
-
 
 class ActionL2:
     """Running actuation cost ``Σ_j a_j²``."""

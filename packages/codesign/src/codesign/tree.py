@@ -19,13 +19,13 @@ __all__ = [
     "tree_leaves",
     "tree_add",
     "tree_scale",
-    "tree_axpy",
     "tree_zeros_like",
     "tree_copy",
     "tree_to_host",
     "tree_vdot",
-    "tree_all_finite",
     "tree_describe",
+    "tree_paths",
+    "is_float_leaf",
 ]
 
 
@@ -77,11 +77,6 @@ def tree_scale(tree, factor: float):
     return tree_map(lambda x: x * factor, tree)
 
 
-def tree_axpy(alpha: float, x, y):
-    """Leafwise ``alpha * x + y``."""
-    return tree_map(lambda xi, yi: alpha * xi + yi, x, y)
-
-
 def tree_zeros_like(tree):
     """A tree of zeros with the shapes and dtypes of ``tree``."""
     return tree_map(lambda x: array_module_of(x).zeros_like(x), tree)
@@ -105,29 +100,30 @@ def tree_vdot(a, b) -> float:
     return total
 
 
-def tree_all_finite(tree) -> bool:
-    """True when no leaf holds NaN or infinity."""
-    return all(bool(np.all(np.isfinite(to_host(x)))) for x in tree_leaves(tree))
+def is_float_leaf(leaf) -> bool:
+    """Whether ``leaf`` is a floating-point array (what gradients and perturbations touch)."""
+    return hasattr(leaf, "dtype") and np.issubdtype(np.dtype(str(leaf.dtype)), np.floating)
+
+
+def tree_paths(tree, path: str = "") -> dict[str, Any]:
+    """The non-``None`` leaves keyed by their path from the root, ``.field``, ``.key`` and
+    ``[index]`` joined (``".particle_x"``, ``"[0].q"``), so it can follow a group name."""
+    if tree is None:
+        return {}
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        items = [(f".{f.name}", getattr(tree, f.name)) for f in dataclasses.fields(tree)]
+    elif isinstance(tree, dict):
+        items = [(f".{key}", value) for key, value in tree.items()]
+    elif isinstance(tree, tuple | list):
+        items = [(f"[{i}]", value) for i, value in enumerate(tree)]
+    else:
+        return {path: tree}
+    return {p: leaf for step, value in items for p, leaf in tree_paths(value, path + step).items()}
 
 
 def tree_describe(tree) -> dict[str, Any]:
-    """Leaf paths mapped to ``(shape, dtype)``, for error messages and conformance checks."""
-    out: dict[str, Any] = {}
-
-    def visit(node, path):
-        if node is None:
-            return
-        if dataclasses.is_dataclass(node) and not isinstance(node, type):
-            for f in dataclasses.fields(node):
-                visit(getattr(node, f.name), f"{path}.{f.name}" if path else f.name)
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                visit(value, f"{path}.{key}" if path else str(key))
-        elif isinstance(node, tuple | list):
-            for i, value in enumerate(node):
-                visit(value, f"{path}[{i}]")
-        else:
-            out[path] = (tuple(np.shape(node)), str(getattr(node, "dtype", type(node).__name__)))
-
-    visit(tree, "")
-    return out
+    """Leaf paths (without :func:`tree_paths`' leading dot) mapped to ``(shape, dtype)``, for
+    error messages and conformance checks."""
+    return {path.removeprefix("."): (tuple(np.shape(leaf)),
+                                     str(getattr(leaf, "dtype", type(leaf).__name__)))
+            for path, leaf in tree_paths(tree).items()}

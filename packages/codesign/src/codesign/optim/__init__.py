@@ -6,31 +6,10 @@ Gradient-based: :class:`Adam` (projected, with bounds), :class:`LBFGSB`; constra
 evaluation results, and calls the callback after every iteration.
 """
 
-from .adam import Adam, AdamState
-from .base import (
-    Callback,
-    Evaluation,
-    IterationInfo,
-    ObjectiveFunction,
-    Optimizer,
-    OptimizeResult,
-)
-from .evolution import CMAES, OnePlusOneES
-from .scipy_optimizers import LBFGSB, SLSQP, EvaluationCache, TrustConstr
+from . import adam, base, evolution, scipy_optimizers
+from .adam import *  # noqa: F403 - the names in each module's __all__
+from .base import *  # noqa: F403
+from .evolution import *  # noqa: F403
+from .scipy_optimizers import *  # noqa: F403
 
-__all__ = [
-    "CMAES",
-    "LBFGSB",
-    "SLSQP",
-    "Adam",
-    "AdamState",
-    "Callback",
-    "Evaluation",
-    "EvaluationCache",
-    "IterationInfo",
-    "ObjectiveFunction",
-    "OnePlusOneES",
-    "OptimizeResult",
-    "Optimizer",
-    "TrustConstr",
-]
+__all__ = base.__all__ + adam.__all__ + scipy_optimizers.__all__ + evolution.__all__

@@ -148,16 +148,6 @@ class LBFGSB(_ScipyOptimizer):
                 "gtol": self.gradient_tolerance}
 
 
-def _split_constraints(function: ObjectiveFunction):
-    """Indices of equality rows, finite lower bounds and finite upper bounds."""
-    low = np.asarray(function.constraint_lower, float)
-    high = np.asarray(function.constraint_upper, float)
-    equal = np.flatnonzero(low == high)
-    has_low = np.flatnonzero((low != high) & np.isfinite(low))
-    has_high = np.flatnonzero((low != high) & np.isfinite(high))
-    return low, high, equal, has_low, has_high
-
-
 class SLSQP(_ScipyOptimizer):
     """SciPy SLSQP: sequential least squares QP with equality and inequality constraints.
 
@@ -179,21 +169,17 @@ class SLSQP(_ScipyOptimizer):
         return {"ftol": self.tolerance}
 
     def _constraints(self, function, cache):
-        low, high, equal, has_low, has_high = _split_constraints(function)
-        out = []
-        if equal.size:
-            out.append({"type": "eq",
-                        "fun": lambda x: cache.constraints(x)[equal] - low[equal],
-                        "jac": lambda x: cache.constraint_jac(x)[equal]})
-        if has_low.size:
-            out.append({"type": "ineq",
-                        "fun": lambda x: cache.constraints(x)[has_low] - low[has_low],
-                        "jac": lambda x: cache.constraint_jac(x)[has_low]})
-        if has_high.size:
-            out.append({"type": "ineq",
-                        "fun": lambda x: high[has_high] - cache.constraints(x)[has_high],
-                        "jac": lambda x: -cache.constraint_jac(x)[has_high]})
-        return out
+        low = np.asarray(function.constraint_lower, float)
+        high = np.asarray(function.constraint_upper, float)
+
+        def rows(kind, mask, sign, bound):  # SLSQP's form: sign (c - bound) = 0 (eq) or >= 0
+            i = np.flatnonzero(mask)
+            return [{"type": kind, "fun": lambda x: sign * (cache.constraints(x)[i] - bound[i]),
+                     "jac": lambda x: sign * cache.constraint_jac(x)[i]}] if i.size else []
+
+        ranged = low != high
+        return [*rows("eq", ~ranged, 1.0, low), *rows("ineq", ranged & np.isfinite(low), 1.0, low),
+                *rows("ineq", ranged & np.isfinite(high), -1.0, high)]
 
 
 class TrustConstr(_ScipyOptimizer):

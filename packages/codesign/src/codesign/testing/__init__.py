@@ -1,26 +1,7 @@
 """Testing kit: finite-difference gradient checks and the simulator conformance suite."""
 
-from ._conformance import (
-    RandomLinearTerm,
-    check_initial_state_gradients,
-    check_protocol,
-    check_rollout_gradients,
-    check_step_gradients,
-    check_step_is_pure,
-    check_vjp_structure,
-    run_conformance,
-)
-from ._gradcheck import GradcheckReport, gradcheck
+from . import _conformance, _gradcheck
+from ._conformance import *  # noqa: F403 - the names in _conformance.__all__
+from ._gradcheck import *  # noqa: F403 - the names in _gradcheck.__all__
 
-__all__ = [
-    "GradcheckReport",
-    "gradcheck",
-    "RandomLinearTerm",
-    "check_protocol",
-    "check_step_is_pure",
-    "check_vjp_structure",
-    "check_step_gradients",
-    "check_initial_state_gradients",
-    "check_rollout_gradients",
-    "run_conformance",
-]
+__all__ = _gradcheck.__all__ + _conformance.__all__

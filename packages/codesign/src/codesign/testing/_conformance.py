@@ -10,14 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import array_module_of, to_backend, to_host
+from ..backend import to_host
 from ..controllers import OpenLoopController
 from ..design import DesignSpace
 from ..rollout import Rollout
 from ..simulator import Simulator
 from ..terms import Objective, WeightedTerm
 from ..tree import tree_copy, tree_describe, tree_leaves, tree_map, tree_vdot, tree_zeros_like
-from ._gradcheck import GradcheckReport, gradcheck
+from ._gradcheck import GradcheckReport, gradcheck, random_tree
 
 __all__ = [
     "check_protocol",
@@ -31,20 +31,8 @@ __all__ = [
 ]
 
 
-def _float_leaf(x) -> bool:
-    return hasattr(x, "dtype") and np.issubdtype(np.dtype(str(x.dtype)), np.floating)
-
-
 def _random_cotangent(tree, seed: int):
-    rng = np.random.default_rng(seed)
-
-    def draw(leaf):
-        if not _float_leaf(leaf):
-            return None
-        return to_backend(rng.standard_normal(np.shape(leaf)).astype(leaf.dtype),
-                          array_module_of(leaf))
-
-    return tree_map(draw, tree)
+    return random_tree(tree, np.random.default_rng(seed), keep_dtype=True)
 
 
 def _defaults(sim, state, action, design):
@@ -143,9 +131,10 @@ def check_step_gradients(
     """
     state, action, design = _defaults(sim, state, action, design)
     design = _as_float64_design(design)
-    final = state
+    trajectory = [state]
     for _ in range(steps):
-        final = sim.step(final, action, design, dt)
+        trajectory.append(sim.step(trajectory[-1], action, design, dt))
+    final = trajectory.pop()
     w = _fill_zeros(_random_cotangent(final, seed=seed + 11), final)
 
     def loss(inputs):
@@ -154,9 +143,6 @@ def check_step_gradients(
             s = sim.step(s, inputs["action"], inputs["design"], dt)
         return tree_vdot(s, w)
 
-    trajectory = [state]
-    for _ in range(steps - 1):
-        trajectory.append(sim.step(trajectory[-1], action, design, dt))
     g_state, g_action, g_design = w, np.zeros_like(action), {}
     for s in reversed(trajectory):
         g_state, ga, gd = sim.step_vjp(s, action, design, dt, g_state)

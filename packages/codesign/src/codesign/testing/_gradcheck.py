@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import array_module_of, to_backend, to_host
-from ..tree import tree_leaves, tree_map
+from ..tree import is_float_leaf, tree_leaves, tree_map, tree_paths
 
 __all__ = ["GradcheckReport", "gradcheck"]
 
@@ -57,16 +57,16 @@ class GradcheckReport:
         return self
 
 
-def _is_float_leaf(leaf) -> bool:
-    return hasattr(leaf, "dtype") and np.issubdtype(np.dtype(str(leaf.dtype)), np.floating)
+def random_tree(tree, rng: np.random.Generator, *, keep_dtype: bool = False):
+    """Standard normal draws shaped like the float leaves of ``tree`` (``None`` elsewhere), on
+    each leaf's backend, in float64 or, with ``keep_dtype``, in the leaf's own dtype."""
 
-
-def _random_direction(tree, rng: np.random.Generator):
     def draw(leaf):
-        if not _is_float_leaf(leaf):
+        if not is_float_leaf(leaf):
             return None
         d = rng.standard_normal(np.shape(leaf))
-        return to_backend(d.astype(np.float64), array_module_of(leaf))
+        return to_backend(d.astype(leaf.dtype if keep_dtype else np.float64),
+                          array_module_of(leaf))
 
     return tree_map(draw, tree)
 
@@ -75,35 +75,16 @@ def _perturb(tree, direction, h: float):
     return tree_map(lambda x, d: x if d is None else x + h * d, tree, direction)
 
 
-def _leaves_by_path(tree, path="", out=None) -> dict[str, Any]:
-    """Leaves keyed by their path, so partial gradient trees line up with directions."""
-    out = {} if out is None else out
-    if tree is None:
-        return out
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        for f in dataclasses.fields(tree):
-            _leaves_by_path(getattr(tree, f.name), f"{path}.{f.name}", out)
-    elif isinstance(tree, Mapping):
-        for key, value in tree.items():
-            _leaves_by_path(value, f"{path}.{key}", out)
-    elif isinstance(tree, tuple | list):
-        for i, value in enumerate(tree):
-            _leaves_by_path(value, f"{path}[{i}]", out)
-    else:
-        out[path] = tree
-    return out
-
-
 def _keep_only(direction, path: str):
     """The direction with every float leaf but the one at ``path`` set to zero."""
-    kept = _leaves_by_path(direction)[path]
+    kept = tree_paths(direction)[path]
     return tree_map(lambda d: None if d is None else (d if d is kept else d * 0.0), direction)
 
 
 def _directional(gradient, direction) -> float:
-    grads = _leaves_by_path(gradient)
+    grads = tree_paths(gradient)
     total = 0.0
-    for path, d in _leaves_by_path(direction).items():
+    for path, d in tree_paths(direction).items():
         g = grads.get(path)
         if g is not None:
             total += float(np.vdot(to_host(g).reshape(-1), to_host(d).reshape(-1)))
@@ -111,7 +92,7 @@ def _directional(gradient, direction) -> float:
 
 
 def _rms(tree) -> float:
-    values = [to_host(x).reshape(-1) for x in tree_leaves(tree) if _is_float_leaf(x)]
+    values = [to_host(x).reshape(-1) for x in tree_leaves(tree) if is_float_leaf(x)]
     if not values:
         return 0.0
     flat = np.concatenate(values)
@@ -174,13 +155,13 @@ def gradcheck(
         noise = 4.0 * _STENCIL_NORM[stencil] * np.finfo(np.float64).eps * f0 / h
         leaf_paths = [None]
         if split == "leaf":
-            leaf_paths = list(_leaves_by_path(_random_direction(base, rng)))
+            leaf_paths = list(tree_paths(random_tree(base, rng)))
         for only in leaf_paths:
             label = group if only is None else f"{group}{only}"
             pairs[label] = []
             worst = 0.0
             for _ in range(directions):
-                direction = _random_direction(base, rng)
+                direction = random_tree(base, rng)
                 if only is not None:
                     direction = _keep_only(direction, only)
                 fd = 0.0
