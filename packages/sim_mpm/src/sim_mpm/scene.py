@@ -40,7 +40,7 @@ import numpy as np
 
 from codesign.options import options_factory
 
-from .boundaries import BoxWalls, HeightField, Plane
+from .boundaries import BOUNDARY_KINDS, BoxWalls, HeightField, Plane
 from .geometry import Box, GeometryError, ImageShape, MeshShape, Sphere, sample_shapes
 from .model import MPMModel, build_model
 from .options import MPMOptions
@@ -67,7 +67,6 @@ _BOUNDARY_KEYS = {
     "plane": {"point", "normal"},
     "terrain": {"heights", "spacing", "origin"},
 }
-_CONDITIONS = ("sticky", "slip", "separate", "friction")
 
 
 class SceneError(ValueError):
@@ -109,25 +108,19 @@ def _shape(body: Mapping, index: int, dim: int, asset_dir: Path):
     try:
         if kind == "box":
             lower = _require(body, "lower", where)
-            if "size" in body:
-                shape = Box.from_size(lower, body["size"])
-            else:
-                if "upper" not in body:
-                    raise SceneError(f"{where} needs 'upper' (or 'size')")
-                shape = Box(lower, body["upper"])
+            if "size" not in body and "upper" not in body:
+                raise SceneError(f"{where} needs 'upper' (or 'size')")
+            shape = (Box.from_size(lower, body["size"]) if "size" in body
+                     else Box(lower, body["upper"]))
         elif kind == "sphere":
             shape = Sphere(_require(body, "center", where), float(_require(body, "radius", where)))
-        elif kind == "image":
-            shape = ImageShape.from_file(
-                resolve_asset(_require(body, "path", where), asset_dir),
-                origin=body.get("lower", (0.0, 0.0)),
-                pixel_size=float(_require(body, "pixel_size", where)),
-                colors=body.get("colors"), default_group=body.get("default_group", 0),
-                tolerance=int(body.get("tolerance", 40)))
-        else:
-            shape = MeshShape.from_file(resolve_asset(_require(body, "path", where), asset_dir),
-                                        scale=float(body.get("scale", 1.0)),
-                                        origin=body.get("lower", (0.0, 0.0, 0.0)))
+        else:  # a file: the shape's own defaults fill the options not given
+            path = resolve_asset(_require(body, "path", where), asset_dir)
+            if kind == "image":
+                _require(body, "pixel_size", where)
+            given = {("origin" if key == "lower" else key): body[key]
+                     for key in _BODY_KEYS[kind] - {"path"} if key in body}
+            shape = (ImageShape if kind == "image" else MeshShape).from_file(path, **given)
     except GeometryError as exc:
         raise SceneError(f"{where}: {exc}") from None
     if shape.dim != dim:
@@ -146,14 +139,13 @@ def _boundary(entry: Mapping, index: int, dim: int):
                          f"{sorted(_BOUNDARY_KEYS)}")
     _check_keys(entry, _BOUNDARY_KEYS[kind] | {"type", "condition", "friction"}, where)
     condition = entry.get("condition", "sticky")
-    if condition not in _CONDITIONS:
+    if condition not in BOUNDARY_KINDS:
         raise SceneError(f"{where}: unknown condition {condition!r}; choose one of "
-                         f"{', '.join(_CONDITIONS)}")
-    friction = float(entry.get("friction", 0.0))
+                         f"{', '.join(BOUNDARY_KINDS)}")
     if condition == "friction" and "friction" not in entry:
         raise SceneError(f"{where}: condition 'friction' needs a friction coefficient "
                          "'friction: μ'")
-    common = {"kind": condition, "friction": friction}
+    common = {"kind": condition, "friction": float(entry.get("friction", 0.0))}
     if kind == "walls":
         return BoxWalls(margin=int(entry.get("margin", 3)), **common)
     if kind == "plane":

@@ -55,17 +55,6 @@ def _state_gradient(state, **fields):
     return dataclasses.replace(zero, **changes)
 
 
-def _check_group(group, groups: np.ndarray) -> np.ndarray:
-    """Mask of the particles in ``group`` (all particles for ``None``)."""
-    if group is None:
-        return np.ones(len(groups), dtype=bool)
-    mask = groups == int(group)
-    if not np.any(mask):
-        raise ValueError(f"particle group {group} is empty; groups present: "
-                         f"{sorted(set(groups.tolist()))}")
-    return mask
-
-
 # -- observers --------------------------------------------------------------------------------
 
 
@@ -205,12 +194,16 @@ class KMeansObserver(_GroupCentroids):
 
 
 class _ParticleTerm:
-    """Shared set-up: dimension and the mask of particles a term looks at."""
+    """Shared set-up: dimension and the mask of particles a term looks at, those of
+    ``group`` (every particle for ``None``)."""
 
     def __init__(self, simulator, group):
-        rest = _rest_positions(simulator)
-        self.dim = rest.shape[1]
-        self.mask = _check_group(group, _particle_groups(simulator))
+        self.dim = _rest_positions(simulator).shape[1]
+        groups = _particle_groups(simulator)
+        self.mask = np.ones(len(groups), dtype=bool) if group is None else groups == int(group)
+        if not np.any(self.mask):
+            raise ValueError(f"particle group {group} is empty; groups present: "
+                             f"{sorted(set(groups.tolist()))}")
         self.count = int(self.mask.sum())
 
 
