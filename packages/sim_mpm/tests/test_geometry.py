@@ -15,7 +15,6 @@ from sim_mpm.geometry import (
     lattice_points,
     load_stl,
     parse_color,
-    sample_box,
     sample_shapes,
     winding_number,
 )
@@ -62,16 +61,17 @@ def write_ascii_stl(path, triangles):
 
 
 def test_box_regular_sampling_counts_and_bounds():
-    x = sample_box([0.1, 0.2], [0.1, 0.05], spacing=0.01)
+    x = sample_shapes([Box.from_size([0.1, 0.2], [0.1, 0.05])], spacing=0.01)[0]
     assert x.shape == (10 * 5, 2)
     assert x.min(axis=0) == pytest.approx([0.105, 0.205])
     assert x.max(axis=0) == pytest.approx([0.195, 0.245])
 
 
 def test_box_3d_and_jitter_is_seeded_and_bounded():
-    a = sample_box([0, 0, 0], [0.04, 0.04, 0.04], spacing=0.01, jitter=0.5, seed=3)
-    b = sample_box([0, 0, 0], [0.04, 0.04, 0.04], spacing=0.01, jitter=0.5, seed=3)
-    regular = sample_box([0, 0, 0], [0.04, 0.04, 0.04], spacing=0.01)
+    cube = [Box.from_size([0, 0, 0], [0.04, 0.04, 0.04])]
+    a = sample_shapes(cube, spacing=0.01, jitter=0.5, seed=3)[0]
+    b = sample_shapes(cube, spacing=0.01, jitter=0.5, seed=3)[0]
+    regular = sample_shapes(cube, spacing=0.01)[0]
     assert a.shape == (64, 3)
     np.testing.assert_array_equal(a, b)
     assert np.max(np.abs(a - regular)) <= 0.25 * 0.01 + 1e-15
@@ -81,14 +81,14 @@ def test_box_3d_and_jitter_is_seeded_and_bounded():
 def test_union_shares_lattice_and_first_shape_wins():
     left = Box.from_size([0.0, 0.0], [0.1, 0.1])
     overlapping = Box.from_size([0.05, 0.0], [0.1, 0.1])
-    x, group = sample_shapes([left, overlapping], spacing=0.01, groups=[3, 7])
+    x, _, group = sample_shapes([left, overlapping], spacing=0.01, groups=[3, 7])
     assert len(x) == 150  # 10x10 + the 5x10 new columns
     assert len(np.unique(np.round(x / 0.005).astype(int), axis=0)) == len(x)
     assert np.all(group[x[:, 0] < 0.1] == 3) and np.all(group[x[:, 0] > 0.1] == 7)
 
 
 def test_sphere_volume_matches_particle_count():
-    x, _ = sample_shapes([Sphere([0.5, 0.5, 0.5], 0.2)], spacing=0.01)
+    x = sample_shapes([Sphere([0.5, 0.5, 0.5], 0.2)], spacing=0.01)[0]
     assert len(x) * 0.01**3 == pytest.approx(4 / 3 * np.pi * 0.2**3, rel=0.02)
 
 
@@ -134,7 +134,7 @@ def test_png_pixels_become_labelled_particles(tmp_path):
     Image.fromarray(rgba, "RGBA").save(path)
     shape = ImageShape.from_file(path, origin=(1.0, 2.0), pixel_size=0.1,
                                  colors={"#ff0000": 1, "#000000": 0})
-    x, group = sample_shapes([shape], spacing=0.05, groups=[None])
+    x, _, group = sample_shapes([shape], spacing=0.05, groups=[None])
     assert len(x) == (12 + 4) * 4
     red = group == 1
     assert red.sum() == 16
@@ -177,7 +177,7 @@ def test_stl_cube_fills_its_volume(tmp_path, writer):
     writer(path, cube_triangles(size=2.0))
     np.testing.assert_allclose(load_stl(path), cube_triangles(size=2.0), atol=1e-6)
     shape = MeshShape.from_file(path, scale=0.05, origin=(0.2, 0.3, 0.4))
-    x, _ = sample_shapes([shape], spacing=0.01)
+    x = sample_shapes([shape], spacing=0.01)[0]
     assert len(x) == 10**3
     assert x.min(axis=0) == pytest.approx([0.205, 0.305, 0.405])
 
@@ -185,7 +185,7 @@ def test_stl_cube_fills_its_volume(tmp_path, writer):
 def test_stl_inward_facing_mesh_still_fills(tmp_path):
     path = tmp_path / "inward.stl"
     write_binary_stl(path, cube_triangles()[:, ::-1])
-    x, _ = sample_shapes([MeshShape.from_file(path, scale=0.1)], spacing=0.02)
+    x = sample_shapes([MeshShape.from_file(path, scale=0.1)], spacing=0.02)[0]
     assert len(x) == 125
 
 

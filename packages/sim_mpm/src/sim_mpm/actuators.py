@@ -82,19 +82,13 @@ def stress_actuation_vjp(xp, g_sigma, actuator_index, actuator_axes, actuator_ma
     return g * actuator_max_stress
 
 
-def _segments(xp, x, cables):
-    """Route segments: start/end particle index and owning cable, each shape (m,)."""
-    starts, ends, owner = [], [], []
-    for c, cable in enumerate(cables):
-        route = np.asarray(cable.route)
-        starts.append(route[:-1])
-        ends.append(route[1:])
-        owner.append(np.full(route.size - 1, c))
-    return tuple(xp.asarray(np.concatenate(a)) for a in (starts, ends, owner))
-
-
 def _cable_geometry(xp, x, signals, cables):
-    a, b, owner = _segments(xp, x, cables)
+    """Per route segment (start and end particle, owning cable, length, direction) and per
+    cable (free length, stretch, tension, maximum contraction, stiffness)."""
+    routes = [np.asarray(cable.route) for cable in cables]
+    a, b, owner = (xp.asarray(np.concatenate(parts)) for parts in (
+        [route[:-1] for route in routes], [route[1:] for route in routes],
+        [np.full(route.size - 1, c) for c, route in enumerate(routes)]))
     delta = x[b] - x[a]
     length = xp.sqrt(xp.sum(delta * delta, axis=1))
     direction = delta / length[:, None]
@@ -133,10 +127,9 @@ def cable_forces_vjp(xp, x, signals, cables, g_f):
     g_direction = tension[owner][:, None] * g_pull
     g_delta = (g_direction - xp.sum(g_direction * direction, axis=1, keepdims=True)
                * direction) / length[:, None]
-    g_stretch = xp.where(stretch > 0, stiffness * g_tension, 0.0)
-    g_total = g_stretch
+    g_stretch = xp.where(stretch > 0, stiffness * g_tension, 0.0)  # = ∂L/∂(route length)
     g_signals = xp.where(free > 0, g_stretch * reach, 0.0)
-    g_delta = g_delta + g_total[owner][:, None] * direction
+    g_delta = g_delta + g_stretch[owner][:, None] * direction
     g_x = xp.zeros_like(x)
     scatter_add(g_x, b, g_delta)
     scatter_add(g_x, a, -g_delta)

@@ -1,10 +1,10 @@
 """Particle sampling: boxes, spheres, PNG images and STL meshes on a common lattice.
 
 Every shape answers one question, ``label(points) -> (n,) int`` (−1 outside, otherwise a
-label ≥ 0), and knows its bounding box. :func:`sample_shapes` fills the union of shapes by
-testing the points of one regular lattice (spacing ``s`` [m], points at ``(i + ½) s``), so
-shapes that touch or overlap share particles instead of doubling them, and optionally
-jitters the kept points (seeded). All functions are pure and return new NumPy arrays.
+label ≥ 0), and knows its bounding box (and so its dimension). :func:`sample_shapes` fills
+the union of shapes by testing the points of one regular lattice (spacing ``s`` [m], points
+at ``(i + ½) s``), so shapes that touch or overlap share particles instead of doubling them,
+and optionally jitters the kept points (seeded). All functions are pure and return new NumPy arrays.
 
 - :class:`Box`: an axis-aligned box (rectangle in 2D).
 - :class:`Sphere`: a ball (disk in 2D).
@@ -34,8 +34,6 @@ __all__ = [
     "winding_number",
     "lattice_points",
     "sample_shapes",
-    "sample_union",
-    "sample_box",
     "parse_color",
 ]
 
@@ -58,8 +56,17 @@ def _vector(value, name: str, dim: int | None = None) -> np.ndarray:
 # -- shapes -----------------------------------------------------------------------------------
 
 
+class _Shape:
+    """What every shape derives from its bounding box: its dimension."""
+
+    @property
+    def dim(self) -> int:
+        """Spatial dimension, 2 or 3."""
+        return self.bounds()[0].size
+
+
 @dataclasses.dataclass(frozen=True)
-class Box:
+class Box(_Shape):
     """Axis-aligned box ``lower ≤ x < upper`` [m], shape (dim,) each; label 0 inside."""
 
     lower: np.ndarray
@@ -81,11 +88,6 @@ class Box:
         origin = _vector(origin, "box origin")
         return cls(origin, origin + _vector(size, "box size", origin.size))
 
-    @property
-    def dim(self) -> int:
-        """Spatial dimension, 2 or 3."""
-        return self.lower.size
-
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper corners of the bounding box [m]."""
         return self.lower, self.upper
@@ -97,7 +99,7 @@ class Box:
 
 
 @dataclasses.dataclass(frozen=True)
-class Sphere:
+class Sphere(_Shape):
     """Ball (disk in 2D) of ``radius`` [m] around ``center`` (dim,); label 0 inside."""
 
     center: np.ndarray
@@ -108,11 +110,6 @@ class Sphere:
         if not (np.isfinite(self.radius) and self.radius > 0):
             raise GeometryError(f"sphere radius must be a positive number, got {self.radius!r}")
         object.__setattr__(self, "radius", float(self.radius))
-
-    @property
-    def dim(self) -> int:
-        """Spatial dimension, 2 or 3."""
-        return self.center.size
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper corners of the bounding box [m]."""
@@ -180,7 +177,7 @@ def _image_labels(rgba: np.ndarray, colors: Mapping, default_label: int | None,
 
 
 @dataclasses.dataclass(frozen=True)
-class ImageShape:
+class ImageShape(_Shape):
     """A 2D shape drawn in an image: each non-empty pixel is a ``pixel_size`` [m] square.
 
     Attributes:
@@ -198,7 +195,8 @@ class ImageShape:
         if labels.ndim != 2 or labels.size == 0:
             raise GeometryError(f"image labels must be a non-empty 2-D array, got {labels.shape}")
         if not np.any(labels >= 0):
-            raise GeometryError("the image has no filled pixels (all transparent or white)")
+            raise GeometryError("the image has no filled pixels: every pixel is transparent or "
+                                "near-white; draw the body in a color")
         object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "origin", _vector(self.origin, "image origin", 2))
         if not (np.isfinite(self.pixel_size) and self.pixel_size > 0):
@@ -213,18 +211,9 @@ class ImageShape:
         ``tolerance`` per channel wins); other non-empty pixels get ``default_group`` or raise
         when it is ``None``. Pixels with alpha < 128 or every channel ≥ ``white_threshold``
         are empty."""
-        rgba = load_image(path)
-        labels = _image_labels(rgba, colors or {}, default_group, tolerance, white_threshold)
-        if not np.any(labels >= 0):
-            raise GeometryError(
-                f"image {os.fspath(path)!r} has no filled pixels: every pixel is transparent "
-                f"or near-white (all channels ≥ {white_threshold}); draw the body in a color")
+        labels = _image_labels(load_image(path), colors or {}, default_group, tolerance,
+                               white_threshold)
         return cls(labels, origin, pixel_size)
-
-    @property
-    def dim(self) -> int:
-        """Spatial dimension, always 2."""
-        return 2
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper corners of the bounding box [m]."""
@@ -246,11 +235,8 @@ class ImageShape:
 # -- STL meshes -------------------------------------------------------------------------------
 
 
-def _load_binary_stl(data: bytes, name: str) -> np.ndarray:
-    count = struct.unpack_from("<I", data, 80)[0]
-    record = np.dtype([("normal", "<f4", 3), ("vertices", "<f4", (3, 3)), ("attr", "<u2")])
-    triangles = np.frombuffer(data, dtype=record, count=count, offset=84)["vertices"]
-    return triangles.astype(np.float64)
+_STL_RECORD = np.dtype([("normal", "<f4", 3), ("vertices", "<f4", (3, 3)), ("attr", "<u2")])
+"""One triangle of a binary STL file (50 bytes)."""
 
 
 def _load_ascii_stl(text: str, name: str) -> np.ndarray:
@@ -286,7 +272,7 @@ def load_stl(path: str | os.PathLike) -> np.ndarray:
     with open(name, "rb") as handle:
         data = handle.read()
     if len(data) >= 84 and len(data) == 84 + 50 * struct.unpack_from("<I", data, 80)[0]:
-        triangles = _load_binary_stl(data, name)
+        triangles = np.frombuffer(data, _STL_RECORD, offset=84)["vertices"].astype(np.float64)
     elif data.lstrip()[:5].lower() == b"solid":
         try:
             text = data.decode("ascii")
@@ -327,7 +313,7 @@ def winding_number(points: np.ndarray, triangles: np.ndarray, *, chunk: int = 40
 
 
 @dataclasses.dataclass(frozen=True)
-class MeshShape:
+class MeshShape(_Shape):
     """The solid bounded by a triangle mesh [m]; label 0 where the winding number ≥ ½.
 
     ``triangles`` shape (m, 3, 3). Build from a file with :meth:`from_file`.
@@ -349,11 +335,6 @@ class MeshShape:
         triangles = load_stl(path) * float(scale)
         lowest = triangles.reshape(-1, 3).min(axis=0)
         return cls(triangles - lowest + _vector(origin, "mesh origin", 3))
-
-    @property
-    def dim(self) -> int:
-        """Spatial dimension, always 3."""
-        return 3
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper corners of the bounding box [m]."""
@@ -389,24 +370,29 @@ def lattice_points(lower, upper, spacing: float) -> tuple[np.ndarray, np.ndarray
     return (index + 0.5) * spacing, index
 
 
-def sample_union(shapes: Sequence, *, spacing: float, jitter: float = 0.0,
-                 seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sample_shapes(shapes: Sequence, *, spacing: float, groups: Sequence[int | None] | None = None,
+                  jitter: float = 0.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fill the union of ``shapes`` with particles on one lattice of ``spacing`` [m].
 
     Args:
         shapes: objects with ``dim``, ``bounds()`` and ``label(points)``, all of one dim.
         spacing: lattice spacing [m]; ``dx / 2`` gives the usual 4 (2D) or 8 (3D)
             particles per grid cell.
+        groups: per shape, the group id its particles get, or ``None`` to keep the shape's
+            own labels (image colors). Default: shape i gets group i.
         jitter: uniform random offset per particle, as a fraction of ``spacing`` (0 ≤ j < 1).
         seed: seed of the jitter.
 
     Returns:
         particle positions [m], shape (n, dim); the index of the shape each particle came
-        from, shape (n,); the shape's label there (image colors), shape (n,). Where shapes
-        overlap the earlier shape keeps the particle.
+        from, shape (n,); particle groups, shape (n,) int64. Where shapes overlap the
+        earlier shape keeps the particle.
     """
     if not shapes:
         raise GeometryError("no shapes to sample: give at least one body")
+    groups = list(range(len(shapes))) if groups is None else list(groups)
+    if len(groups) != len(shapes):
+        raise GeometryError(f"{len(groups)} group ids for {len(shapes)} shapes")
     if not (np.isfinite(spacing) and spacing > 0):
         raise GeometryError(f"particle spacing must be a positive length [m], got {spacing!r}")
     if not (0.0 <= jitter < 1.0):
@@ -414,52 +400,22 @@ def sample_union(shapes: Sequence, *, spacing: float, jitter: float = 0.0,
     dims = {shape.dim for shape in shapes}
     if len(dims) != 1:
         raise GeometryError(f"all shapes must have the same dimension, got {sorted(dims)}")
-    taken: set[tuple[int, ...]] = set()
-    positions, indices, labels = [], [], []
-    for number, shape in enumerate(shapes):
+    found = []
+    for number, (shape, group) in enumerate(zip(shapes, groups, strict=True)):
         points, index = lattice_points(*shape.bounds(), spacing)
-        label = shape.label(points) if len(points) else np.zeros(0, dtype=np.int64)
-        keep = label >= 0
-        if not np.any(keep):
+        label = shape.label(points)
+        inside = label >= 0
+        if not np.any(inside):
             raise GeometryError(
                 f"shape {number} ({type(shape).__name__}) holds no lattice point at spacing "
                 f"{spacing} m; make it larger or the spacing smaller")
-        keys = [tuple(row) for row in index[keep]]
-        fresh = np.array([key not in taken for key in keys], dtype=bool)
-        taken.update(keys)
-        positions.append(points[keep][fresh])
-        labels.append(label[keep][fresh])
-        indices.append(np.full(int(fresh.sum()), number, dtype=np.int64))
-    particle_x = np.concatenate(positions)
+        count = int(inside.sum())
+        found.append((points[inside], index[inside], np.full(count, number),
+                      label[inside] if group is None else np.full(count, int(group))))
+    points, index, shape_index, particle_group = map(np.concatenate, zip(*found, strict=True))
+    first = np.sort(np.unique(index, axis=0, return_index=True)[1])  # earlier shapes win
+    particle_x = points[first]
     if jitter:
         rng = np.random.default_rng(seed)
         particle_x = particle_x + rng.uniform(-0.5, 0.5, particle_x.shape) * jitter * spacing
-    return particle_x, np.concatenate(indices), np.concatenate(labels).astype(np.int64)
-
-
-def sample_shapes(shapes: Sequence, *, spacing: float, groups: Sequence[int | None] | None = None,
-                  jitter: float = 0.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Particles filling the union of ``shapes`` (see :func:`sample_union`), with groups.
-
-    ``groups``: per shape, the group id its particles get, or ``None`` to keep the shape's
-    own labels (image colors). Default: shape i gets group i.
-
-    Returns particle positions [m], shape (n, dim), and groups, shape (n,) int64.
-    """
-    groups = list(range(len(shapes))) if groups is None else list(groups)
-    if len(groups) != len(shapes):
-        raise GeometryError(f"{len(groups)} group ids for {len(shapes)} shapes")
-    particle_x, shape_index, label = sample_union(shapes, spacing=spacing, jitter=jitter,
-                                                  seed=seed)
-    particle_group = label.copy()
-    for number, group in enumerate(groups):
-        if group is not None:
-            particle_group[shape_index == number] = int(group)
-    return particle_x, particle_group
-
-
-def sample_box(lower, size, *, spacing: float, jitter: float = 0.0, seed: int = 0) -> np.ndarray:
-    """Particles filling one box with lower corner ``lower`` and edges ``size`` [m]; (n, dim)."""
-    particle_x, _ = sample_shapes([Box.from_size(lower, size)], spacing=spacing, jitter=jitter,
-                                  seed=seed)
-    return particle_x
+    return particle_x, shape_index[first], particle_group[first].astype(np.int64)

@@ -43,14 +43,6 @@ def lame_parameters_vjp(E, nu, g_mu, g_lam):
     return g_E, g_nu
 
 
-def _det(F):
-    if F.shape[-1] == 2:
-        return F[:, 0, 0] * F[:, 1, 1] - F[:, 0, 1] * F[:, 1, 0]
-    return (F[:, 0, 0] * (F[:, 1, 1] * F[:, 2, 2] - F[:, 1, 2] * F[:, 2, 1])
-            - F[:, 0, 1] * (F[:, 1, 0] * F[:, 2, 2] - F[:, 1, 2] * F[:, 2, 0])
-            + F[:, 0, 2] * (F[:, 1, 0] * F[:, 2, 1] - F[:, 1, 1] * F[:, 2, 0]))
-
-
 def _inverse_transpose(xp, F, J):
     """F⁻ᵀ from the cofactor matrix (cof F = J F⁻ᵀ)."""
     if F.shape[-1] == 2:
@@ -79,7 +71,7 @@ def polar_rotation(xp, F):
         return xp.stack([xp.stack([c, -s], axis=-1), xp.stack([s, c], axis=-1)], axis=1)
     U, _, Vt = xp.linalg.svd(F)
     R = U @ Vt
-    flip = _det(R) < 0
+    flip = xp.linalg.det(R) < 0
     U = U.copy()
     U[:, :, 2] = xp.where(flip[:, None], -U[:, :, 2], U[:, :, 2])
     return U @ Vt
@@ -129,7 +121,7 @@ def _incompressible_coefficient(E, nu):
 def first_piola(xp, F, E, nu, *, material: str, exponent: int) -> Any:
     """First Piola-Kirchhoff stress P [Pa], shape (n, d, d), for F (n, d, d), E and ν (n,)."""
     mu, lam = lame_parameters(E, nu)
-    J = _det(F)
+    J = xp.linalg.det(F)
     H = _inverse_transpose(xp, F, J)
     if material == "corotated":
         R = polar_rotation(xp, F)
@@ -147,7 +139,7 @@ def first_piola(xp, F, E, nu, *, material: str, exponent: int) -> Any:
 def first_piola_vjp(xp, F, E, nu, g_P, *, material: str, exponent: int):
     """(∂L/∂F, ∂L/∂E, ∂L/∂ν) given ∂L/∂P for P = first_piola(F, E, ν)."""
     mu, lam = lame_parameters(E, nu)
-    J = _det(F)
+    J = xp.linalg.det(F)
     H = _inverse_transpose(xp, F, J)
     gH = xp.sum(g_P * H, axis=(1, 2))
     # ∂<G, H>/∂F = −H Gᵀ H, ∂J/∂F = J H

@@ -8,6 +8,9 @@ terrain are drawn as gray lines underneath; cables as lines through their routes
 
 from __future__ import annotations
 
+import functools
+import itertools
+
 import numpy as np
 from PIL import Image, ImageDraw
 
@@ -66,12 +69,11 @@ def _particle_colors(model, color_by, action, youngs_modulus) -> np.ndarray:
         return _SOFT + t[:, None] * (_STIFF - _SOFT)
     colors = np.tile(_NEUTRAL, (n, 1))
     index = np.asarray(model.actuator_index)
-    if action is None or model.stress_actuator_count == 0:
-        actuated = index >= 0
-        colors[actuated] = 0.5 * (_NEUTRAL + _CONTRACT)
-        return colors
-    signals = np.clip(np.asarray(action, dtype=np.float64)[: model.stress_actuator_count], -1, 1)
     active = index >= 0
+    if action is None or model.stress_actuator_count == 0:  # actuators half-way to red
+        signals = np.full(model.stress_actuator_count, 0.5)
+    else:
+        signals = np.clip(np.asarray(action, np.float64)[: model.stress_actuator_count], -1, 1)
     u = signals[index[active]][:, None]
     target = np.where(u >= 0, _CONTRACT, _EXPAND)
     colors[active] = _NEUTRAL + np.abs(u) * (target - _NEUTRAL)
@@ -88,31 +90,23 @@ def _disk(radius: int) -> np.ndarray:
 def _draw_boundaries(draw, model, project) -> None:
     L, dim = model.domain_size, model.dim
     for boundary in model.boundaries:
-        if isinstance(boundary, BoxWalls):
+        if isinstance(boundary, BoxWalls):  # the edges of the inner box
             m = boundary.margin * model.dx
-            if dim == 2:
-                corners = np.array([[m, m], [L - m, m], [L - m, L - m], [m, L - m], [m, m]])
-                draw.line([tuple(p) for p in project(corners)], fill=_LINE, width=1)
-            else:
-                lo, hi = m, L - m
-                cube = np.array([[x, y, z] for x in (lo, hi) for y in (lo, hi) for z in (lo, hi)])
-                for i in range(8):
-                    for j in range(i + 1, 8):
-                        if np.sum(cube[i] != cube[j]) == 1:
-                            draw.line([tuple(p) for p in project(cube[[i, j]])], fill=_LINE)
+            corners = np.array(list(itertools.product((m, L - m), repeat=dim)))
+            for a, b in itertools.combinations(corners, 2):
+                if np.sum(a != b) == 1:
+                    draw.line([tuple(p) for p in project(np.stack([a, b]))], fill=_LINE)
         elif isinstance(boundary, Plane):
-            normal, point = boundary.normal, boundary.point
-            tangents = np.linalg.svd(normal[None, :])[2][1:]  # orthonormal basis of the plane
-            steps = np.linspace(-2 * L, 2 * L, 81)
-            lines = [point + t * tangents[0] for t in steps] if dim == 2 else []
+            point = boundary.point
+            tangents = np.linalg.svd(boundary.normal[None, :])[2][1:]  # the plane's basis
+            steps = np.linspace(-2 * L, 2 * L, 81)[:, None]
             if dim == 2:
-                _polyline_in_domain(draw, np.array(lines), L, project)
-            else:
-                for a in range(len(tangents)):
+                _polyline_in_domain(draw, point + steps * tangents[0], L, project)
+            else:  # a grid of lines along each tangent
+                for a in range(2):
                     for offset in np.linspace(-L, L, 9):
-                        pts = np.array([point + offset * tangents[1 - a] + t * tangents[a]
-                                        for t in steps])
-                        _polyline_in_domain(draw, pts, L, project)
+                        _polyline_in_domain(draw, point + offset * tangents[1 - a]
+                                            + steps * tangents[a], L, project)
         elif isinstance(boundary, HeightField):
             h = boundary.heights
             if h.ndim == 1:
@@ -159,17 +153,14 @@ def render_frame(model, state, *, width: int = 480, height: int = 360, color_by:
         raise ValueError(f"frame size must be at least 8x8 pixels, got {width}x{height}")
     width, height, dim = int(width), int(height), model.dim
 
-    def project(points):
-        return project_points(points, dim=dim, domain_size=model.domain_size, width=width,
-                              height=height, azimuth=azimuth, elevation=elevation)[0]
-
+    view = functools.partial(project_points, dim=dim, domain_size=model.domain_size,
+                             width=width, height=height, azimuth=azimuth, elevation=elevation)
     canvas = Image.new("RGB", (width, height), _BACKGROUND)
-    _draw_boundaries(ImageDraw.Draw(canvas), model, project)
+    _draw_boundaries(ImageDraw.Draw(canvas), model, lambda points: view(points)[0])
     image = np.asarray(canvas).copy()
 
     x = to_host(state.particle_x).astype(np.float64)
-    pixels, depth = project_points(x, dim=dim, domain_size=model.domain_size, width=width,
-                                   height=height, azimuth=azimuth, elevation=elevation)
+    pixels, depth = view(x)
     colors = _particle_colors(model, color_by, action, youngs_modulus)
     if dim == 3 and np.ptp(depth) > 0:
         shade = 0.65 + 0.35 * (depth - depth.min()) / np.ptp(depth)
@@ -191,11 +182,10 @@ def render_frame(model, state, *, width: int = 480, height: int = 360, color_by:
     if model.cables:
         canvas = Image.fromarray(image)
         draw = ImageDraw.Draw(canvas)
-        signals = None if action is None else np.asarray(action, np.float64)[
-            model.stress_actuator_count:]
-        for c, cable in enumerate(model.cables):
-            u = 0.0 if signals is None else float(np.clip(signals[c], 0.0, 1.0))
-            fill = tuple(int(v) for v in (40 + 180 * u, 40, 40))
-            draw.line([tuple(p) for p in pixels[np.asarray(cable.route)]], fill=fill, width=2)
+        signals = np.zeros(model.cable_count) if action is None else np.clip(
+            np.asarray(action, np.float64)[model.stress_actuator_count:], 0.0, 1.0)
+        for cable, u in zip(model.cables, signals, strict=True):  # red as it pulls
+            draw.line([tuple(p) for p in pixels[np.asarray(cable.route)]],
+                      fill=(int(40 + 180 * u), 40, 40), width=2)
         image = np.asarray(canvas).copy()
     return image

@@ -40,8 +40,8 @@ import numpy as np
 
 from codesign.options import options_factory
 
-from .boundaries import BoxWalls, HeightField, Plane
-from .geometry import Box, GeometryError, ImageShape, MeshShape, Sphere, sample_union
+from .boundaries import BOUNDARY_KINDS, BoxWalls, HeightField, Plane
+from .geometry import Box, GeometryError, ImageShape, MeshShape, Sphere, sample_shapes
 from .model import MPMModel, build_model
 from .options import MPMOptions
 from .simulator import MPMSimulator
@@ -67,7 +67,6 @@ _BOUNDARY_KEYS = {
     "plane": {"point", "normal"},
     "terrain": {"heights", "spacing", "origin"},
 }
-_CONDITIONS = ("sticky", "slip", "separate", "friction")
 
 
 class SceneError(ValueError):
@@ -109,25 +108,19 @@ def _shape(body: Mapping, index: int, dim: int, asset_dir: Path):
     try:
         if kind == "box":
             lower = _require(body, "lower", where)
-            if "size" in body:
-                shape = Box.from_size(lower, body["size"])
-            else:
-                if "upper" not in body:
-                    raise SceneError(f"{where} needs 'upper' (or 'size')")
-                shape = Box(lower, body["upper"])
+            if "size" not in body and "upper" not in body:
+                raise SceneError(f"{where} needs 'upper' (or 'size')")
+            shape = (Box.from_size(lower, body["size"]) if "size" in body
+                     else Box(lower, body["upper"]))
         elif kind == "sphere":
             shape = Sphere(_require(body, "center", where), float(_require(body, "radius", where)))
-        elif kind == "image":
-            shape = ImageShape.from_file(
-                resolve_asset(_require(body, "path", where), asset_dir),
-                origin=body.get("lower", (0.0, 0.0)),
-                pixel_size=float(_require(body, "pixel_size", where)),
-                colors=body.get("colors"), default_group=body.get("default_group", 0),
-                tolerance=int(body.get("tolerance", 40)))
-        else:
-            shape = MeshShape.from_file(resolve_asset(_require(body, "path", where), asset_dir),
-                                        scale=float(body.get("scale", 1.0)),
-                                        origin=body.get("lower", (0.0, 0.0, 0.0)))
+        else:  # a file: the shape's own defaults fill the options not given
+            path = resolve_asset(_require(body, "path", where), asset_dir)
+            if kind == "image":
+                _require(body, "pixel_size", where)
+            given = {("origin" if key == "lower" else key): body[key]
+                     for key in _BODY_KEYS[kind] - {"path"} if key in body}
+            shape = (ImageShape if kind == "image" else MeshShape).from_file(path, **given)
     except GeometryError as exc:
         raise SceneError(f"{where}: {exc}") from None
     if shape.dim != dim:
@@ -146,14 +139,13 @@ def _boundary(entry: Mapping, index: int, dim: int):
                          f"{sorted(_BOUNDARY_KEYS)}")
     _check_keys(entry, _BOUNDARY_KEYS[kind] | {"type", "condition", "friction"}, where)
     condition = entry.get("condition", "sticky")
-    if condition not in _CONDITIONS:
+    if condition not in BOUNDARY_KINDS:
         raise SceneError(f"{where}: unknown condition {condition!r}; choose one of "
-                         f"{', '.join(_CONDITIONS)}")
-    friction = float(entry.get("friction", 0.0))
+                         f"{', '.join(BOUNDARY_KINDS)}")
     if condition == "friction" and "friction" not in entry:
         raise SceneError(f"{where}: condition 'friction' needs a friction coefficient "
                          "'friction: μ'")
-    common = {"kind": condition, "friction": friction}
+    common = {"kind": condition, "friction": float(entry.get("friction", 0.0))}
     if kind == "walls":
         return BoxWalls(margin=int(entry.get("margin", 3)), **common)
     if kind == "plane":
@@ -208,93 +200,80 @@ def build_scene_model(options: MPMOptions) -> MPMModel:
 
     asset_dir = Path(o.base_dir or ".") / (o.asset_dir or "")
     shapes = [_shape(body, i, dim, asset_dir) for i, body in enumerate(bodies)]
+    groups = [body.get("group", None if body["shape"] == "image" else i)
+              for i, body in enumerate(bodies)]  # images keep their colors' groups
     try:
-        particle_x, body_index, particle_group = sample_union(shapes, spacing=spacing,
-                                                              jitter=o.jitter, seed=o.seed)
+        particle_x, body_index, particle_group = sample_shapes(
+            shapes, spacing=spacing, groups=groups, jitter=o.jitter, seed=o.seed)
     except GeometryError as exc:
         raise SceneError(str(exc)) from None
-    for i, body in enumerate(bodies):
-        group = body.get("group", None if body["shape"] == "image" else i)
-        if group is not None:
-            particle_group[body_index == i] = int(group)
     for i, region in enumerate(o.regions):
         inside, group = _region(region, i, particle_x)
         particle_group[inside] = group
     n = len(particle_x)
 
-    def per_body(key):
-        values = np.empty(n)
-        for i, body in enumerate(bodies):
-            value = body.get(key, getattr(o, key))
-            problem = MPMOptions.spec(key).problem(value)
-            if problem is not None:
-                raise SceneError(f"bodies[{i}].{key}: {problem}")
-            values[body_index == i] = float(value)
-        return values
-
-    velocity = np.zeros((n, dim))
-    velocity[:] = np.zeros(dim) if o.initial_velocity is None else _vector(
-        o.initial_velocity, dim, "initial_velocity")
-    for i, body in enumerate(bodies):
-        if "velocity" in body:
-            velocity[body_index == i] = _vector(body["velocity"], dim, f"bodies[{i}].velocity")
-
-    actuator_index = np.full(n, -1, dtype=np.int64)
     actuators = o.actuators
+    actuator_index = np.full(n, -1, dtype=np.int64)
     for k, actuator in enumerate(actuators):
         if not isinstance(actuator, Mapping):
             raise SceneError(f"actuators[{k}] must be a mapping, got {actuator!r}")
         _check_keys(actuator, {"groups", "axes", "max_stress"}, f"actuators[{k}]")
         for group in actuator.get("groups", []):
             actuator_index[particle_group == int(group)] = k
-    for i, body in enumerate(bodies):
+
+    material = {key: np.empty(n) for key in ("youngs_modulus", "poissons_ratio", "density")}
+    velocity = np.zeros((n, dim))
+    if o.initial_velocity is not None:
+        velocity[:] = _vector(o.initial_velocity, dim, "initial_velocity")
+    geometry_group = np.zeros(n, dtype=np.int64)
+    anchors: dict[int, np.ndarray] = {}
+    for i, body in enumerate(bodies):  # the per-body overrides
+        mine = body_index == i
+        for key, values in material.items():
+            value = body.get(key, getattr(o, key))
+            problem = MPMOptions.spec(key).problem(value)
+            if problem is not None:
+                raise SceneError(f"bodies[{i}].{key}: {problem}")
+            values[mine] = float(value)
+        if "velocity" in body:
+            velocity[mine] = _vector(body["velocity"], dim, f"bodies[{i}].velocity")
         if body.get("actuator") is not None:
             k = int(body["actuator"])
             if not 0 <= k < len(actuators):
                 raise SceneError(f"bodies[{i}].actuator is {k} but only {len(actuators)} "
                                  "actuator(s) are defined in 'actuators'")
-            actuator_index[body_index == i] = k
+            actuator_index[mine] = k
+        g = int(body.get("geometry_group", 0))
+        if g < 0:
+            raise SceneError(f"bodies[{i}].geometry_group must be ≥ 0, got {g}")
+        geometry_group[mine] = g
+        if "anchor" in body:
+            anchors[g] = _vector(body["anchor"], dim, f"bodies[{i}].anchor")
     for k in range(len(actuators)):
         if not np.any(actuator_index == k):
             raise SceneError(f"actuators[{k}] acts on no particle: give it 'groups' or set "
                              f"'actuator: {k}' on a body")
     axes = [_vector(a.get("axes", [1.0] * dim), dim, f"actuators[{k}].axes")
             for k, a in enumerate(actuators)]
-    max_stress = [float(a.get("max_stress", 1.0)) for a in actuators]
-
-    geometry_group = np.zeros(n, dtype=np.int64)
-    anchors: dict[int, np.ndarray] = {}
-    for i, body in enumerate(bodies):
-        g = int(body.get("geometry_group", 0))
-        if g < 0:
-            raise SceneError(f"bodies[{i}].geometry_group must be ≥ 0, got {g}")
-        geometry_group[body_index == i] = g
-        if "anchor" in body:
-            anchors[g] = _vector(body["anchor"], dim, f"bodies[{i}].anchor")
     geometry_anchor = None
-    if anchors:
-        n_groups = int(geometry_group.max()) + 1
+    if anchors:  # the other groups keep the model's default anchor, their centroid
         geometry_anchor = np.stack([
             anchors.get(g, particle_x[geometry_group == g].mean(0) if np.any(geometry_group == g)
-                        else np.zeros(dim)) for g in range(n_groups)])
+                        else np.zeros(dim)) for g in range(int(geometry_group.max()) + 1)])
 
-    scene_boundaries = [_boundary(b, i, dim) for i, b in enumerate(o.boundaries)]
+    cables = [_cable(c, i, particle_x) for i, c in enumerate(o.cables)]
+    boundaries = [_boundary(b, i, dim) for i, b in enumerate(o.boundaries)]
     try:
         return build_model(
             particle_x=particle_x, dim=dim, grid_resolution=int(o.grid_resolution), dx=dx,
-            particle_v=velocity, particle_group=particle_group, gravity=o.gravity,
-            youngs_modulus=per_body("youngs_modulus"),
-            poissons_ratio=per_body("poissons_ratio"),
-            density=per_body("density"), volume=spacing**dim, material=o.material,
+            particle_v=velocity, particle_group=particle_group, gravity=o.gravity, **material,
+            volume=spacing**dim, material=o.material,
             incompressibility_exponent=o.incompressibility_exponent,
             actuator_index=actuator_index, actuator_axes=np.asarray(axes).reshape(-1, dim),
-            actuator_max_stress=np.asarray(max_stress),
-            cables=[_cable(c, i, particle_x) for i, c in enumerate(o.cables)],
-            boundaries=scene_boundaries, dtype=o.dtype, geometry_group=geometry_group,
+            actuator_max_stress=np.asarray([float(a.get("max_stress", 1.0)) for a in actuators]),
+            cables=cables, boundaries=boundaries, dtype=o.dtype, geometry_group=geometry_group,
             geometry_anchor=geometry_anchor)
     except ValueError as exc:
-        if isinstance(exc, SceneError):
-            raise
         raise SceneError(f"invalid scene: {exc}") from exc
 
 

@@ -22,6 +22,7 @@ import dataclasses
 import numpy as np
 
 from codesign.backend import array_module_of, to_backend, to_host
+from codesign.terms import TERM_KINDS
 from codesign.tree import tree_zeros_like
 
 __all__ = [
@@ -40,12 +41,8 @@ def _rest_positions(simulator) -> np.ndarray:
     return to_host(state.particle_x).astype(np.float64)
 
 
-def _particle_groups(simulator, count: int) -> np.ndarray:
-    model = getattr(simulator, "model", None)
-    groups = getattr(model, "particle_group", None)
-    if groups is None:
-        return np.zeros(count, dtype=np.int64)
-    return to_host(groups).astype(np.int64).reshape(-1)
+def _particle_groups(simulator) -> np.ndarray:
+    return to_host(simulator.model.particle_group).astype(np.int64).reshape(-1)
 
 
 def _state_gradient(state, **fields):
@@ -58,91 +55,51 @@ def _state_gradient(state, **fields):
     return dataclasses.replace(zero, **changes)
 
 
-def _check_group(group, groups: np.ndarray) -> np.ndarray:
-    """Mask of the particles in ``group`` (all particles for ``None``)."""
-    if group is None:
-        return np.ones(len(groups), dtype=bool)
-    mask = groups == int(group)
-    if not np.any(mask):
-        raise ValueError(f"particle group {group} is empty; groups present: "
-                         f"{sorted(set(groups.tolist()))}")
-    return mask
-
-
 # -- observers --------------------------------------------------------------------------------
 
 
 class _GroupCentroids:
-    """Shared observation of per-label centroids.
+    """Shared observation of per-label centroids: a fixed linear map of the particle
+    positions and of their velocities (rows of particle weights, scales included).
 
     ``labels`` (n,): 0..k-1 for observed particles (every label non-empty), −1 for particles
     that only count towards the body centroid and mean velocity.
     """
 
-    def _setup(self, labels: np.ndarray, dim: int, *, velocities: bool, mean_velocity: bool,
-               position_scale: float, velocity_scale: float):
+    def _setup(self, labels: np.ndarray, rest: np.ndarray, *, velocities: bool,
+               mean_velocity: bool, normalize: bool, position_scale: float,
+               velocity_scale: float):
         if not (position_scale > 0 and velocity_scale > 0):
             raise ValueError("position_scale and velocity_scale must be positive")
+        if normalize:  # the rest shape's radius of gyration, 1 for a single point
+            spread = np.sum((rest - rest.mean(0)) ** 2, axis=1)
+            position_scale = float(np.sqrt(np.mean(spread))) or 1.0
+        n, self.dim = rest.shape
         self.labels = labels
-        self._observed = labels >= 0
-        self.k = int(labels.max()) + 1
-        self.dim = dim
-        self.counts = np.bincount(labels[self._observed], minlength=self.k).astype(np.float64)
-        if np.any(self.counts == 0):
-            raise ValueError(f"cluster(s) {np.flatnonzero(self.counts == 0).tolist()} are empty")
-        self.velocities, self.mean_velocity = velocities, mean_velocity
-        self.position_scale, self.velocity_scale = float(position_scale), float(velocity_scale)
-        blocks = 1 + int(velocities)
-        self.size = self.k * dim * blocks + dim * int(mean_velocity)
-
-    def _centroids(self, values: np.ndarray) -> np.ndarray:
-        sums = np.zeros((self.k, self.dim))
-        np.add.at(sums, self.labels[self._observed], values[self._observed])
-        return sums / self.counts[:, None]
+        members = labels[None, :] == np.arange(int(labels.max()) + 1)[:, None]
+        counts = members.sum(axis=1)
+        if np.any(counts == 0):
+            raise ValueError(f"cluster(s) {np.flatnonzero(counts == 0).tolist()} are empty")
+        relative = members / counts[:, None] - 1.0 / n  # centroid minus the body's, (k, n)
+        self._position_rows = relative / position_scale
+        rows = [relative] if velocities else []
+        if mean_velocity:
+            rows.append(np.full((1, n), 1.0 / n))
+        self._velocity_rows = np.concatenate([np.zeros((0, n)), *rows]) / velocity_scale
+        self.size = (len(self._position_rows) + len(self._velocity_rows)) * self.dim
 
     def observe(self, state, design):
         """Observation, shape (size,): relative positions, relative velocities, mean velocity."""
-        x = to_host(state.particle_x).astype(np.float64)
-        parts = [((self._centroids(x) - x.mean(axis=0)) / self.position_scale).reshape(-1)]
-        if self.velocities or self.mean_velocity:
-            v = to_host(state.particle_v).astype(np.float64)
-            mean_v = v.mean(axis=0)
-            if self.velocities:
-                parts.append(((self._centroids(v) - mean_v) / self.velocity_scale).reshape(-1))
-            if self.mean_velocity:
-                parts.append(mean_v / self.velocity_scale)
-        return np.concatenate(parts)
-
-    def _relative_vjp(self, g_centroids: np.ndarray) -> np.ndarray:
-        """∂L/∂values (n, dim) for ``centroids(values) - mean(values)`` given (k, dim)."""
-        n, observed = len(self.labels), self._observed
-        g = np.zeros((n, self.dim))
-        labels = self.labels[observed]
-        g[observed] = g_centroids[labels] / self.counts[labels, None]
-        return g - g_centroids.sum(0) / n
+        x = self._position_rows @ to_host(state.particle_x).astype(np.float64)
+        v = self._velocity_rows @ to_host(state.particle_v).astype(np.float64)
+        return np.concatenate([x.reshape(-1), v.reshape(-1)])
 
     def observe_vjp(self, state, design, g_observation):
         """(∂L/∂state, None) given ∂L/∂observation, shape (size,)."""
-        g = np.asarray(g_observation, dtype=np.float64)
-        kd, n = self.k * self.dim, len(self.labels)
-        fields = {"particle_x": self._relative_vjp(g[:kd].reshape(self.k, self.dim))
-                  / self.position_scale}
-        offset = kd
-        g_v = np.zeros((n, self.dim))
-        if self.velocities:
-            g_v += self._relative_vjp(g[offset:offset + kd].reshape(self.k, self.dim))
-            offset += kd
-        if self.mean_velocity:
-            g_v += g[offset:offset + self.dim][None, :] / n
-        if self.velocities or self.mean_velocity:
-            fields["particle_v"] = g_v / self.velocity_scale
-        return _state_gradient(state, **fields), None
-
-
-def _position_scale(rest: np.ndarray, normalize: bool, position_scale: float) -> float:
-    if not normalize:
-        return position_scale
-    return float(np.sqrt(np.mean(np.sum((rest - rest.mean(0)) ** 2, axis=1)))) or 1.0
+        g = np.asarray(g_observation, dtype=np.float64).reshape(-1, self.dim)
+        k = len(self._position_rows)
+        return _state_gradient(state, particle_x=self._position_rows.T @ g[:k],
+                               particle_v=self._velocity_rows.T @ g[k:]), None
 
 
 class CentroidObserver(_GroupCentroids):
@@ -162,7 +119,7 @@ class CentroidObserver(_GroupCentroids):
                  mean_velocity: bool = True, normalize: bool = False,
                  position_scale: float = 1.0, velocity_scale: float = 1.0):
         rest = _rest_positions(simulator)
-        particle_group = _particle_groups(simulator, len(rest))
+        particle_group = _particle_groups(simulator)
         present = sorted(set(particle_group.tolist()))
         groups = present if groups is None else [int(g) for g in groups]
         missing = [g for g in groups if g not in present]
@@ -173,9 +130,8 @@ class CentroidObserver(_GroupCentroids):
         for index, group in enumerate(groups):
             labels[particle_group == group] = index
         self.groups = groups
-        self._setup(labels, rest.shape[1], velocities=velocities,
-                    mean_velocity=mean_velocity,
-                    position_scale=_position_scale(rest, normalize, position_scale),
+        self._setup(labels, rest, velocities=velocities, mean_velocity=mean_velocity,
+                    normalize=normalize, position_scale=position_scale,
                     velocity_scale=velocity_scale)
 
 
@@ -229,22 +185,25 @@ class KMeansObserver(_GroupCentroids):
                  position_scale: float = 1.0, velocity_scale: float = 1.0):
         rest = _rest_positions(simulator)
         self.clusters = int(clusters)
-        self._setup(kmeans_labels(rest, self.clusters, seed=seed), rest.shape[1],
-                    velocities=velocities, mean_velocity=mean_velocity,
-                    position_scale=_position_scale(rest, normalize, position_scale),
-                    velocity_scale=velocity_scale)
+        self._setup(kmeans_labels(rest, self.clusters, seed=seed), rest,
+                    velocities=velocities, mean_velocity=mean_velocity, normalize=normalize,
+                    position_scale=position_scale, velocity_scale=velocity_scale)
 
 
 # -- terms ------------------------------------------------------------------------------------
 
 
 class _ParticleTerm:
-    """Shared set-up: dimension and the mask of particles a term looks at."""
+    """Shared set-up: dimension and the mask of particles a term looks at, those of
+    ``group`` (every particle for ``None``)."""
 
     def __init__(self, simulator, group):
-        rest = _rest_positions(simulator)
-        self.dim = rest.shape[1]
-        self.mask = _check_group(group, _particle_groups(simulator, len(rest)))
+        self.dim = _rest_positions(simulator).shape[1]
+        groups = _particle_groups(simulator)
+        self.mask = np.ones(len(groups), dtype=bool) if group is None else groups == int(group)
+        if not np.any(self.mask):
+            raise ValueError(f"particle group {group} is empty; groups present: "
+                             f"{sorted(set(groups.tolist()))}")
         self.count = int(self.mask.sum())
 
 
@@ -317,9 +276,8 @@ class VelocityPenalty(_ParticleTerm):
     """
 
     def __init__(self, *, simulator, kind: str = "final", group: int | None = None):
-        if kind not in ("final", "running", "trajectory"):
-            raise ValueError(f"velocity_penalty kind must be 'final', 'running' or "
-                             f"'trajectory', got {kind!r}")
+        if kind not in TERM_KINDS:
+            raise ValueError(f"velocity_penalty kind must be one of {TERM_KINDS}, got {kind!r}")
         super().__init__(simulator, group)
         self.kind = kind
 
