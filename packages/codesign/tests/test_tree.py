@@ -15,6 +15,7 @@ from codesign.tree import (
     tree_to_host,
     tree_vdot,
     tree_zeros_like,
+    tree_zeros_with,
 )
 
 
@@ -73,3 +74,11 @@ def test_paths_follow_a_group_name_and_float_leaves_are_recognized():
     assert tree_paths(a.x) == {"": a.x} and tree_paths(None) == {}
     assert is_float_leaf(np.zeros(2, np.float32))
     assert not is_float_leaf(np.zeros(2, np.int64)) and not is_float_leaf(3.0)
+
+
+def test_zeros_with_sets_the_given_fields_in_their_dtype():
+    state = Outer(x=np.arange(3, dtype=np.float32), inner=Inner(a=np.ones((2, 2))), extra={})
+    g = tree_zeros_with(state, x=[1.0, 2.0, 3.0])
+    assert g.x.dtype == np.float32 and g.x.tolist() == [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(g.inner.a, np.zeros((2, 2)))
+    assert state.x.tolist() == [0.0, 1.0, 2.0]  # pure

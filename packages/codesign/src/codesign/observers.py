@@ -10,8 +10,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .backend import array_module_of, to_backend, to_host
-from .tree import tree_zeros_like
+from .backend import to_host
+from .tree import tree_zeros_with
 
 __all__ = ["Observer", "NullObserver", "StateFieldObserver"]
 
@@ -65,12 +65,9 @@ class StateFieldObserver:
         return np.concatenate([to_host(getattr(state, f)).reshape(-1) for f in self.fields])
 
     def observe_vjp(self, state, design, g_observation):
-        g_state = tree_zeros_like(state)
         offset, changes = 0, {}
         for field, shape in zip(self.fields, self._shapes, strict=True):
             n = int(np.prod(shape, dtype=np.int64))
-            like = getattr(g_state, field)
-            chunk = np.asarray(g_observation[offset : offset + n], dtype=like.dtype)
-            changes[field] = to_backend(chunk.reshape(shape), array_module_of(like))
+            changes[field] = np.reshape(g_observation[offset : offset + n], shape)
             offset += n
-        return dataclasses.replace(g_state, **changes), None
+        return tree_zeros_with(state, **changes), None

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import array_module_of, to_host
+from .backend import array_module_of, to_backend, to_host
 
 __all__ = [
     "tree_map",
@@ -20,6 +20,7 @@ __all__ = [
     "tree_add",
     "tree_scale",
     "tree_zeros_like",
+    "tree_zeros_with",
     "tree_copy",
     "tree_to_host",
     "tree_vdot",
@@ -80,6 +81,19 @@ def tree_scale(tree, factor: float):
 def tree_zeros_like(tree):
     """A tree of zeros with the shapes and dtypes of ``tree``."""
     return tree_map(lambda x: array_module_of(x).zeros_like(x), tree)
+
+
+def tree_zeros_with(state, **fields):
+    """A zero tree like the dataclass ``state`` with ``fields`` set: each value (a host or
+    backend array) is cast to that field's dtype and put on its backend. Builds the
+    gradient of a state that an observer or term reads only a few fields of."""
+    zero = tree_zeros_like(state)
+    changes = {}
+    for name, value in fields.items():
+        like = getattr(zero, name)
+        changes[name] = to_backend(np.asarray(to_host(value), dtype=like.dtype),
+                                   array_module_of(like))
+    return dataclasses.replace(zero, **changes)
 
 
 def tree_copy(tree):

@@ -17,13 +17,11 @@ same type with zeros elsewhere.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from codesign.backend import array_module_of, to_backend, to_host
+from codesign.backend import to_host
 from codesign.terms import TERM_KINDS
-from codesign.tree import tree_zeros_like
+from codesign.tree import tree_zeros_with
 
 __all__ = [
     "CentroidObserver",
@@ -43,16 +41,6 @@ def _rest_positions(simulator) -> np.ndarray:
 
 def _particle_groups(simulator) -> np.ndarray:
     return to_host(simulator.model.particle_group).astype(np.int64).reshape(-1)
-
-
-def _state_gradient(state, **fields):
-    """A zero gradient state with ``fields`` (host arrays) set, on the state's backend."""
-    zero = tree_zeros_like(state)
-    changes = {}
-    for name, value in fields.items():
-        like = getattr(zero, name)
-        changes[name] = to_backend(np.asarray(value, dtype=like.dtype), array_module_of(like))
-    return dataclasses.replace(zero, **changes)
 
 
 # -- observers --------------------------------------------------------------------------------
@@ -98,7 +86,7 @@ class _GroupCentroids:
         """(∂L/∂state, None) given ∂L/∂observation, shape (size,)."""
         g = np.asarray(g_observation, dtype=np.float64).reshape(-1, self.dim)
         k = len(self._position_rows)
-        return _state_gradient(state, particle_x=self._position_rows.T @ g[:k],
+        return tree_zeros_with(state, particle_x=self._position_rows.T @ g[:k],
                                particle_v=self._velocity_rows.T @ g[k:]), None
 
 
@@ -230,7 +218,7 @@ class MeanPosition(_ParticleTerm):
         """(∂/∂state, None, None)."""
         g_x = np.zeros((len(self.mask), self.dim))
         g_x[self.mask, self.axis] = 1.0 / self.count
-        return _state_gradient(state, particle_x=g_x), None, None
+        return tree_zeros_with(state, particle_x=g_x), None, None
 
 
 class TargetDistance(_ParticleTerm):
@@ -266,7 +254,7 @@ class TargetDistance(_ParticleTerm):
             g_centroid = offset / norm if norm > 0 else np.zeros(self.dim)
         g_x = np.zeros((len(self.mask), self.dim))
         g_x[self.mask] = g_centroid / self.count
-        return _state_gradient(state, particle_x=g_x), None, None
+        return tree_zeros_with(state, particle_x=g_x), None, None
 
 
 class VelocityPenalty(_ParticleTerm):
@@ -290,7 +278,7 @@ class VelocityPenalty(_ParticleTerm):
         """(∂/∂state, None, None)."""
         v = to_host(state.particle_v).astype(np.float64)
         g_v = np.where(self.mask[:, None], 2.0 * v / self.count, 0.0)
-        return _state_gradient(state, particle_v=g_v), None, None
+        return tree_zeros_with(state, particle_v=g_v), None, None
 
 
 class Actuation:

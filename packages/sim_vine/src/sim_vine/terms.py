@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from codesign.tree import tree_zeros_with
+
 from .kinematics import keypoints, keypoints_vjp, tip_position, tip_position_vjp
-from .state import VineState
 
 __all__ = ["TipObserver", "KeypointObserver", "TipTargetDistance", "GrowthEffort"]
-
-
-def _state_gradient(g_q) -> VineState:
-    return VineState(body_q=g_q, body_qd=np.zeros_like(g_q))
 
 
 class TipObserver:
@@ -33,7 +30,7 @@ class TipObserver:
     def observe_vjp(self, state, design, g_observation):
         """(∂L/∂state, None) given ∂L/∂tip (2,)."""
         g = tip_position_vjp(self.model, state.body_q, np.asarray(g_observation, float))
-        return _state_gradient(g), None
+        return tree_zeros_with(state, body_q=g), None
 
 
 class KeypointObserver:
@@ -57,7 +54,7 @@ class KeypointObserver:
         """(∂L/∂state, None) given ∂L/∂keypoints (2 * count,)."""
         g = keypoints_vjp(self.model, state.body_q, self.count,
                           np.asarray(g_observation, float).reshape(self.count, 2))
-        return _state_gradient(g), None
+        return tree_zeros_with(state, body_q=g), None
 
 
 class TipTargetDistance:
@@ -90,7 +87,8 @@ class TipTargetDistance:
             g_tip = 2.0 * delta
         else:
             g_tip = delta / max(float(np.linalg.norm(delta)), 1e-12)
-        return _state_gradient(tip_position_vjp(self.model, state.body_q, g_tip)), None, None
+        g_q = tip_position_vjp(self.model, state.body_q, g_tip)
+        return tree_zeros_with(state, body_q=g_q), None, None
 
 
 class GrowthEffort:
