@@ -54,6 +54,8 @@ from .step import StepConstants
 
 __all__ = ["step", "step_vjp"]
 
+_PARAMETERS = ("youngs_modulus", "poissons_ratio", "density", "volume")  # Materials' order
+
 
 class _Buffers:
     """Scratch arrays of one model for n particles and a chunk count (see module docstring),
@@ -182,11 +184,6 @@ def _to_grid(c: StepConstants, s: _Static, b: _Buffers, state: Particles, action
     return act, dt, cable_signals, rows
 
 
-def _materials(params: dict) -> Materials:
-    return Materials(params["youngs_modulus"], params["poissons_ratio"], params["density"],
-                     params["volume"])
-
-
 def step(c: StepConstants, state: MPMState, action, params: dict, dt: float, *,
          parallel: bool = False) -> MPMState:
     """Same contract as :func:`sim_mpm.step.step` (NumPy arrays); ``parallel`` selects the
@@ -194,7 +191,8 @@ def step(c: StepConstants, state: MPMState, action, params: dict, dt: float, *,
     particles = _particles(state)
     s = _static(c)
     b = _buffers(c, s, particles.x.shape[0], parallel)
-    _, dt, _, _ = _to_grid(c, s, b, particles, action, _materials(params), dt, parallel)
+    mat = Materials(*map(params.__getitem__, _PARAMETERS))
+    _, dt, _, _ = _to_grid(c, s, b, particles, action, mat, dt, parallel)
     return MPMState(*grid_to_particles.pick(parallel)(particles, b.work, dt))
 
 
@@ -205,7 +203,7 @@ def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
     s = _static(c)
     x = particles.x
     b = _buffers(c, s, x.shape[0], parallel)
-    mat = _materials(params)
+    mat = Materials(*map(params.__getitem__, _PARAMETERS))
     act, dt, cable_signals, rows = _to_grid(c, s, b, particles, action, mat, dt, parallel)
     b.scatter_target("g_acc")
     g_x, g_F = grid_to_particles_vjp.pick(parallel)(particles, _particles(g_next), b.work,
@@ -217,12 +215,9 @@ def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
     g_stress = (b.work.g_act.sum(axis=0)[1:] * c.actuator_max_stress if c.n_stress
                 else np.zeros(0, dtype=c.dtype))
     if c.cables:
-        g_x_cable, g_cable = cable_forces_vjp(np, x, cable_signals, c.cables,
-                                              dt * g_momentum)
+        g_x_cable, g_cable = cable_forces_vjp(np, x, cable_signals, c.cables, dt * g_momentum)
         g_x += g_x_cable
         g_action = np.concatenate([g_stress, g_cable]).astype(c.dtype)
     else:
         g_action = g_stress.astype(c.dtype)
-    g_params = {"youngs_modulus": g_mat.E, "poissons_ratio": g_mat.nu, "density": g_mat.rho,
-                "volume": g_mat.V}
-    return MPMState(*g_state), g_action, g_params
+    return MPMState(*g_state), g_action, dict(zip(_PARAMETERS, g_mat, strict=True))
