@@ -9,9 +9,10 @@ The boundary layers (:mod:`sim_mpm.boundaries`) are applied per node, in layer o
 through a table from each node to its boundary entries (``entry_start``, CSR), so the
 pass costs the node box and not every wall node of the grid (73k in a 64³ box).
 
-The passes take one named tuple, :class:`Grid`, defined here and not with the particle
-kernels: numba's cache keys on a record's class and field types, not its field order, so a
-record unpacked by cached code of another file could go stale.
+The passes take one named tuple, :class:`Grid`, as a plain tuple (see _particle_kernels),
+defined here and not with the particle kernels: numba's cache keys on a kernel's argument
+types, not on where their field order is written, so a record unpacked by cached code of
+another file could go stale.
 """
 
 from __future__ import annotations
@@ -188,6 +189,7 @@ def _grid_pass(grid, dt):
     sum the chunks' (momentum, mass) in grid.acc and zero it, velocity plus gravity where
     the mass is positive into grid.grid_v (lanes past d untouched), then the node's
     boundary entries. Returns the box rows (row_start, row_length) for the adjoint."""
+    grid = Grid(*grid)
     strides, gravity, entry_start, acc, box, grid_v, grid_v_free, inv_m = (
         grid.strides, grid.gravity, grid.entry_start, grid.acc, grid.box, grid.grid_v,
         grid.grid_v_free, grid.inv_m)
@@ -221,6 +223,7 @@ def _grid_pass_vjp(grid, rows):
     """Adjoint of :func:`_grid_pass`: per node of its box ``rows``, the chunks' ∂L/∂(grid v)
     in grid.g_acc summed (zeroing g_acc) into grid.g_grid_v, the boundary adjoints, and
     grid.g_grid (lanes past d + 1 untouched) = ∂L/∂(grid momentum, mass)."""
+    grid = Grid(*grid)
     entry_start, grid_v_free, inv_m, g_acc, g_grid_v, g_grid = (
         grid.entry_start, grid.grid_v_free, grid.inv_m, grid.g_acc, grid.g_grid_v, grid.g_grid)
     row_start, row_length = rows

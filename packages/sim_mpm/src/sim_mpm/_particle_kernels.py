@@ -43,8 +43,10 @@ a loop without branches that LLVM vectorizes across particles, and
 :func:`polar3_finish` continues those that have not converged to round-off and takes the
 SVD for inverted particles (det F ≤ 0), so both paths give the reference's R.
 
-The kernels take named tuples (kernels.py builds them), unpacked at the top of each
-function so that the loops read locals.
+The kernels take named tuples (kernels.py builds them) as plain tuples of their fields:
+numba types a named tuple by its field names on every call (0.5-2 µs), a plain tuple as
+fast as separate arguments. The per-chunk functions rebuild the records in their first
+line, and each function unpacks what it reads at its top, so that the loops read locals.
 """
 
 from __future__ import annotations
@@ -814,6 +816,7 @@ def _particles_to_grid_range(start, stop, chunk, state, mat, act, work, dt):
 
     The per-particle physics runs in loops that LLVM vectorizes, the scatter in a loop of
     its own."""
+    state, mat, act, work = Particles(*state), Materials(*mat), Actuation(*act), Work(*work)
     x, _, F, _ = state
     dx, tolerance, res, corotated, exponent, rotation, table, saved, box, acc = (
         work.dx, work.tolerance, work.res, work.corotated, work.exponent, work.rotation,
@@ -862,7 +865,7 @@ def _particles_to_grid_range(start, stop, chunk, state, mat, act, work, dt):
 def _particles_to_grid(state, mat, act, work, dt):
     """Particle stresses and P2G of a step of dt [s], chunk by chunk (see
     _particles_to_grid_range), one chunk of particles per work.acc[chunk]."""
-    bounds = work.bounds
+    bounds = Work(*work).bounds
     for chunk in numba.prange(bounds.shape[0] - 1):
         _particles_to_grid_range(bounds[chunk], bounds[chunk + 1], chunk, state, mat, act,
                                  work, dt)
@@ -1083,8 +1086,9 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass
 
 @_range
 def _grid_to_particles_range(start, stop, state, work, dt, new):
-    """G2P of particles start ≤ p < stop into the Particles ``new``."""
+    """G2P of particles start ≤ p < stop into ``new`` (x, v, F, C)."""
     x, _, F, _ = state
+    work = Work(*work)
     dx, K, res, grid_v = work.dx, work.K, work.res, work.grid_v
     new_x, new_v, new_F, new_C = new
     d = x.shape[1]
@@ -1122,11 +1126,11 @@ def _grid_to_particles_range(start, stop, state, work, dt, new):
 
 
 def _grid_to_particles(state, work, dt):
-    """G2P: the Particles after a step of dt [s] from the grid velocities work.grid_v,
-    chunk by chunk."""
+    """G2P: the particles' (x, v, F, C) after a step of dt [s] from the grid velocities
+    work.grid_v, chunk by chunk."""
     x, _, F, _ = state
-    bounds = work.bounds
-    new = Particles(np.empty_like(x), np.empty_like(x), np.empty_like(F), np.empty_like(F))
+    bounds = Work(*work).bounds
+    new = (np.empty_like(x), np.empty_like(x), np.empty_like(F), np.empty_like(F))
     for chunk in numba.prange(bounds.shape[0] - 1):
         _grid_to_particles_range(bounds[chunk], bounds[chunk + 1], state, work, dt, new)
     return new
@@ -1143,6 +1147,7 @@ def _grid_to_particles_vjp_range(start, stop, chunk, state, g_next, work, dt, g_
     """The G2P adjoint of particles start ≤ p < stop (see _grid_to_particles_vjp)."""
     x, _, F, _ = state
     gx, gv, gF, gC = g_next
+    work = Work(*work)
     dx, K, res, grid_v, g_acc = work.dx, work.K, work.res, work.grid_v, work.g_acc
     d = x.shape[1]
     zero = x.dtype.type(0.0)
@@ -1200,9 +1205,10 @@ def _grid_to_particles_vjp(state, g_next, work, dt):
     """Adjoint of G2P given the Particles g_next = ∂L/∂(x', v', F', C'): returns (∂L/∂x,
     ∂L/∂F) through G2P and scatters ∂L/∂(grid v) into work.g_acc[chunk] (zero where the
     particles scatter; the last lane, or two in 2D, stays zero)."""
-    bounds = work.bounds
-    g_x = np.empty_like(state.x)
-    g_F = np.empty_like(state.F)
+    x, _, F, _ = state
+    bounds = Work(*work).bounds
+    g_x = np.empty_like(x)
+    g_F = np.empty_like(F)
     for chunk in numba.prange(bounds.shape[0] - 1):
         _grid_to_particles_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, state, g_next,
                                      work, dt, g_x, g_F)
@@ -1320,6 +1326,8 @@ def _particles_to_grid_vjp_range(start, stop, chunk, state, mat, act, work, dt, 
     in them; the stress adjoint per particle, which vectorizes (one loop doing both ran
     slower even before: its body did not fit the registers); ∂L/∂F and the sums per
     actuator from its rows."""
+    state, mat, act, work = Particles(*state), Materials(*mat), Actuation(*act), Work(*work)
+    g_state, g_mat = Particles(*g_state), Materials(*g_mat)
     x = state.x
     dx, res, corotated, exponent, saved, g_grid, gathered, g_rows, g_act = (
         work.dx, work.res, work.corotated, work.exponent, work.saved, work.g_grid,
@@ -1392,13 +1400,13 @@ def _particles_to_grid_vjp_range(start, stop, chunk, state, mat, act, work, dt, 
 def _particles_to_grid_vjp(state, mat, act, work, dt, g_x, g_F):
     """Adjoint of :func:`particles_to_grid` given work.g_grid = ∂L/∂(grid momentum, mass):
     adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates ∂L/∂(σ_a along each actuator's axes)
-    into work.g_act[chunk, index + 1] (overwritten), and returns (∂L/∂state as Particles of
-    g_x, ∂L/∂v, g_F, ∂L/∂C; ∂L/∂mat as Materials in mat's dtype; ∂L/∂momentum (n, d), for
-    the cables). work holds what particles_to_grid filled for the same state."""
+    into work.g_act[chunk, index + 1] (overwritten), and returns (∂L/∂state: g_x, ∂L/∂v,
+    g_F, ∂L/∂C; ∂L/∂mat in its fields' order and dtype; ∂L/∂momentum (n, d), for the
+    cables). work holds what particles_to_grid filled for the same state."""
     x, v, F, C = state
-    E, bounds = mat.E, work.bounds
-    g_state = Particles(g_x, np.empty_like(v), g_F, np.empty_like(C))
-    g_mat = Materials(np.empty_like(E), np.empty_like(E), np.empty_like(E), np.empty_like(E))
+    E, bounds = mat[0], Work(*work).bounds
+    g_state = (g_x, np.empty_like(v), g_F, np.empty_like(C))
+    g_mat = (np.empty_like(E), np.empty_like(E), np.empty_like(E), np.empty_like(E))
     g_q = np.empty_like(x)
     for chunk in numba.prange(bounds.shape[0] - 1):
         _particles_to_grid_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, state, mat, act,

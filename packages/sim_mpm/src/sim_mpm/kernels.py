@@ -178,8 +178,8 @@ def _to_grid(c: StepConstants, s: _Static, b: _Buffers, state: Particles, action
         cable_forces(np, state.x, cable_signals, c.cables) if c.cables else b.no_cable_force))
     dt = dtype.type(dt)
     b.scatter_target("acc")
-    particles_to_grid.pick(parallel)(state, mat, act, b.work, dt)
-    rows = grid_pass.pick(parallel)(b.grid, dt)
+    particles_to_grid.pick(parallel)(tuple(state), tuple(mat), tuple(act), tuple(b.work), dt)
+    rows = grid_pass.pick(parallel)(tuple(b.grid), dt)
     b.settle("acc")
     return act, dt, cable_signals, rows
 
@@ -193,7 +193,7 @@ def step(c: StepConstants, state: MPMState, action, params: dict, dt: float, *,
     b = _buffers(c, s, particles.x.shape[0], parallel)
     mat = Materials(*map(params.__getitem__, _PARAMETERS))
     _, dt, _, _ = _to_grid(c, s, b, particles, action, mat, dt, parallel)
-    return MPMState(*grid_to_particles.pick(parallel)(particles, b.work, dt))
+    return MPMState(*grid_to_particles.pick(parallel)(tuple(particles), tuple(b.work), dt))
 
 
 def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
@@ -206,12 +206,12 @@ def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
     mat = Materials(*map(params.__getitem__, _PARAMETERS))
     act, dt, cable_signals, rows = _to_grid(c, s, b, particles, action, mat, dt, parallel)
     b.scatter_target("g_acc")
-    g_x, g_F = grid_to_particles_vjp.pick(parallel)(particles, _particles(g_next), b.work,
-                                                    dt)
-    grid_pass_vjp.pick(parallel)(b.grid, rows)
+    g_x, g_F = grid_to_particles_vjp.pick(parallel)(tuple(particles), tuple(_particles(g_next)),
+                                                    tuple(b.work), dt)
+    grid_pass_vjp.pick(parallel)(tuple(b.grid), rows)
     b.settle("g_acc")
     g_state, g_mat, g_momentum = particles_to_grid_vjp.pick(parallel)(
-        particles, mat, act, b.work, dt, g_x, g_F)
+        tuple(particles), tuple(mat), tuple(act), tuple(b.work), dt, g_x, g_F)
     g_stress = (b.work.g_act.sum(axis=0)[1:] * c.actuator_max_stress if c.n_stress
                 else np.zeros(0, dtype=c.dtype))
     if c.cables:
