@@ -31,8 +31,8 @@ _inline = numba.njit(cache=True, error_model="numpy", inline="always")
 
 
 class Grid(NamedTuple):
-    """What the grid passes read and write: the model's arrays, then buffers (kernels
-    ._Buffers); d dimensions, e boundary entries, c chunks, model dtype unless noted."""
+    """What the grid passes read and write: the model's arrays, then buffers (see
+    kernels._Records); d dimensions, e boundary entries, c chunks, model dtype unless noted."""
 
     strides: np.ndarray  # flat-index stride of each axis, (d,) int64
     gravity: np.ndarray  # [m/s²], (d,)

@@ -96,7 +96,7 @@ class Actuation(NamedTuple):
 
 class Work(NamedTuple):
     """What the particle passes read and write besides a step's inputs: the model's
-    scalars, then buffers (kernels._Buffers) for n particles in c chunks; floats in the
+    scalars, then buffers (kernels._Records) for n particles in c chunks; floats in the
     model dtype."""
 
     dx: float  # [m]

@@ -31,7 +31,6 @@ pure, but one simulator must not be stepped from two threads at once.
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 
 import numba
@@ -57,17 +56,18 @@ __all__ = ["step", "step_vjp"]
 _PARAMETERS = ("youngs_modulus", "poissons_ratio", "density", "volume")  # Materials' order
 
 
-class _Buffers:
-    """Scratch arrays of one model for n particles and a chunk count (see module docstring),
-    in the records the particle passes (``work``) and the grid passes (``grid``) take.
+class _Records:
+    """The records the kernels take for one model, n particles and a chunk count (see the
+    module docstring): ``work`` and ``grid`` (the model's layout and the buffers) and
+    ``actuation`` without stress signals or cable forces.
 
     ``acc`` and ``g_acc`` are scatter targets that the grid passes zero again behind them;
     ``dirty`` names those a step left behind unfinished (an exception or KeyboardInterrupt
     between two kernels), which the next use clears.
     """
 
-    def __init__(self, c: StepConstants, n: int, chunks: int, grid_model: dict):
-        d, nodes, dtype = c.dim, c.node_count, c.dtype
+    def __init__(self, c: StepConstants, n: int, chunks: int):
+        d, nodes, dtype, layers = c.dim, c.node_count, c.dtype, c.layers
         rows = n if d == 3 and c.material == "corotated" else 1
         saved = (1 + d + d * d, n)
         box = np.empty((chunks, 2, d), dtype=np.int64)
@@ -86,12 +86,25 @@ class _Buffers:
             box=box, acc=acc, grid_v=grid_v, g_grid=g_grid, g_acc=g_acc,
             gathered=np.empty(saved, dtype=dtype), g_rows=np.empty((d * d + d, n), dtype=dtype),
             g_act=np.empty((chunks, c.n_stress + 1), dtype=dtype))
+        sizes = [int(layer.node_index.shape[0]) for layer in layers]
+        node_index = np.concatenate([np.zeros(0, dtype=np.int64)]
+                                    + [layer.node_index for layer in layers]).astype(np.int64)
+        normal = np.concatenate([np.zeros((0, d))] + [layer.normal for layer in layers])
+        entry_start, entries = boundary_table(node_index, sizes, nodes)
         self.grid = Grid(
-            **grid_model, acc=acc, box=box, grid_v=grid_v,
-            grid_v_free=np.empty((nodes, d), dtype=dtype), inv_m=np.empty(nodes, dtype=dtype),
-            inputs=np.empty((grid_model["entries"].shape[0], d), dtype=dtype), g_acc=g_acc,
-            g_grid_v=np.empty((nodes, d), dtype=dtype), g_grid=g_grid)
-        self.no_cable_force = np.zeros((n, d), dtype=dtype)
+            strides=c.strides, gravity=c.gravity, entries=entries, entry_start=entry_start,
+            normal=np.ascontiguousarray(normal, dtype=dtype),
+            kind=np.repeat(np.array([layer.kind for layer in layers], dtype=np.int64), sizes),
+            friction=np.repeat(np.array([layer.friction for layer in layers], dtype=dtype),
+                               sizes),
+            acc=acc, box=box, grid_v=grid_v, grid_v_free=np.empty((nodes, d), dtype=dtype),
+            inv_m=np.empty(nodes, dtype=dtype), inputs=np.empty((len(entries), d), dtype=dtype),
+            g_acc=g_acc, g_grid_v=np.empty((nodes, d), dtype=dtype), g_grid=g_grid)
+        axes = np.zeros((c.n_stress + 1, d), dtype=dtype)
+        axes[1:] = c.actuator_axes
+        self.actuation = Actuation(
+            row=np.ascontiguousarray(c.actuator_index + 1, dtype=np.int64),
+            scale=np.zeros(1, dtype=dtype), axes=axes, cable_force=np.zeros((n, d), dtype=dtype))
         self.dirty: set[str] = set()
 
     def scatter_target(self, name: str) -> None:
@@ -105,54 +118,16 @@ class _Buffers:
         self.dirty.discard(name)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Static:
-    """What the kernels need of a model that never changes, in their layout, and the
-    buffers per (particle count, chunk count)."""
-
-    actuation: Actuation  # without stress signals (scale [0]) and cable forces (None)
-    grid_model: dict  # Grid's fields from strides to friction
-    buffers: dict
+_RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # by constants, (n, chunks)
 
 
-def _build_static(c: StepConstants) -> _Static:
-    dtype = c.dtype
-    layers = c.layers
-    sizes = [int(layer.node_index.shape[0]) for layer in layers]
-    node_index = np.concatenate([np.zeros(0, dtype=np.int64)]
-                                + [layer.node_index for layer in layers]).astype(np.int64)
-    normal = np.concatenate([np.zeros((0, c.dim))] + [layer.normal for layer in layers])
-    entry_start, entries = boundary_table(node_index, sizes, c.node_count)
-    axes = np.zeros((c.n_stress + 1, c.dim), dtype=dtype)
-    axes[1:] = c.actuator_axes
-    return _Static(
-        actuation=Actuation(row=np.ascontiguousarray(c.actuator_index + 1, dtype=np.int64),
-                            scale=np.zeros(1, dtype=dtype), axes=axes, cable_force=None),
-        grid_model=dict(
-            strides=c.strides, gravity=c.gravity, entries=entries, entry_start=entry_start,
-            normal=np.ascontiguousarray(normal, dtype=dtype),
-            kind=np.repeat(np.array([layer.kind for layer in layers], dtype=np.int64), sizes),
-            friction=np.repeat(np.array([layer.friction for layer in layers], dtype=dtype),
-                               sizes)),
-        buffers={})
-
-
-_STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _static(c: StepConstants) -> _Static:
-    static = _STATIC.get(c)
-    if static is None:
-        static = _STATIC[c] = _build_static(c)
-    return static
-
-
-def _buffers(c: StepConstants, s: _Static, n: int, parallel: bool) -> _Buffers:
+def _records(c: StepConstants, n: int, parallel: bool) -> _Records:
     chunks = numba.get_num_threads() if parallel else 1
-    buffers = s.buffers.get((n, chunks))
-    if buffers is None:
-        buffers = s.buffers[n, chunks] = _Buffers(c, n, chunks, s.grid_model)
-    return buffers
+    per_model = _RECORDS.setdefault(c, {})
+    records = per_model.get((n, chunks))
+    if records is None:
+        records = per_model[n, chunks] = _Records(c, n, chunks)
+    return records
 
 
 def _particles(state: MPMState) -> Particles:
@@ -162,20 +137,21 @@ def _particles(state: MPMState) -> Particles:
     return Particles(*(np.ascontiguousarray(a) for a in arrays))
 
 
-def _to_grid(c: StepConstants, s: _Static, b: _Buffers, state: Particles, action,
-             mat: Materials, dt, parallel: bool):
+def _to_grid(c: StepConstants, b: _Records, state: Particles, action, mat: Materials, dt,
+             parallel: bool):
     """Pass 1 (stresses and P2G) and pass 2 (grid update and boundaries) of ``state`` into
     the buffers; returns (act, Δt, cable signals, box rows) for G2P and the adjoint,
     which also reads each particle's P2G inputs from the buffers."""
     dtype = c.dtype
     action = np.asarray(action, dtype=dtype)
-    scale = s.actuation.scale
+    act = b.actuation
     if c.n_stress:
         scale = np.zeros(c.n_stress + 1, dtype=dtype)
         np.multiply(action[: c.n_stress], c.actuator_max_stress, out=scale[1:])
+        act = act._replace(scale=scale)
     cable_signals = action[c.n_stress:]
-    act = s.actuation._replace(scale=scale, cable_force=(
-        cable_forces(np, state.x, cable_signals, c.cables) if c.cables else b.no_cable_force))
+    if c.cables:
+        act = act._replace(cable_force=cable_forces(np, state.x, cable_signals, c.cables))
     dt = dtype.type(dt)
     b.scatter_target("acc")
     particles_to_grid.pick(parallel)(tuple(state), tuple(mat), tuple(act), tuple(b.work), dt)
@@ -189,10 +165,9 @@ def step(c: StepConstants, state: MPMState, action, params: dict, dt: float, *,
     """Same contract as :func:`sim_mpm.step.step` (NumPy arrays); ``parallel`` selects the
     multithreaded builds."""
     particles = _particles(state)
-    s = _static(c)
-    b = _buffers(c, s, particles.x.shape[0], parallel)
+    b = _records(c, particles.x.shape[0], parallel)
     mat = Materials(*map(params.__getitem__, _PARAMETERS))
-    _, dt, _, _ = _to_grid(c, s, b, particles, action, mat, dt, parallel)
+    _, dt, _, _ = _to_grid(c, b, particles, action, mat, dt, parallel)
     return MPMState(*grid_to_particles.pick(parallel)(tuple(particles), tuple(b.work), dt))
 
 
@@ -200,11 +175,10 @@ def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
              g_next: MPMState, *, parallel: bool = False):
     """Same contract as :func:`sim_mpm.step.step_vjp` (NumPy arrays)."""
     particles = _particles(state)
-    s = _static(c)
     x = particles.x
-    b = _buffers(c, s, x.shape[0], parallel)
+    b = _records(c, x.shape[0], parallel)
     mat = Materials(*map(params.__getitem__, _PARAMETERS))
-    act, dt, cable_signals, rows = _to_grid(c, s, b, particles, action, mat, dt, parallel)
+    act, dt, cable_signals, rows = _to_grid(c, b, particles, action, mat, dt, parallel)
     b.scatter_target("g_acc")
     g_x, g_F = grid_to_particles_vjp.pick(parallel)(tuple(particles), tuple(_particles(g_next)),
                                                     tuple(b.work), dt)
