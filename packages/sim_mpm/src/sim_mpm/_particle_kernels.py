@@ -96,7 +96,7 @@ class Actuation(NamedTuple):
 
 class Work(NamedTuple):
     """What the particle passes read and write besides a step's inputs: the model's
-    scalars, then buffers (kernels._Records) for n particles in c chunks; floats in the
+    scalars, then buffers (see kernels._Records) for n particles in c chunks; floats in the
     model dtype."""
 
     dx: float  # [m]
@@ -110,7 +110,7 @@ class Work(NamedTuple):
     table: np.ndarray  # material rows (see material_batch), (4, n)
     actuation: np.ndarray  # σ_a, (d, n)
     saved: np.ndarray  # P2G inputs m, momentum, affine, (1 + d + d², n)
-    box: np.ndarray  # node box of each chunk, (c, 2, d) int64
+    box: np.ndarray  # (lowest base node, highest + 3) per chunk, (c, 2, d) int64
     acc: np.ndarray  # P2G's (momentum, mass) per chunk, (c, nodes, 4)
     grid_v: np.ndarray  # grid velocity, (nodes, 4; lanes past d zero)
     g_grid: np.ndarray  # ∂L/∂(grid momentum, mass), (nodes, 4; lanes past d + 1 zero)
@@ -808,11 +808,9 @@ def _impulse3_loop(start, stop, state, mat, act, work, dt, corotated, exponent, 
 def _particles_to_grid_range(start, stop, chunk, state, mat, act, work, dt):
     """Particle stresses and P2G, one chunk of particles per work.acc[chunk].
 
-    Fills work.rotation in 3D corotated, work.table, work.actuation, and work.saved with
-    each particle's mass, momentum and affine (the adjoint reads them too), and
-    work.box[chunk] = (lowest base node, highest base node + 3) of the chunk (lo = res,
-    hi = 0 for an empty chunk). work.acc (momentum, mass, and a zero lane in 2D) must be
-    zero where the particles scatter (the grid pass zeroes it again).
+    Fills work's rotation (3D corotated), table, actuation, saved (the adjoint reads them
+    too) and box[chunk] (lo = res, hi = 0 for an empty chunk); work.acc must be zero where
+    the particles scatter (the grid pass zeroes it again).
 
     The per-particle physics runs in loops that LLVM vectorizes, the scatter in a loop of
     its own."""

@@ -186,12 +186,10 @@ def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
     b.settle("g_acc")
     g_state, g_mat, g_momentum = particles_to_grid_vjp.pick(parallel)(
         tuple(particles), tuple(mat), tuple(act), tuple(b.work), dt, g_x, g_F)
-    g_stress = (b.work.g_act.sum(axis=0)[1:] * c.actuator_max_stress if c.n_stress
-                else np.zeros(0, dtype=c.dtype))
+    g_action = b.work.g_act.sum(axis=0)[1:] * c.actuator_max_stress  # row 0: no actuator
     if c.cables:
         g_x_cable, g_cable = cable_forces_vjp(np, x, cable_signals, c.cables, dt * g_momentum)
         g_x += g_x_cable
-        g_action = np.concatenate([g_stress, g_cable]).astype(c.dtype)
-    else:
-        g_action = g_stress.astype(c.dtype)
-    return MPMState(*g_state), g_action, dict(zip(_PARAMETERS, g_mat, strict=True))
+        g_action = np.concatenate([g_action, g_cable])
+    return (MPMState(*g_state), g_action.astype(c.dtype),
+            dict(zip(_PARAMETERS, g_mat, strict=True)))
