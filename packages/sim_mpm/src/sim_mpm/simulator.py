@@ -155,7 +155,7 @@ class MPMSimulator:
     def step(self, state: MPMState, action, design: dict, dt: float) -> MPMState:
         """One MLS-MPM substep of ``dt`` [s]; pure."""
         return self._step(self._constants, state, self._check_action(action),
-                             self._step_parameters(design), float(dt))
+                          self._step_parameters(design), float(dt))
 
     def step_vjp(self, state: MPMState, action, design: dict, dt: float, g_next: MPMState):
         """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂(next state)."""
