@@ -42,11 +42,17 @@ The 3D polar rotation uses scaled Newton iterations X ← ½(ζX + X⁻ᵀ/ζ),
 a loop without branches that LLVM vectorizes across particles, and
 :func:`polar3_finish` continues those that have not converged to round-off and takes the
 SVD for inverted particles (det F ≤ 0), so both paths give the reference's R.
+
+The kernels take named tuples (kernels.py builds them) as plain tuples of their fields:
+numba types a named tuple by its field names on every call (0.5-2 µs), a plain tuple as
+fast as separate arguments. The per-chunk functions rebuild the records in their first
+line, and each function unpacks what it reads at its top, so that the loops read locals.
 """
 
 from __future__ import annotations
 
 import types
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -55,14 +61,63 @@ from numba.core import cgutils
 from numba.core.compiler import Compiler
 from numba.extending import intrinsic
 
-__all__ = [
-    "POLAR_BATCH_ITERATIONS",
-    "Kernel",
-    "particles_to_grid",
-    "grid_to_particles",
-    "grid_to_particles_vjp",
-    "particles_to_grid_vjp",
-]
+__all__ = ["POLAR_BATCH_ITERATIONS", "Actuation", "Kernel", "Materials", "Particles", "Work",
+           "particles_to_grid", "grid_to_particles", "grid_to_particles_vjp",
+           "particles_to_grid_vjp"]
+
+
+class Particles(NamedTuple):
+    """Particle arrays of n particles in d dimensions, or their cotangents (model dtype)."""
+
+    x: np.ndarray  # positions [m], (n, d)
+    v: np.ndarray  # velocities [m/s], (n, d)
+    F: np.ndarray  # deformation gradients, (n, d, d)
+    C: np.ndarray  # affine velocity fields [1/s], (n, d, d)
+
+
+class Materials(NamedTuple):
+    """Per-particle parameters, or their cotangents, shape (n,) in any float dtype (the
+    kernels read them in the particles' dtype)."""
+
+    E: np.ndarray  # Young's modulus [Pa]
+    nu: np.ndarray  # Poisson's ratio
+    rho: np.ndarray  # density [kg/m^d]
+    V: np.ndarray  # volume [m^d]
+
+
+class Actuation(NamedTuple):
+    """One step's actuation in the kernels' layout (k stress actuators, model dtype)."""
+
+    row: np.ndarray  # the particle's stress actuator + 1 (0: none), (n,) int64
+    scale: np.ndarray  # signal · σ_max [Pa] per actuator after a leading 0, (k + 1,)
+    axes: np.ndarray  # axis masks per actuator after a zero row, (k + 1, d)
+    cable_force: np.ndarray  # [N], (n, d)
+
+
+class Work(NamedTuple):
+    """What the particle passes read and write besides a step's inputs: the model's
+    scalars, then buffers (see kernels._Records) for n particles in c chunks; floats in the
+    model dtype."""
+
+    dx: float  # [m]
+    K: float  # 4/Δx² [1/m²]
+    tolerance: float  # of the polar iteration's squared change
+    res: int  # grid nodes per axis
+    corotated: bool  # fixed corotated (else neo-Hookean)
+    exponent: int  # incompressibility exponent p (0: no term)
+    bounds: np.ndarray  # first particle of each chunk, then n, (c + 1,) int64
+    rotation: np.ndarray  # polar rotations in 3D corotated, (9, n) (see polar3_batch)
+    table: np.ndarray  # material rows (see material_batch), (4, n)
+    actuation: np.ndarray  # σ_a, (d, n)
+    saved: np.ndarray  # P2G inputs m, momentum, affine, (1 + d + d², n)
+    box: np.ndarray  # (lowest base node, highest + 3) per chunk, (c, 2, d) int64
+    acc: np.ndarray  # P2G's (momentum, mass) per chunk, (c, nodes, 4)
+    grid_v: np.ndarray  # grid velocity, (nodes, 4; lanes past d zero)
+    g_grid: np.ndarray  # ∂L/∂(grid momentum, mass), (nodes, 4; lanes past d + 1 zero)
+    g_acc: np.ndarray  # ∂L/∂(grid v) per chunk, (c, nodes, 4)
+    gathered: np.ndarray  # ∂L/∂(m, momentum, affine), (1 + d + d², n)
+    g_rows: np.ndarray  # ∂L/∂F, ∂L/∂σ_a, (d² + d, n)
+    g_act: np.ndarray  # ∂L/∂σ_a per chunk and actuator, (c, k + 1)
 
 
 class _KernelCompiler(Compiler):
@@ -690,25 +745,27 @@ def _p2g3(x, p, dx, res, m, q, A, flat, base):
 
 @_inline
 def _actuation_rows(start, stop, act, out):
-    """Diagonal actuation stress σ_a of particles start ≤ p < stop into out (d, n); act =
-    (index + 1 per particle, signal·σ_max per actuator with a leading 0, axis masks with a
-    leading 0 row). Its own loop: an index read from memory (the particle's actuator) keeps
-    LLVM from vectorizing the loops that use it."""
+    """Diagonal actuation stress σ_a of particles start ≤ p < stop into out (d, n). Its own
+    loop: an index read from memory (the particle's actuator) keeps LLVM from vectorizing
+    the loops that use it."""
+    row, scale, axes, _ = act
     d = out.shape[0]
     for p in range(start, stop):
-        k = act[0][p]
-        s = act[1][k]
+        k = row[p]
+        s = scale[k]
         for a in range(d):
-            out[a, p] = s * act[2][k, a]
+            out[a, p] = s * axes[k, a]
 
 
 @_inline
-def _impulse2_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K, corotated,
-                   exponent, saved, one):
-    """P2G inputs of 2D particles start ≤ p < stop into the rows of ``saved`` (m, momentum
+def _impulse2_loop(start, stop, state, mat, act, work, dt, corotated, exponent, one):
+    """P2G inputs of 2D particles start ≤ p < stop into the rows of work.saved (m, momentum
     (2), affine (4)); vectorized like :func:`_stress2_vjp_loop`."""
+    _, v, F, C = state
     T = F.dtype.type
-    E, nu, rho, V = params
+    E, nu, rho, V = mat
+    K, table, actuation, saved, cable_f = (work.K, work.table, work.actuation, work.saved,
+                                           act.cable_force)
     F, C, v, cable_f = F.reshape(-1), C.reshape(-1), v.reshape(-1), cable_f.reshape(-1)
     for p in range(np.uint64(start), np.uint64(stop)):
         f2 = _flat4(F, p)
@@ -724,11 +781,13 @@ def _impulse2_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, 
 
 
 @_inline
-def _impulse3_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K, corotated,
-                   exponent, rotation, saved, one):
+def _impulse3_loop(start, stop, state, mat, act, work, dt, corotated, exponent, one):
     """The 3D counterpart of :func:`_impulse2_loop` (rows m, momentum (3), affine (9))."""
+    _, v, F, C = state
     T = F.dtype.type
-    E, nu, rho, V = params
+    E, nu, rho, V = mat
+    K, rotation, table, actuation, saved, cable_f = (
+        work.K, work.rotation, work.table, work.actuation, work.saved, act.cable_force)
     F, C, v, cable_f = F.reshape(-1), C.reshape(-1), v.reshape(-1), cable_f.reshape(-1)
     for p in range(np.uint64(start), np.uint64(stop)):
         f3 = _flat9(F, p)
@@ -746,46 +805,38 @@ def _impulse3_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, 
 
 
 @_range
-def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_f, consts, res,
-                             corotated, exponent, rotation, table, actuation, saved, acc, box):
-    """Particle stresses and P2G, one chunk of particles per acc[chunk].
+def _particles_to_grid_range(start, stop, chunk, state, mat, act, work, dt):
+    """Particle stresses and P2G, one chunk of particles per work.acc[chunk].
 
-    params = (E, ν, ρ, V) per particle, any float dtype (read in x's); act: see
-    _actuation_rows; cable_f (n, d) [N]; consts = (Δt [s], Δx [m], K = 4/Δx², polar
-    tolerance). Fills ``rotation`` (9, n) in
-    3D corotated (see polar3_batch), ``table`` (4, n) with the material (material_batch),
-    ``actuation`` (d, n) with σ_a, ``saved`` (1 + d + d², n) with each particle's mass,
-    momentum and affine (the adjoint reads them too), and box[chunk] = (lowest base node,
-    highest base node + 3) of the chunk (lo = res, hi = 0 for an empty chunk). acc (chunks,
-    nodes, 4) (momentum, mass, and a zero lane in 2D) must be zero where the particles
-    scatter (the grid pass zeroes it again).
+    Fills work's rotation (3D corotated), table, actuation, saved (the adjoint reads them
+    too) and box[chunk] (lo = res, hi = 0 for an empty chunk); work.acc must be zero where
+    the particles scatter (the grid pass zeroes it again).
 
     The per-particle physics runs in loops that LLVM vectorizes, the scatter in a loop of
     its own."""
+    state, mat, act, work = Particles(*state), Materials(*mat), Actuation(*act), Work(*work)
+    x, _, F, _ = state
+    dx, tolerance, res, corotated, exponent, rotation, table, saved, box, acc = (
+        work.dx, work.tolerance, work.res, work.corotated, work.exponent, work.rotation,
+        work.table, work.saved, work.box, work.acc)
     d = x.shape[1]
     one = x.dtype.type(1.0)
-    dt, dx, K, tolerance = consts
-    E, nu, _, _ = params
-    material_batch(E, nu, table, start, stop, one)
-    _actuation_rows(start, stop, act, actuation)
+    material_batch(mat.E, mat.nu, table, start, stop, one)
+    _actuation_rows(start, stop, act, work.actuation)
     if d == 2:
         # the common material compiled with constant switches, which lets the loop vectorize
         if corotated and exponent == 0:
-            _impulse2_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K,
-                           True, 0, saved, one)
+            _impulse2_loop(start, stop, state, mat, act, work, dt, True, 0, one)
         else:
-            _impulse2_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K,
-                           corotated, exponent, saved, one)
+            _impulse2_loop(start, stop, state, mat, act, work, dt, corotated, exponent, one)
     else:
         if corotated:
             polar3_batch(F, rotation, start, stop, tolerance, one)
             polar3_finish(F, rotation, start, stop, tolerance, one)
         if corotated and exponent == 0:
-            _impulse3_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K,
-                           True, 0, rotation, saved, one)
+            _impulse3_loop(start, stop, state, mat, act, work, dt, True, 0, one)
         else:
-            _impulse3_loop(start, stop, F, C, v, params, table, actuation, cable_f, dt, K,
-                           corotated, exponent, rotation, saved, one)
+            _impulse3_loop(start, stop, state, mat, act, work, dt, corotated, exponent, one)
     flat = acc.reshape(-1)
     base = chunk * acc.shape[1]
     lo0 = lo1 = lo2 = res
@@ -809,14 +860,13 @@ def _particles_to_grid_range(start, stop, chunk, x, v, F, C, params, act, cable_
         box[chunk, 0, 2], box[chunk, 1, 2] = lo2, hi2
 
 
-def _particles_to_grid(x, v, F, C, params, act, cable_f, consts, res, corotated, exponent,
-                       rotation, table, actuation, saved, acc, box, bounds):
-    """Particle stresses and P2G, chunk by chunk (see _particles_to_grid_range), one chunk
-    of particles per acc[chunk]; bounds (chunks + 1,) = first particle of each chunk, n."""
-    for chunk in numba.prange(acc.shape[0]):
-        _particles_to_grid_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C, params,
-                                 act, cable_f, consts, res, corotated, exponent, rotation,
-                                 table, actuation, saved, acc, box)
+def _particles_to_grid(state, mat, act, work, dt):
+    """Particle stresses and P2G of a step of dt [s], chunk by chunk (see
+    _particles_to_grid_range), one chunk of particles per work.acc[chunk]."""
+    bounds = Work(*work).bounds
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        _particles_to_grid_range(bounds[chunk], bounds[chunk + 1], chunk, state, mat, act,
+                                 work, dt)
 
 
 particles_to_grid = Kernel(_particles_to_grid)
@@ -1033,9 +1083,12 @@ def _sweep3(x, p, dx, res, field, base, M, m, target, first, with_dot, with_mass
 
 
 @_range
-def _grid_to_particles_range(start, stop, x, F, grid_v, dx, res, dt, K, new_x, new_v, new_C,
-                             new_F):
-    """G2P of particles start ≤ p < stop into new_x, new_v, new_C, new_F."""
+def _grid_to_particles_range(start, stop, state, work, dt, new):
+    """G2P of particles start ≤ p < stop into ``new`` (x, v, F, C)."""
+    x, _, F, _ = state
+    work = Work(*work)
+    dx, K, res, grid_v = work.dx, work.K, work.res, work.grid_v
+    new_x, new_v, new_F, new_C = new
     d = x.shape[1]
     zero = x.dtype.type(0.0)
     unused = np.empty(0, dtype=x.dtype)
@@ -1070,17 +1123,15 @@ def _grid_to_particles_range(start, stop, x, F, grid_v, dx, res, dt, K, new_x, n
                                                            + c3[3 * a + 2] * f3[6 + b])
 
 
-def _grid_to_particles(x, F, grid_v, dx, res, dt, K, bounds):
-    """G2P: new (x, v, C, F) of every particle from the grid velocities (nodes, 4; the lanes
-    past d zero), chunk by chunk (bounds as in _particles_to_grid)."""
-    new_x = np.empty_like(x)
-    new_v = np.empty_like(x)
-    new_C = np.empty_like(F)
-    new_F = np.empty_like(F)
+def _grid_to_particles(state, work, dt):
+    """G2P: the particles' (x, v, F, C) after a step of dt [s] from the grid velocities
+    work.grid_v, chunk by chunk."""
+    x, _, F, _ = state
+    bounds = Work(*work).bounds
+    new = (np.empty_like(x), np.empty_like(x), np.empty_like(F), np.empty_like(F))
     for chunk in numba.prange(bounds.shape[0] - 1):
-        _grid_to_particles_range(bounds[chunk], bounds[chunk + 1], x, F, grid_v, dx, res, dt,
-                                 K, new_x, new_v, new_C, new_F)
-    return new_x, new_v, new_C, new_F
+        _grid_to_particles_range(bounds[chunk], bounds[chunk + 1], state, work, dt, new)
+    return new
 
 
 grid_to_particles = Kernel(_grid_to_particles)
@@ -1090,12 +1141,14 @@ grid_to_particles = Kernel(_grid_to_particles)
 
 
 @_range
-def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, res, dt, K,
-                                 g_acc, g_x, g_F):
+def _grid_to_particles_vjp_range(start, stop, chunk, state, g_next, work, dt, g_x, g_F):
     """The G2P adjoint of particles start ≤ p < stop (see _grid_to_particles_vjp)."""
+    x, _, F, _ = state
+    gx, gv, gF, gC = g_next
+    work = Work(*work)
+    dx, K, res, grid_v, g_acc = work.dx, work.K, work.res, work.grid_v, work.g_acc
     d = x.shape[1]
     zero = x.dtype.type(0.0)
-    gx, gv, gF, gC = g_next
     field = grid_v.reshape(-1)
     flat = g_acc.reshape(-1)
     first = chunk * g_acc.shape[1]
@@ -1146,15 +1199,17 @@ def _grid_to_particles_vjp_range(start, stop, chunk, x, F, grid_v, g_next, dx, r
                                                          + c3[6 + a] * h3[6 + b])
 
 
-def _grid_to_particles_vjp(x, F, grid_v, g_next, dx, res, dt, K, g_acc, bounds):
-    """Adjoint of G2P given g_next = ∂L/∂(x', v', F', C'): returns (∂L/∂x, ∂L/∂F) through
-    G2P and scatters ∂L/∂(grid v) into g_acc[chunk] (chunks, nodes, 4; zero where the
+def _grid_to_particles_vjp(state, g_next, work, dt):
+    """Adjoint of G2P given the Particles g_next = ∂L/∂(x', v', F', C'): returns (∂L/∂x,
+    ∂L/∂F) through G2P and scatters ∂L/∂(grid v) into work.g_acc[chunk] (zero where the
     particles scatter; the last lane, or two in 2D, stays zero)."""
+    x, _, F, _ = state
+    bounds = Work(*work).bounds
     g_x = np.empty_like(x)
     g_F = np.empty_like(F)
-    for chunk in numba.prange(g_acc.shape[0]):
-        _grid_to_particles_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, x, F, grid_v,
-                                     g_next, dx, res, dt, K, g_acc, g_x, g_F)
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        _grid_to_particles_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, state, g_next,
+                                     work, dt, g_x, g_F)
     return g_x, g_F
 
 
@@ -1181,19 +1236,21 @@ def _flat9(A, p):
 
 
 @_inline
-def _stress2_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
-                      exponent, gathered, g_rows, g_params, one):
+def _stress2_vjp_loop(start, stop, state, mat, work, dt, g_mat, corotated, exponent, one):
     """The stress adjoint of 2D particles start ≤ p < stop given the gathered rows
     (∂L/∂m, ∂L/∂momentum (2), ∂L/∂affine (4)) by particle: fills g_rows (rows ∂L/∂F (4),
-    ∂L/∂σ_a (2)) and g_params = (∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V).
+    ∂L/∂σ_a (2)) and g_mat.
 
     Written so that LLVM vectorizes it across particles when ``corotated`` and
     ``exponent`` are constants: no branch on the particle, no index read from memory,
     stores by particle into rows (stores interleaved by particle vectorized poorly), and
     interleaved reads through flat views, whose entries lie at constant distances."""
+    _, v, F, C = state
     T = F.dtype.type
-    E, nu, rho, V = params
-    g_E, g_nu, g_rho, g_V = g_params
+    E, nu, rho, V = mat
+    g_E, g_nu, g_rho, g_V = g_mat
+    K, table, actuation, gathered, g_rows = (work.K, work.table, work.actuation,
+                                             work.gathered, work.g_rows)
     F, C, v = F.reshape(-1), C.reshape(-1), v.reshape(-1)
     for p in range(np.uint64(start), np.uint64(stop)):
         f2 = _flat4(F, p)
@@ -1210,13 +1267,15 @@ def _stress2_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, cor
 
 
 @_inline
-def _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
-                      exponent, rotation, gathered, g_rows, g_params, one):
+def _stress3_vjp_loop(start, stop, state, mat, work, dt, g_mat, corotated, exponent, one):
     """The 3D counterpart of :func:`_stress2_vjp_loop` (gathered rows 1 + 3 + 9, g_rows
-    9 + 3; ``rotation`` from the polar pass)."""
+    9 + 3; rotations from the polar pass)."""
+    _, v, F, C = state
     T = F.dtype.type
-    E, nu, rho, V = params
-    g_E, g_nu, g_rho, g_V = g_params
+    E, nu, rho, V = mat
+    g_E, g_nu, g_rho, g_V = g_mat
+    K, rotation, table, actuation, gathered, g_rows = (
+        work.K, work.rotation, work.table, work.actuation, work.gathered, work.g_rows)
     F, C, v = F.reshape(-1), C.reshape(-1), v.reshape(-1)
     for p in range(np.uint64(start), np.uint64(stop)):
         f3 = _flat9(F, p)
@@ -1236,12 +1295,13 @@ def _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, cor
 
 
 @_inline
-def _outputs_loop(start, stop, d, saved, gathered, g_rows, g_F, outputs):
+def _outputs_loop(start, stop, d, work, g_state, g_q):
     """Last of the P2G adjoint in d dimensions (a constant: the loops over entries unroll),
-    vectorized: g_F += the stress rows; ∂L/∂v = m ∂L/∂momentum, ∂L/∂C = m ∂L/∂affine (m
-    from ``saved``) and ∂L/∂momentum itself into ``outputs`` (interleaved stores through
-    flat views, which LLVM vectorizes in a loop this small)."""
-    g_v, g_C, _, _, _, _, g_q = outputs
+    vectorized: g_state.F += the stress rows; g_state.v = m ∂L/∂momentum, g_state.C = m
+    ∂L/∂affine (m from ``saved``) and g_q = ∂L/∂momentum (interleaved stores through flat
+    views, which LLVM vectorizes in a loop this small)."""
+    saved, gathered, g_rows = work.saved, work.gathered, work.g_rows
+    _, g_v, g_F, g_C = g_state
     gF, gC, gv, gq = g_F.reshape(-1), g_C.reshape(-1), g_v.reshape(-1), g_q.reshape(-1)
     for p in range(np.uint64(start), np.uint64(stop)):
         m = saved[0, p]
@@ -1256,21 +1316,23 @@ def _outputs_loop(start, stop, d, saved, gathered, g_rows, g_F, outputs):
 
 
 @_range
-def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, consts, res,
-                                 corotated, exponent, rotation, table, actuation, saved, g_grid,
-                                 g_x, g_F, g_act, gathered, g_rows, outputs):
-    """The P2G adjoint of particles start ≤ p < stop (see _particles_to_grid_vjp); outputs =
-    (g_v, g_C, g_E, g_ν, g_ρ, g_V, g_momentum) to fill; gathered (1 + d + d², n) and
-    g_rows (d² + d, n) scratch.
+def _particles_to_grid_vjp_range(start, stop, chunk, state, mat, act, work, dt, g_state, g_mat,
+                                 g_q):
+    """The P2G adjoint of particles start ≤ p < stop (see _particles_to_grid_vjp).
 
     Three loops: the stencil gathers of ∂L/∂(m, momentum, affine), with the outputs linear
     in them; the stress adjoint per particle, which vectorizes (one loop doing both ran
     slower even before: its body did not fit the registers); ∂L/∂F and the sums per
     actuator from its rows."""
+    state, mat, act, work = Particles(*state), Materials(*mat), Actuation(*act), Work(*work)
+    g_state, g_mat = Particles(*g_state), Materials(*g_mat)
+    x = state.x
+    dx, res, corotated, exponent, saved, g_grid, gathered, g_rows, g_act = (
+        work.dx, work.res, work.corotated, work.exponent, work.saved, work.g_grid,
+        work.gathered, work.g_rows, work.g_act)
+    g_x = g_state.x
     d = x.shape[1]
     one = x.dtype.type(1.0)
-    dt, dx, K, _ = consts
-    _, _, g_E, g_nu, g_rho, g_V, _ = outputs
     unused = np.empty(0, dtype=x.dtype)
     field = g_grid.reshape(-1)
     for p in range(start, stop):
@@ -1299,34 +1361,29 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
             g_x[p, 1] += gs3[1] - (A3[1] * gq3[0] + A3[4] * gq3[1] + A3[7] * gq3[2])
             g_x[p, 2] += gs3[2] - (A3[2] * gq3[0] + A3[5] * gq3[1] + A3[8] * gq3[2])
     # the common material compiled with constant switches, which lets the loop vectorize
-    g_params = (g_E, g_nu, g_rho, g_V)
     if d == 2:
         if corotated and exponent == 0:
-            _stress2_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, True, 0,
-                              gathered, g_rows, g_params, one)
+            _stress2_vjp_loop(start, stop, state, mat, work, dt, g_mat, True, 0, one)
         else:
-            _stress2_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
-                              exponent, gathered, g_rows, g_params, one)
+            _stress2_vjp_loop(start, stop, state, mat, work, dt, g_mat, corotated, exponent, one)
     elif corotated and exponent == 0:
-        _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, True, 0,
-                          rotation, gathered, g_rows, g_params, one)
+        _stress3_vjp_loop(start, stop, state, mat, work, dt, g_mat, True, 0, one)
     else:
-        _stress3_vjp_loop(start, stop, F, C, v, params, table, actuation, dt, K, corotated,
-                          exponent, rotation, gathered, g_rows, g_params, one)
+        _stress3_vjp_loop(start, stop, state, mat, work, dt, g_mat, corotated, exponent, one)
     if d == 2:
-        _outputs_loop(start, stop, 2, saved, gathered, g_rows, g_F, outputs)
+        _outputs_loop(start, stop, 2, work, g_state, g_q)
     else:
-        _outputs_loop(start, stop, 3, saved, gathered, g_rows, g_F, outputs)
+        _outputs_loop(start, stop, 3, work, g_state, g_q)
     # summed locally: the chunks' rows of g_act share a cache line, which two threads
     # writing per particle would pass back and forth; particles of one actuator come in
     # runs, summed in a register (a sum through memory waits on the store before it)
     act_sum = np.zeros(g_act.shape[1], dtype=g_act.dtype)
-    axes = act[2]
+    row, _, axes, _ = act
     zero = g_act.dtype.type(0.0)
     k_run = 0
     run_sum = zero
     for p in range(start, stop):
-        k = act[0][p]
+        k = row[p]
         if k != k_run:
             act_sum[k_run] += run_sum
             run_sum = zero
@@ -1338,25 +1395,21 @@ def _particles_to_grid_vjp_range(start, stop, chunk, x, v, F, C, params, act, co
         g_act[chunk, k] = act_sum[k]
 
 
-def _particles_to_grid_vjp(x, v, F, C, params, act, consts, res, corotated, exponent,
-                           rotation, table, actuation, saved, g_grid, g_x, g_F, g_act, gathered,
-                           g_rows, bounds):
-    """Adjoint of :func:`particles_to_grid` given g_grid = ∂L/∂(grid momentum, mass)
-    (nodes, 4; lanes past d + 1 zero): adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates
-    ∂L/∂(σ_a along each actuator's axes) into g_act[chunk, index + 1] (overwritten), and
-    returns (∂L/∂v, ∂L/∂C, ∂L/∂E, ∂L/∂ν, ∂L/∂ρ, ∂L/∂V, ∂L/∂momentum) (the last for cables;
-    the parameters' in their dtype). ``rotation``, ``table``, ``actuation`` and ``saved``
-    are what particles_to_grid filled for the same state; ``gathered`` and ``g_rows`` are
-    scratch (see _particles_to_grid_vjp_range)."""
-    E = params[0]
-    outputs = (np.empty_like(x), np.empty_like(F), np.empty_like(E), np.empty_like(E),
-               np.empty_like(E), np.empty_like(E), np.empty_like(x))
-    for chunk in numba.prange(g_act.shape[0]):
-        _particles_to_grid_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, x, v, F, C,
-                                     params, act, consts, res, corotated, exponent, rotation,
-                                     table, actuation, saved, g_grid, g_x, g_F, g_act,
-                                     gathered, g_rows, outputs)
-    return outputs
+def _particles_to_grid_vjp(state, mat, act, work, dt, g_x, g_F):
+    """Adjoint of :func:`particles_to_grid` given work.g_grid = ∂L/∂(grid momentum, mass):
+    adds ∂L/∂x and ∂L/∂F into g_x, g_F, accumulates ∂L/∂(σ_a along each actuator's axes)
+    into work.g_act[chunk, index + 1] (overwritten), and returns (∂L/∂state: g_x, ∂L/∂v,
+    g_F, ∂L/∂C; ∂L/∂mat in its fields' order and dtype; ∂L/∂momentum (n, d), for the
+    cables). work holds what particles_to_grid filled for the same state."""
+    x, v, F, C = state
+    E, bounds = mat[0], Work(*work).bounds
+    g_state = (g_x, np.empty_like(v), g_F, np.empty_like(C))
+    g_mat = (np.empty_like(E), np.empty_like(E), np.empty_like(E), np.empty_like(E))
+    g_q = np.empty_like(x)
+    for chunk in numba.prange(bounds.shape[0] - 1):
+        _particles_to_grid_vjp_range(bounds[chunk], bounds[chunk + 1], chunk, state, mat, act,
+                                     work, dt, g_state, g_mat, g_q)
+    return g_state, g_mat, g_q
 
 
 particles_to_grid_vjp = Kernel(_particles_to_grid_vjp)

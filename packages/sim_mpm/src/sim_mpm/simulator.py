@@ -59,10 +59,10 @@ class MPMSimulator:
         if kernels == "numba":
             from . import kernels as numba_kernels
 
-            self._substep = functools.partial(numba_kernels.substep, parallel=parallel)
-            self._substep_vjp = functools.partial(numba_kernels.substep_vjp, parallel=parallel)
+            self._step = functools.partial(numba_kernels.step, parallel=parallel)
+            self._step_vjp = functools.partial(numba_kernels.step_vjp, parallel=parallel)
         else:
-            self._substep, self._substep_vjp = reference.substep, reference.substep_vjp
+            self._step, self._step_vjp = reference.step, reference.step_vjp
         self.kernels = kernels
         self._constants = reference.step_constants(model, self.xp)
         self.color_by = color_by
@@ -155,8 +155,8 @@ class MPMSimulator:
 
     def step(self, state: MPMState, action, design: dict, dt: float) -> MPMState:
         """One MLS-MPM substep of ``dt`` [s]; pure."""
-        return self._substep(self._constants, state, self._check_action(action),
-                             self._step_parameters(design), float(dt))
+        return self._step(self._constants, state, self._check_action(action),
+                          self._step_parameters(design), float(dt))
 
     def step_vjp(self, state: MPMState, action, design: dict, dt: float, g_next: MPMState):
         """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂(next state)."""
@@ -167,7 +167,7 @@ class MPMSimulator:
                                 for s, g in zip((state.particle_x, state.particle_v,
                                                  state.particle_F, state.particle_C), fields,
                                                 strict=True)))
-        g_state, g_action, g_params = self._substep_vjp(
+        g_state, g_action, g_params = self._step_vjp(
             self._constants, state, self._check_action(action), self._step_parameters(design),
             float(dt), g_next)
         g_design = {name: np.asarray(to_host(g_params[field]), dtype=np.float64)

@@ -30,15 +30,8 @@ from .boundaries import BoundaryLayer, project, project_vjp
 from .materials import first_piola, first_piola_vjp
 from .state import MPMState
 
-__all__ = [
-    "StepConstants",
-    "step_constants",
-    "stencil_offsets",
-    "particle_impulses",
-    "particle_impulses_vjp",
-    "substep",
-    "substep_vjp",
-]
+__all__ = ["StepConstants", "step_constants", "stencil_offsets", "particle_impulses",
+           "particle_impulses_vjp", "step", "step_vjp"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -195,7 +188,7 @@ def particle_impulses_vjp(c: StepConstants, state: MPMState, params: dict, dt: f
 
 
 def _forward(c: StepConstants, state: MPMState, action, params, dt):
-    """The substep, returning the next state and the intermediates the adjoint needs."""
+    """The step, returning the next state and the intermediates the adjoint needs."""
     xp, K = c.xp, 4.0 / c.dx**2
     x, F = state.particle_x, state.particle_F
     mass, affine, momentum, saved = particle_impulses(c, state, action, params, dt)
@@ -222,8 +215,8 @@ def _forward(c: StepConstants, state: MPMState, action, params, dt):
     return MPMState(new_x, new_v, new_F, new_C), saved
 
 
-def substep(c: StepConstants, state: MPMState, action, params: dict, dt: float) -> MPMState:
-    """Advance ``state`` by one substep of ``dt`` [s]; pure.
+def step(c: StepConstants, state: MPMState, action, params: dict, dt: float) -> MPMState:
+    """Advance ``state`` by one step of ``dt`` [s]; pure.
 
     Args:
         c: the model's constants (:func:`step_constants`).
@@ -231,14 +224,14 @@ def substep(c: StepConstants, state: MPMState, action, params: dict, dt: float) 
         action: stress signals then cable signals, shape (action_size,).
         params: per-particle ``youngs_modulus`` [Pa], ``poissons_ratio``, ``density``
             [kg/m^d] and ``volume`` [m^d], each shape (n,), on the backend in the model dtype.
-        dt: substep length [s].
+        dt: step length [s].
     """
     return _forward(c, state, action, params, dt)[0]
 
 
-def substep_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
-                g_next: MPMState):
-    """(∂L/∂state, ∂L/∂action, ∂L/∂params) given ∂L/∂(next state); params as in substep."""
+def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
+             g_next: MPMState):
+    """(∂L/∂state, ∂L/∂action, ∂L/∂params) given ∂L/∂(next state); params as in step."""
     xp, K, d = c.xp, 4.0 / c.dx**2, c.dim
     F = state.particle_F
     _, s = _forward(c, state, action, params, dt)
