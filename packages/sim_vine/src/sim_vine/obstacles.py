@@ -175,6 +175,9 @@ def _polygon(obstacle: Polygon, points: np.ndarray):
     return phi, normal, hessian
 
 
+_DISTANCES = {Circle: _circle, Polygon: _polygon, Wall: _wall}
+
+
 def signed_distance(obstacle: Obstacle, points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Signed distance, outward normal and normal derivative at ``points``.
 
@@ -186,14 +189,10 @@ def signed_distance(obstacle: Obstacle, points) -> tuple[np.ndarray, np.ndarray,
         ``phi`` [m] shape (n,), positive outside; ``normal`` shape (n, 2), the unit gradient
         of ``phi``; ``dnormal`` [1/m] shape (n, 2, 2), ``∂normal/∂point`` (Hessian of ``phi``).
     """
-    points = np.asarray(points, dtype=np.float64).reshape(-1, 2)
-    if isinstance(obstacle, Circle):
-        return _circle(obstacle, points)
-    if isinstance(obstacle, Wall):
-        return _wall(obstacle, points)
-    if isinstance(obstacle, Polygon):
-        return _polygon(obstacle, points)
-    raise ObstacleError(f"unknown obstacle type {type(obstacle).__name__}")
+    distance = _DISTANCES.get(type(obstacle))
+    if distance is None:
+        raise ObstacleError(f"unknown obstacle type {type(obstacle).__name__}")
+    return distance(obstacle, np.asarray(points, dtype=np.float64).reshape(-1, 2))
 
 
 def obstacle_from_dict(spec: Mapping[str, Any]) -> Obstacle:

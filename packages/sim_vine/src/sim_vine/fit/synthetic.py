@@ -21,7 +21,7 @@ import numpy as np
 
 from ..kinematics import centerline_vertices
 from ..kinematics import keypoints as model_keypoints
-from ..obstacles import Circle, Polygon, Wall
+from ..obstacles import Circle, Polygon
 from ..state import VineState
 from ..vision.keypoints import Calibration
 from ..vision.video import draw_vine_frame
@@ -78,27 +78,22 @@ def tilted_calibration(view: Sequence[float], *, width: int, height: int,
 
 def _draw_obstacles(image: np.ndarray, obstacles, calibration: Calibration,
                     colour: Sequence[int]) -> None:
-    scale = 16
-    colour = tuple(int(c) for c in colour)
-
-    def pixels(points):
-        return np.round(calibration.to_pixels(np.asarray(points)) * scale).astype(np.int32)
-
+    scale = 16  # fillPoly's 4 fractional bits
     for obstacle in obstacles:
         if isinstance(obstacle, Circle):
             angles = np.linspace(0.0, 2 * np.pi, 64, endpoint=False)
             outline = obstacle.center + obstacle.radius * np.stack(
                 [np.cos(angles), np.sin(angles)], axis=1)
-            cv2.fillPoly(image, [pixels(outline)], colour, cv2.LINE_AA, 4)
         elif isinstance(obstacle, Polygon):
-            cv2.fillPoly(image, [pixels(obstacle.vertices)], colour, cv2.LINE_AA, 4)
-        elif isinstance(obstacle, Wall):
+            outline = obstacle.vertices
+        else:  # a Wall
             direction = obstacle.end - obstacle.start
             normal = np.array([-direction[1], direction[0]]) / np.linalg.norm(direction)
             half = 0.5 * obstacle.thickness * normal
-            corners = [obstacle.start - half, obstacle.end - half, obstacle.end + half,
+            outline = [obstacle.start - half, obstacle.end - half, obstacle.end + half,
                        obstacle.start + half]
-            cv2.fillPoly(image, [pixels(corners)], colour, cv2.LINE_AA, 4)
+        fixed = np.round(calibration.to_pixels(np.asarray(outline)) * scale).astype(np.int32)
+        cv2.fillPoly(image, [fixed], tuple(int(c) for c in colour), cv2.LINE_AA, 4)
 
 
 def synthetic_video(
@@ -152,17 +147,15 @@ def synthetic_video(
         initial_state = simulator.initial_state(design)
     states = simulate_states(simulator, design, initial_state=initial_state,
                              growth_rate=growth_rate, frames=frames, substeps=substeps, dt=dt)
-    background = np.empty((int(height), int(width), 3), np.uint8)
-    background[:] = np.asarray(background_bgr, np.uint8)
+    background = np.full((int(height), int(width), 3), background_bgr, np.uint8)
     _draw_obstacles(background, model.obstacles, calibration, obstacle_bgr)
     rng = np.random.default_rng(seed)
     images, truth = [], []
     for index, state in enumerate(states):
         q = np.asarray(state.body_q)
         truth.append(model_keypoints(model, q, int(points)))
-        line = calibration.to_pixels(centerline_vertices(model, q))
-        if index in hidden:  # the camera sees the scene without the vine
-            line = None
+        # a hidden frame: the camera sees the scene without the vine
+        line = None if index in hidden else calibration.to_pixels(centerline_vertices(model, q))
         images.append(draw_vine_frame(line, width=int(width), height=int(height),
                                       thickness_px=thickness_px, vine_bgr=vine_bgr,
                                       background=background, noise_std=noise_std, rng=rng))

@@ -210,8 +210,7 @@ def draw_vine_frame(
         if not np.all(np.isfinite(centerline_px)):
             raise VideoError("centerline_px holds NaN or infinite coordinates")
     if background is None:
-        image = np.empty((int(height), int(width), 3), np.uint8)
-        image[:] = np.asarray(background_bgr, np.uint8)
+        image = np.full((int(height), int(width), 3), background_bgr, np.uint8)
     else:
         image = _checked_image(background).copy()
         if image.shape[:2] != (int(height), int(width)):
