@@ -89,10 +89,7 @@ def _flatten_like(template, tree) -> np.ndarray:
             parts.append(np.asarray(value, dtype=np.float64).reshape(-1))
         return leaf
 
-    if tree is None:
-        tree_map(collect, template)
-    else:
-        tree_map(collect, template, tree)
+    tree_map(collect, template, *(() if tree is None else (tree,)))
     return np.concatenate(parts) if parts else np.zeros(0)
 
 

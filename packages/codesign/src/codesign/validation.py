@@ -77,20 +77,25 @@ class _Checker:
 
     def number(self, value: Any, path: tuple, *, integer: bool = False, minimum=None,
                positive: bool = False) -> Any:
-        kind = "an integer" if integer else "a number"
         if not (is_integer(value) if integer else is_number(value)):
-            self.error(path, f"must be {kind}, got {type_name(value)} {value!r}")
-            return None
-        if not math.isfinite(value):
-            self.error(path, f"must be a finite number, got {value}")
-            return None
-        if positive and not value > 0:
-            self.error(path, f"must be positive, got {value}")
-            return None
-        if minimum is not None and value < minimum:
-            self.error(path, f"must be at least {minimum}, got {value}")
-            return None
-        return float(value) if not integer else int(value)
+            problem = f"must be {'an integer' if integer else 'a number'}, got " \
+                      f"{type_name(value)} {value!r}"
+        elif not math.isfinite(value):
+            problem = f"must be a finite number, got {value}"
+        elif positive and not value > 0:
+            problem = f"must be positive, got {value}"
+        elif minimum is not None and value < minimum:
+            problem = f"must be at least {minimum}, got {value}"
+        else:
+            return float(value) if not integer else int(value)
+        self.error(path, problem)
+        return None
+
+    def flag(self, value: Any, path: tuple) -> bool:
+        """``value`` if it is a boolean, else False with an issue at ``path``."""
+        if not isinstance(value, bool):
+            self.error(path, f"must be true or false, got {type_name(value)}")
+        return value is True
 
     def component(self, node: Any, path: tuple, kind: str, *, injected: Sequence[str],
                   name_key: str = "name", default_name: str | None = None,
@@ -295,11 +300,8 @@ def _check_controller(ck: _Checker, tree: dict, seed: int) -> dict:
     controller = ck.component(tree.get("controller"), ("controller",), "controllers",
                               injected=CONTROLLER_SIZING, extra_keys=("optimize",),
                               defaults={"seed": seed}) if "controller" in tree else {}
-    optimize = tree["controller"].get("optimize", True) \
-        if isinstance(tree.get("controller"), dict) else True
-    if not isinstance(optimize, bool):
-        ck.error(("controller", "optimize"), f"must be true or false, got {type_name(optimize)}")
-    controller["optimize"] = optimize
+    controller["optimize"] = ck.flag(tree["controller"].get("optimize", True), (
+        "controller", "optimize")) if isinstance(tree.get("controller"), dict) else True
     return controller
 
 
@@ -333,10 +335,8 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
     batch_size = section.get("batch_size")
     out["batch_size"] = None if batch_size is None else ck.number(
         batch_size, (*path, "batch_size"), integer=True, minimum=1)
-    fit = section.get("fit_initial_state", False)
-    if not isinstance(fit, bool):
-        ck.error((*path, "fit_initial_state"), f"must be true or false, got {type_name(fit)}")
-    out["fit_initial_state"] = fit is True
+    out["fit_initial_state"] = ck.flag(section.get("fit_initial_state", False),
+                                       (*path, "fit_initial_state"))
     return out
 
 
