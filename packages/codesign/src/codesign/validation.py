@@ -286,10 +286,9 @@ def _check_run(ck: _Checker, node: Any, *, identification: bool = False) -> dict
     if executor == "inline" and run["workers"] not in (None, 1):
         ck.error((*path, "workers"), "the inline executor runs one rollout at a time; remove "
                                      "workers or set executor: process")
-    video = ck.mapping(section.get("video"), (*path, "video"), ("fps", "width", "height", "every"),
-                       what="run.video")
-    video = video or {}
     defaults = {"fps": 30, "width": 480, "height": 360, "every": 1}
+    video = ck.mapping(section.get("video"), (*path, "video"), tuple(defaults),
+                       what="run.video") or {}
     run["video"] = {key: ck.number(video.get(key, default), (*path, "video", key), integer=True,
                                    minimum=16 if key in ("width", "height") else 1)
                     for key, default in defaults.items()}
