@@ -113,14 +113,10 @@ class ConfigError(ValueError):
     def __init__(self, errors: Sequence[ConfigIssue], *, source: str | None = None):
         self.errors = list(errors)
         self.source = source
-        super().__init__(self._format())
-
-    def _format(self) -> str:
-        prefix = f"{self.source}: " if self.source else ""
-        if len(self.errors) == 1:
-            return f"{prefix}{self.errors[0]}"
+        prefix = f"{source}: " if source else ""
         lines = "\n".join(f"  - {issue}" for issue in self.errors)
-        return f"{prefix}{len(self.errors)} problems in the experiment:\n{lines}"
+        super().__init__(f"{prefix}{self.errors[0]}" if len(self.errors) == 1 else
+                         f"{prefix}{len(self.errors)} problems in the experiment:\n{lines}")
 
 
 class DesignConfigError(ConfigError, DesignError):

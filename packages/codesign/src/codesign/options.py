@@ -238,16 +238,16 @@ def format_options(options_class: type[Options]) -> str:
 # -- checking YAML options against a factory's signature -------------------------------------
 
 
-_TYPE_WORDS = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
-               (list, "a list"), (dict, "a mapping"))
+_TAGS = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+         list: "a list", dict: "a mapping", type(None): "null"}
+"""Simple YAML types an annotation may name, in words, in the order messages list them."""
+_TYPE_WORDS = {bool: "a boolean"} | {k: w for k, w in _TAGS.items() if k is not bool}
 """YAML value types in words, bool before int (a bool is an int to isinstance)."""
 
 
 def type_name(value: Any) -> str:
     """A YAML value's type in words for messages: ``"null"``, ``"an integer"``, ``"a list"``..."""
-    if value is None:
-        return "null"
-    return next((words for kind, words in _TYPE_WORDS if isinstance(value, kind)),
+    return next((words for kind, words in _TYPE_WORDS.items() if isinstance(value, kind)),
                 type(value).__name__)
 
 
@@ -265,11 +265,6 @@ def suggest(word: str, choices: Sequence[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``choices``, or ``""``."""
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-_TAGS = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
-         list: "a list", dict: "a mapping", type(None): "null"}
-"""Simple YAML types an annotation may name, in words, in the order messages list them."""
 
 
 def _is_a(value: Any, kind: type) -> bool:
@@ -290,11 +285,9 @@ class _Expected:
             return value in self.choices
         if self.tags is None:
             return True
-        if not any(_is_a(value, tag) for tag in self.tags):
-            return False
-        if isinstance(value, list) and list in self.tags and self.item is not None:
-            return all(self.item.accepts(v) for v in value)
-        return True
+        return any(_is_a(value, tag) for tag in self.tags) and (  # an item implies list
+            self.item is None or not isinstance(value, list)
+            or all(self.item.accepts(v) for v in value))
 
     def describe(self) -> str:
         if self.choices is not None:
@@ -304,7 +297,7 @@ class _Expected:
         parts = []
         for tag, words in _TAGS.items():
             if tag in self.tags and not (tag is int and float in self.tags):
-                if tag is list and self.item is not None and self.item.tags is not None:
+                if tag is list and self.item is not None:  # an item has tags
                     words += f" of {self.item.describe().removeprefix('a ').removeprefix('an ')}"
                 parts.append(words)
         return " or ".join(parts)

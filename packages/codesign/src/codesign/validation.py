@@ -248,8 +248,7 @@ def _check_objective(ck: _Checker, node: Any) -> dict:
             value = ck.number(entry[bound], (*entry_path, bound))
             if value is not None:
                 resolved[bound] = value
-        if isinstance(entry.get("at_least"), int | float) and isinstance(
-                entry.get("at_most"), int | float) and entry["at_least"] > entry["at_most"]:
+        if resolved.get("at_least", -math.inf) > resolved.get("at_most", math.inf):
             ck.error(entry_path, f"at_least {entry['at_least']} exceeds at_most "
                                  f"{entry['at_most']}")
         constraints.append(resolved)
