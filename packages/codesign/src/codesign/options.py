@@ -302,11 +302,6 @@ class _Expected:
                 parts.append(words)
         return " or ".join(parts)
 
-    def with_none(self) -> _Expected:
-        if self.tags is None or self.choices is not None:
-            return self
-        return dataclasses.replace(self, tags=self.tags | {type(None)})
-
 
 _ANYTHING = _Expected(None)
 
@@ -396,8 +391,9 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
             problems.append(((name,), f"{name!r} is set by the run, not in the options of a "
                                       f"{what}; remove it"))
         elif name in settable:
-            accepts = expected[name].with_none() if settable[name].default is None \
-                else expected[name]
+            accepts = expected[name]
+            if settable[name].default is None and accepts.tags is not None:  # None allowed
+                accepts = dataclasses.replace(accepts, tags=accepts.tags | {type(None)})
             if not accepts.accepts(value):
                 problems.append(((name,), f"option {name!r} of {what} must be "
                                           f"{accepts.describe()}, got {type_name(value)} "
