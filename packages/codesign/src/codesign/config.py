@@ -113,14 +113,10 @@ class ConfigError(ValueError):
     def __init__(self, errors: Sequence[ConfigIssue], *, source: str | None = None):
         self.errors = list(errors)
         self.source = source
-        super().__init__(self._format())
-
-    def _format(self) -> str:
-        prefix = f"{self.source}: " if self.source else ""
-        if len(self.errors) == 1:
-            return f"{prefix}{self.errors[0]}"
+        prefix = f"{source}: " if source else ""
         lines = "\n".join(f"  - {issue}" for issue in self.errors)
-        return f"{prefix}{len(self.errors)} problems in the experiment:\n{lines}"
+        super().__init__(f"{prefix}{self.errors[0]}" if len(self.errors) == 1 else
+                         f"{prefix}{len(self.errors)} problems in the experiment:\n{lines}")
 
 
 class DesignConfigError(ConfigError, DesignError):
@@ -133,21 +129,16 @@ class DesignConfigError(ConfigError, DesignError):
 class _LineMapping(dict):
     """A dict that remembers the 1-based line of each key (``lines``) and of itself."""
 
-    line: int | None = None
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.lines: dict[Any, int] = {}
+    def __init__(self, items=(), *, line: int | None = None, lines: dict[Any, int] | None = None):
+        super().__init__(items)
+        self.line, self.lines = line, dict(lines or {})
 
 
 class _LineSequence(list):
     """A list that remembers the 1-based line of each item (``lines``) and of itself."""
 
-    line: int | None = None
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.lines: list[int] = []
+    line: int  # both set by _construct_sequence, the only maker of these lists
+    lines: list[int]
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -156,8 +147,7 @@ class _LineLoader(yaml.SafeLoader):
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode):
     loader.flatten_mapping(node)
-    result = _LineMapping()
-    result.line = node.start_mark.line + 1
+    result = _LineMapping(line=node.start_mark.line + 1)
     yield result
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
@@ -210,10 +200,9 @@ def line_of(tree: Any, path: Sequence[str | int]) -> int | None:
 
 def without(tree: dict, key: str) -> dict:
     """``tree`` without ``key``, keeping line records."""
-    out = _LineMapping((k, v) for k, v in tree.items() if k != key)
-    out.line = getattr(tree, "line", None)
-    out.lines = {k: v for k, v in getattr(tree, "lines", {}).items() if k != key}
-    return out
+    return _LineMapping(((k, v) for k, v in tree.items() if k != key),
+                        line=getattr(tree, "line", None),
+                        lines={k: v for k, v in getattr(tree, "lines", {}).items() if k != key})
 
 
 def deep_merge(base: Any, override: Any) -> Any:
@@ -222,11 +211,8 @@ def deep_merge(base: Any, override: Any) -> Any:
     Line records travel with the values, so errors point at the line the value came from.
     """
     if isinstance(base, dict) and isinstance(override, dict):
-        merged = _LineMapping()
-        merged.line = getattr(base, "line", None)
-        merged.lines = dict(getattr(base, "lines", {}))
-        for key, value in base.items():
-            merged[key] = value
+        merged = _LineMapping(base, line=getattr(base, "line", None),
+                              lines=getattr(base, "lines", {}))
         for key, value in override.items():
             merged[key] = deep_merge(base[key], value) if key in base else value
             if key in getattr(override, "lines", {}):

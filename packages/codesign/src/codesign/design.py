@@ -199,11 +199,9 @@ class DesignSpace:
         """
         parts = []
         for p in self:
-            if p.name in gradient and gradient[p.name] is not None:
-                g = np.asarray(gradient[p.name], dtype=np.float64).reshape(-1)
-                parts.append(g * p.scale if scaled else g)
-            else:
-                parts.append(np.zeros(p.size))
+            g = gradient.get(p.name)
+            g = np.zeros(p.size) if g is None else np.asarray(g, dtype=np.float64).reshape(-1)
+            parts.append(g * p.scale if scaled else g)
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def bounds(self, *, scaled: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -89,10 +89,7 @@ def _flatten_like(template, tree) -> np.ndarray:
             parts.append(np.asarray(value, dtype=np.float64).reshape(-1))
         return leaf
 
-    if tree is None:
-        tree_map(collect, template)
-    else:
-        tree_map(collect, template, tree)
+    tree_map(collect, template, *(() if tree is None else (tree,)))
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
@@ -215,9 +212,8 @@ class IdentificationProblem(VectorProblem):
     def design(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """The full simulator design at ``x`` (fixed parameters at their defaults)."""
         values = self.space.unflatten(np.asarray(x, dtype=float), scaled=True)
-        design = dict(self.base_design)
-        design.update({n: values[f"design.{n}"] for n in self.free})
-        return self.design_space.check(design)
+        return self.design_space.check(
+            {**self.base_design, **{n: values[f"design.{n}"] for n in self.free}})
 
     def initial_offset(self, x: np.ndarray, index: int):
         """Recording ``index``'s initial-state offset at ``x`` as a state tree, or ``None``."""

@@ -80,10 +80,8 @@ class EvaluationJournal:
     def _read(path: Path) -> tuple[str, Evaluation]:
         arrays = read_npz(path)
         return _key(arrays["x"], arrays.get("batch")), Evaluation(
-            loss=float(arrays["loss"]),
-            grad=arrays["grad"] if "grad" in arrays else None,
-            constraints=arrays["constraints"],
-            constraint_jac=arrays["constraint_jac"] if "constraint_jac" in arrays else None)
+            loss=float(arrays["loss"]), grad=arrays.get("grad"), constraints=arrays["constraints"],
+            constraint_jac=arrays.get("constraint_jac"))
 
     def get(self, x: np.ndarray, *, grad: bool,
             batch: np.ndarray | None = None) -> Evaluation | None:
@@ -98,14 +96,11 @@ class EvaluationJournal:
                batch: np.ndarray | None = None) -> None:
         """Store ``evaluation`` at ``x`` (of minibatch ``batch``) atomically, as the next
         numbered file."""
-        arrays = {"x": np.asarray(x, dtype=np.float64), "loss": np.float64(evaluation.loss),
-                  "constraints": np.asarray(evaluation.constraints, dtype=np.float64)}
+        arrays = {"x": x, "loss": evaluation.loss, "constraints": evaluation.constraints,
+                  "grad": evaluation.grad, "constraint_jac": evaluation.constraint_jac}
+        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items() if v is not None}
         if batch is not None:
             arrays["batch"] = np.asarray(batch, dtype=np.int64)
-        if evaluation.grad is not None:
-            arrays["grad"] = np.asarray(evaluation.grad, dtype=np.float64)
-        if evaluation.constraint_jac is not None:
-            arrays["constraint_jac"] = np.asarray(evaluation.constraint_jac, dtype=np.float64)
         write_npz(self.folder / f"{self._next:07d}.npz", arrays)
         self._next += 1
         self.entries[_key(x, batch)] = evaluation

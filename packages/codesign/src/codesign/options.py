@@ -29,6 +29,7 @@ same words.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import difflib
@@ -79,9 +80,7 @@ def option(default: Any, *, doc: str, unit: str = "", lower: float | None = None
 
 def _numbers(value: Any) -> list[float]:
     """Every int or float inside ``value`` (nested lists and dicts), bools excluded."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return []
-    if isinstance(value, int | float | np.number):
+    if isinstance(value, int | float | np.number) and not isinstance(value, bool):
         return [float(value)]
     if isinstance(value, Mapping):
         return [n for v in value.values() for n in _numbers(v)]
@@ -239,16 +238,16 @@ def format_options(options_class: type[Options]) -> str:
 # -- checking YAML options against a factory's signature -------------------------------------
 
 
-_TYPE_WORDS = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
-               (list, "a list"), (dict, "a mapping"))
+_TAGS = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
+         list: "a list", dict: "a mapping", type(None): "null"}
+"""Simple YAML types an annotation may name, in words, in the order messages list them."""
+_TYPE_WORDS = {bool: "a boolean"} | {k: w for k, w in _TAGS.items() if k is not bool}
 """YAML value types in words, bool before int (a bool is an int to isinstance)."""
 
 
 def type_name(value: Any) -> str:
     """A YAML value's type in words for messages: ``"null"``, ``"an integer"``, ``"a list"``..."""
-    if value is None:
-        return "null"
-    return next((words for kind, words in _TYPE_WORDS if isinstance(value, kind)),
+    return next((words for kind, words in _TYPE_WORDS.items() if isinstance(value, kind)),
                 type(value).__name__)
 
 
@@ -268,23 +267,16 @@ def suggest(word: str, choices: Sequence[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-_TAGS = {
-    "int": (is_integer, "an integer"),
-    "float": (is_number, "a number"),
-    "bool": (lambda v: isinstance(v, bool), "true or false"),
-    "str": (lambda v: isinstance(v, str), "a string"),
-    "list": (lambda v: isinstance(v, list), "a list"),
-    "dict": (lambda v: isinstance(v, dict), "a mapping"),
-    "none": (lambda v: v is None, "null"),
-}
-"""Simple YAML types an annotation may name: test and words, in the order messages list them."""
+def _is_a(value: Any, kind: type) -> bool:
+    """Whether a YAML value is of the simple type ``kind`` (ints are numbers, bools neither)."""
+    return {int: is_integer, float: is_number}.get(kind, lambda v: isinstance(v, kind))(value)
 
 
 @dataclasses.dataclass(frozen=True)
 class _Expected:
     """What an option accepts: simple type tags (None: anything), choices, list item type."""
 
-    tags: frozenset[str] | None
+    tags: frozenset[type] | None
     choices: tuple | None = None
     item: _Expected | None = None
 
@@ -293,11 +285,9 @@ class _Expected:
             return value in self.choices
         if self.tags is None:
             return True
-        if not any(_TAGS[tag][0](value) for tag in self.tags):
-            return False
-        if isinstance(value, list) and "list" in self.tags and self.item is not None:
-            return all(self.item.accepts(v) for v in value)
-        return True
+        return any(_is_a(value, tag) for tag in self.tags) and (  # an item implies list
+            self.item is None or not isinstance(value, list)
+            or all(self.item.accepts(v) for v in value))
 
     def describe(self) -> str:
         if self.choices is not None:
@@ -305,29 +295,22 @@ class _Expected:
         if self.tags is None:
             return "any value"
         parts = []
-        for tag, (_, words) in _TAGS.items():
-            if tag in self.tags and not (tag == "int" and "float" in self.tags):
-                if tag == "list" and self.item is not None and self.item.tags is not None:
+        for tag, words in _TAGS.items():
+            if tag in self.tags and not (tag is int and float in self.tags):
+                if tag is list and self.item is not None:  # an item has tags
                     words += f" of {self.item.describe().removeprefix('a ').removeprefix('an ')}"
                 parts.append(words)
         return " or ".join(parts)
 
-    def with_none(self) -> _Expected:
-        if self.tags is None or self.choices is not None:
-            return self
-        return dataclasses.replace(self, tags=self.tags | {"none"})
-
 
 _ANYTHING = _Expected(None)
-_SIMPLE_TAGS = {bool: "bool", int: "int", float: "float", str: "str", list: "list",
-                tuple: "list", dict: "dict", type(None): "none"}
 
 
 def _expected(annotation: Any) -> _Expected:
     """What a resolved annotation accepts (an unresolved, textual one: anything)."""
-    if annotation is None or annotation in _SIMPLE_TAGS:
-        return _Expected(frozenset({_SIMPLE_TAGS[type(None) if annotation is None
-                                                 else annotation]}))
+    annotation = {None: type(None), tuple: list}.get(annotation, annotation)
+    if annotation in _TAGS:
+        return _Expected(frozenset({annotation}))
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Literal:
         return _Expected(None, choices=tuple(args))
@@ -343,8 +326,8 @@ def _expected(annotation: Any) -> _Expected:
     if issubclass(origin, Sequence | set) and origin is not str:
         item_args = [a for a in args if a is not Ellipsis]
         item = _expected(item_args[0]) if len(set(item_args)) == 1 else None
-        return _Expected(frozenset({"list"}), item=item if item and item.tags else None)
-    return _Expected(frozenset({"dict"})) if issubclass(origin, Mapping) else _ANYTHING
+        return _Expected(frozenset({list}), item=item if item and item.tags else None)
+    return _Expected(frozenset({dict})) if issubclass(origin, Mapping) else _ANYTHING
 
 
 def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], bool, dict[str, Any]]:
@@ -371,17 +354,15 @@ def accepts_keyword(factory: Any, name: str) -> bool:
     return name in parameters or takes_any
 
 
-def _plain_copy(value: Any) -> tuple[bool, Any]:
-    """``(True, yaml-safe copy)`` for YAML-representable defaults, else ``(False, None)``."""
+def _plain_copy(value: Any) -> Any:
+    """A YAML-safe copy of a YAML-representable default; TypeError for anything else."""
     if value is None or isinstance(value, bool | int | float | str):
-        return True, value
+        return value
     if isinstance(value, list | tuple):
-        items = [_plain_copy(v) for v in value]
-        return all(ok for ok, _ in items), [v for _, v in items]
+        return [_plain_copy(v) for v in value]
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        items = {k: _plain_copy(v) for k, v in value.items()}
-        return all(ok for ok, _ in items.values()), {k: v for k, (_, v) in items.items()}
-    return False, None
+        return {k: _plain_copy(v) for k, v in value.items()}
+    raise TypeError(f"{type(value).__name__} default has no YAML form")
 
 
 def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequence[str] = (),
@@ -410,14 +391,15 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
             problems.append(((name,), f"{name!r} is set by the run, not in the options of a "
                                       f"{what}; remove it"))
         elif name in settable:
-            accepts = expected[name].with_none() if settable[name].default is None \
-                else expected[name]
+            accepts = expected[name]
+            if settable[name].default is None and accepts.tags is not None:  # None allowed
+                accepts = dataclasses.replace(accepts, tags=accepts.tags | {type(None)})
             if not accepts.accepts(value):
                 problems.append(((name,), f"option {name!r} of {what} must be "
                                           f"{accepts.describe()}, got {type_name(value)} "
                                           f"{value!r}"))
             else:
-                convert = accepts.tags == frozenset({"float"}) and is_integer(value)
+                convert = accepts.tags == frozenset({float}) and is_integer(value)
                 resolved[name] = float(value) if convert else value
         elif takes_any:
             resolved[name] = value
@@ -433,8 +415,9 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
         if p.default is p.empty:
             problems.append(((), f"{what} needs option {name!r} ({expected[name].describe()}); "
                                  "add it under options"))
-        elif (plain := _plain_copy(p.default))[0]:
-            resolved[name] = plain[1]
+        else:
+            with contextlib.suppress(TypeError):
+                resolved[name] = _plain_copy(p.default)
     declared = getattr(factory, "options", None)  # an options_factory's declaration
     if declared is None or problems:
         return resolved, problems

@@ -199,12 +199,9 @@ def _write_gif(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
 
     images = [Image.fromarray(np.ascontiguousarray(frame)) for frame in frames]
     duration = max(20, round(1000 / fps))  # browsers clamp shorter GIF delays
-
-    def write(tmp: Path) -> None:
-        images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
-                       duration=duration, loop=0)
-
-    atomic_write(path, write)
+    atomic_write(path, lambda tmp: images[0].save(tmp, format="GIF", save_all=True,
+                                                  append_images=images[1:], duration=duration,
+                                                  loop=0))
 
 
 def write_video(stem: str | Path, frames: Sequence[np.ndarray], *, fps: int) -> Path:

@@ -118,18 +118,19 @@ def distribution_of(plugin_manager: pluggy.PluginManager, plugin) -> tuple[str, 
     return None
 
 
-def _supports_api(plugin) -> tuple[bool, str]:
+def _api_problem(plugin) -> str | None:
+    """Why ``plugin`` does not support this codesign's plugin API, or None if it does."""
     declared = getattr(plugin, "CODESIGN_API", None)
     if declared is None:
-        return False, "it does not declare CODESIGN_API = (low, high)"
+        return "it does not declare CODESIGN_API = (low, high)"
     try:
         low, high = (int(v) for v in declared)
     except (TypeError, ValueError):
-        return False, f"its CODESIGN_API {declared!r} is not a pair of integers"
+        return f"its CODESIGN_API {declared!r} is not a pair of integers"
     if not low <= PLUGIN_API_VERSION <= high:
-        return False, (f"it supports plugin API {low}..{high} but this codesign provides "
-                       f"{PLUGIN_API_VERSION}; upgrade the plugin or codesign")
-    return True, ""
+        return (f"it supports plugin API {low}..{high} but this codesign provides "
+                f"{PLUGIN_API_VERSION}; upgrade the plugin or codesign")
+    return None
 
 
 def _load(entry_point) -> tuple[Any, str | None]:
@@ -139,8 +140,8 @@ def _load(entry_point) -> tuple[Any, str | None]:
         plugin = entry_point.load()
     except Exception as exc:  # any import failure of third-party code is reported
         return None, f"it failed to import ({entry_point.value}): {exc!r}"
-    ok, why = _supports_api(plugin)
-    return (plugin, None) if ok else (None, why)
+    why = _api_problem(plugin)
+    return (plugin, None) if why is None else (None, why)
 
 
 def _skip(manager: pluggy.PluginManager, name: str, why: str) -> None:

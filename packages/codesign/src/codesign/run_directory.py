@@ -161,19 +161,6 @@ def _render_video(experiment: Experiment | IdentificationExperiment, x: np.ndarr
     return path, f"video: {shows}{len(frames)} frames at {video['fps']} fps ({path.suffix[1:]})"
 
 
-def _identification_entry(experiment: IdentificationExperiment, x: np.ndarray) -> dict:
-    """summary.json's ``identification`` entry."""
-    problem = experiment.problem
-    return {
-        "source": experiment.config.data["identification"]["recordings"]["name"],
-        "recordings": len(problem.recordings),
-        "steps": sorted({r.steps for r in problem.recordings}),
-        "batch_size": experiment.batch_size if experiment.stochastic else None,
-        "fit_initial_state": problem.fit_initial_state,
-        "parameters": identification_table(problem, problem.x0(), x, experiment.truth),
-    }
-
-
 def write_run_files(folder: Path, experiment: Experiment | IdentificationExperiment,
                     optimized: Optimization, plugins: list[dict[str, Any]], *,
                     log: Callable[[str], None]) -> dict[str, Any]:
@@ -216,7 +203,15 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
         "design": design_values(experiment.problem, result.x),
     }
     if identification:
-        summary["identification"] = _identification_entry(experiment, result.x)
+        problem = experiment.problem
+        summary["identification"] = {
+            "source": config.data["identification"]["recordings"]["name"],
+            "recordings": len(problem.recordings),
+            "steps": sorted({r.steps for r in problem.recordings}),
+            "batch_size": experiment.batch_size if experiment.stochastic else None,
+            "fit_initial_state": problem.fit_initial_state,
+            "parameters": identification_table(problem, problem.x0(), result.x, experiment.truth),
+        }
     summary.update({"video": None if video is None else video.name,
                     "files": sorted([*files, "summary.json"]), "notes": notes})
     write_json(folder / "summary.json", summary)

@@ -77,20 +77,25 @@ class _Checker:
 
     def number(self, value: Any, path: tuple, *, integer: bool = False, minimum=None,
                positive: bool = False) -> Any:
-        kind = "an integer" if integer else "a number"
         if not (is_integer(value) if integer else is_number(value)):
-            self.error(path, f"must be {kind}, got {type_name(value)} {value!r}")
-            return None
-        if not math.isfinite(value):
-            self.error(path, f"must be a finite number, got {value}")
-            return None
-        if positive and not value > 0:
-            self.error(path, f"must be positive, got {value}")
-            return None
-        if minimum is not None and value < minimum:
-            self.error(path, f"must be at least {minimum}, got {value}")
-            return None
-        return float(value) if not integer else int(value)
+            problem = f"must be {'an integer' if integer else 'a number'}, got " \
+                      f"{type_name(value)} {value!r}"
+        elif not math.isfinite(value):
+            problem = f"must be a finite number, got {value}"
+        elif positive and not value > 0:
+            problem = f"must be positive, got {value}"
+        elif minimum is not None and value < minimum:
+            problem = f"must be at least {minimum}, got {value}"
+        else:
+            return float(value) if not integer else int(value)
+        self.error(path, problem)
+        return None
+
+    def flag(self, value: Any, path: tuple) -> bool:
+        """``value`` if it is a boolean, else False with an issue at ``path``."""
+        if not isinstance(value, bool):
+            self.error(path, f"must be true or false, got {type_name(value)}")
+        return value is True
 
     def component(self, node: Any, path: tuple, kind: str, *, injected: Sequence[str],
                   name_key: str = "name", default_name: str | None = None,
@@ -243,8 +248,7 @@ def _check_objective(ck: _Checker, node: Any) -> dict:
             value = ck.number(entry[bound], (*entry_path, bound))
             if value is not None:
                 resolved[bound] = value
-        if isinstance(entry.get("at_least"), int | float) and isinstance(
-                entry.get("at_most"), int | float) and entry["at_least"] > entry["at_most"]:
+        if resolved.get("at_least", -math.inf) > resolved.get("at_most", math.inf):
             ck.error(entry_path, f"at_least {entry['at_least']} exceeds at_most "
                                  f"{entry['at_most']}")
         constraints.append(resolved)
@@ -281,10 +285,9 @@ def _check_run(ck: _Checker, node: Any, *, identification: bool = False) -> dict
     if executor == "inline" and run["workers"] not in (None, 1):
         ck.error((*path, "workers"), "the inline executor runs one rollout at a time; remove "
                                      "workers or set executor: process")
-    video = ck.mapping(section.get("video"), (*path, "video"), ("fps", "width", "height", "every"),
-                       what="run.video")
-    video = video or {}
     defaults = {"fps": 30, "width": 480, "height": 360, "every": 1}
+    video = ck.mapping(section.get("video"), (*path, "video"), tuple(defaults),
+                       what="run.video") or {}
     run["video"] = {key: ck.number(video.get(key, default), (*path, "video", key), integer=True,
                                    minimum=16 if key in ("width", "height") else 1)
                     for key, default in defaults.items()}
@@ -295,11 +298,8 @@ def _check_controller(ck: _Checker, tree: dict, seed: int) -> dict:
     controller = ck.component(tree.get("controller"), ("controller",), "controllers",
                               injected=CONTROLLER_SIZING, extra_keys=("optimize",),
                               defaults={"seed": seed}) if "controller" in tree else {}
-    optimize = tree["controller"].get("optimize", True) \
-        if isinstance(tree.get("controller"), dict) else True
-    if not isinstance(optimize, bool):
-        ck.error(("controller", "optimize"), f"must be true or false, got {type_name(optimize)}")
-    controller["optimize"] = optimize
+    controller["optimize"] = ck.flag(tree["controller"].get("optimize", True), (
+        "controller", "optimize")) if isinstance(tree.get("controller"), dict) else True
     return controller
 
 
@@ -333,10 +333,8 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
     batch_size = section.get("batch_size")
     out["batch_size"] = None if batch_size is None else ck.number(
         batch_size, (*path, "batch_size"), integer=True, minimum=1)
-    fit = section.get("fit_initial_state", False)
-    if not isinstance(fit, bool):
-        ck.error((*path, "fit_initial_state"), f"must be true or false, got {type_name(fit)}")
-    out["fit_initial_state"] = fit is True
+    out["fit_initial_state"] = ck.flag(section.get("fit_initial_state", False),
+                                       (*path, "fit_initial_state"))
     return out
 
 
