@@ -87,6 +87,8 @@ def test_shooting_recovers_stiffness_and_damping_within_two_percent(recording):
         assert float(np.mean(fit.fitted[name])) == pytest.approx(truth, rel=0.02), name
     assert fit.loss < fit.initial_loss
     assert fit.tip_error_mm[0]["mae"] < 0.1
+    assert len(fit.start_poses) == 1 and 1 <= fit.optimization.iterations <= 30
+    assert fit.optimization.loss == pytest.approx(fit.loss)
 
 
 def test_tip_errors_ignore_missing_frames_and_check_shapes():

@@ -11,7 +11,6 @@ from sim_vine.fit.start_pose import (
     StartPose,
     StartPoseError,
     StartPoses,
-    pose_from_keypoints,
     start_pose_from_keypoints,
 )
 from sim_vine.kinematics import keypoints
@@ -52,7 +51,6 @@ def test_start_pose_from_exact_keypoints_is_the_pose():
     assert found.extension == pytest.approx(POSE.extension, abs=1e-10)
     kept = start_pose_from_keypoints(model, points)  # the model's length is kept
     assert kept.extension == 0.0
-    np.testing.assert_allclose(pose_from_keypoints(model, points), kept.body_q(model))
 
 
 def test_start_pose_needs_a_frame_with_the_vine():

@@ -77,7 +77,6 @@ class Program:
     x: Any
     weighted: Any
     rows: Any
-    residual: Any
     x0: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
@@ -295,7 +294,7 @@ def transcribe(ca, model: VineModel, *, measured: np.ndarray, substeps: int, dt:
                           ca.vertcat(q_all[:, 0], v_before, v_all[:, 0]))
     start_velocity = -ca.solve(ca.jacobian(first, v_before),
                                ca.substitute(first, v_before, ca.DM.zeros(3 * n)))
-    return Program(x=x, weighted=weighted, rows=ca.vertcat(*rows), residual=residual, x0=x0,
+    return Program(x=x, weighted=weighted, rows=ca.vertcat(*rows), x0=x0,
                    lower=lower, upper=upper, theta=slice(0, n_theta), poses=poses,
                    velocities=velocities, reactions=reactions, impulses=impulses,
                    contact_slots=slots, impulse_unit=impulse_unit, q_unit=q_unit,

@@ -58,13 +58,11 @@ README gives the measurements behind the default.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..kinematics import keypoints as model_keypoints
 from ..model import VineModel
 from ..state import VineState
 from ._transcription import FreeParameter, Program, StartPoint, transcribe
@@ -76,7 +74,7 @@ from .shooting import (
     simulate_keypoints,
     tip_errors_mm,
 )
-from .start_pose import pose_from_keypoints
+from .start_pose import start_pose_from_keypoints
 
 __all__ = [
     "EstimationError",
@@ -125,38 +123,28 @@ class Estimate:
         fitted: fitted value of each free parameter (scalars unless fitted per joint).
         design: the simulator design with the fitted values (per-pin arrays).
         body_q, body_qd: estimated states at every model step, shape (K + 1, N, 3).
-        smoothed: keypoints of the estimated trajectory at every frame [m], (frames, n, 2).
         predicted: keypoints of a simulation with the fitted parameters from the estimated
             initial state [m], (frames, n, 2).
         tip_error_mm: tip errors of ``predicted`` against the video (the paper's metric).
-        smoothed_tip_error_mm: tip errors of the estimated trajectory itself.
-        residual_rms_mm: RMS dynamics residual per step and coordinate [mm].
-        schedule: the frame-to-step mapping.
         contacts: the contact modes of the last solve, shape (K, pairs).
         contact_impulse: normal impulses of the scheduled contacts [N s], shape (K, pairs);
             NaN at step 0 (no momentum residual there) and 0 where free.
         contact_rounds: solves made while updating the contact schedule.
-        solver: ``"ipopt"`` or ``"trust-constr"``; ``status``: the last solve's return
-        status; iterations: solver iterations over all solves; seconds: wall-clock time [s].
+        status: the last solve's return status; iterations: solver iterations over all
+        solves.
     """
 
     fitted: dict[str, np.ndarray]
     design: dict[str, np.ndarray]
     body_q: np.ndarray
     body_qd: np.ndarray
-    smoothed: np.ndarray
     predicted: np.ndarray
     tip_error_mm: dict[str, float]
-    smoothed_tip_error_mm: dict[str, float]
-    residual_rms_mm: float
-    schedule: FrameSchedule
     contacts: np.ndarray
     contact_impulse: np.ndarray
     contact_rounds: int
-    solver: str
     status: str
     iterations: int
-    seconds: float
 
 
 def _keypoint_poses(model: VineModel, recording: VideoRecording, schedule: FrameSchedule,
@@ -167,15 +155,13 @@ def _keypoint_poses(model: VineModel, recording: VideoRecording, schedule: Frame
     seen = [f for f in range(frames) if np.all(np.isfinite(points[f]))]
     if 0 not in seen:
         raise EstimationError("frame 0 has no keypoints; the first frame must show the vine")
-    frame_q = np.stack([pose_from_keypoints(model, points[f], fit_length=fit_length)
-                        for f in seen])
+    frame_q = np.stack([start_pose_from_keypoints(model, points[f], fit_length=fit_length)
+                        .body_q(model) for f in seen])
     frame_q[:, :, 2] = np.unwrap(frame_q[:, :, 2], axis=0)
     t_steps = np.arange((frames - 1) * schedule.substeps + 1) / schedule.substeps
-    q = np.empty((len(t_steps), model.body_count, 3))
-    for body in range(model.body_count):
-        for k in range(3):
-            q[:, body, k] = np.interp(t_steps, seen, frame_q[:, body, k])
-    return q
+    columns = frame_q.reshape(len(seen), -1).T
+    q = np.stack([np.interp(t_steps, seen, column) for column in columns], axis=1)
+    return q.reshape(len(t_steps), model.body_count, 3)
 
 
 def _free_parameters(space, design, free, per_joint, bounds):
@@ -309,7 +295,6 @@ def estimate(
         verbose: print the solver's progress.
     """
     ca = _casadi()
-    started = time.perf_counter()
     model: VineModel = simulator.model
     space = simulator.design_space()
     base_design = space.check(dict(space.defaults() if design is None else design))
@@ -357,13 +342,13 @@ def estimate(
         contacts = updated
         start = program.warm_start(x_opt, schedule.dt, impulse)
     return _result(ca, simulator, recording, program, x_opt, items, base_design, schedule,
-                   contacts=contacts, impulse=impulse, rounds=rounds, solver=solver,
-                   status=status, iterations=iterations, started=started)
+                   contacts=contacts, impulse=impulse, rounds=rounds, status=status,
+                   iterations=iterations)
 
 
 def _result(ca, simulator, recording: VideoRecording, program: Program, x_opt, items,
-            base_design, schedule: FrameSchedule, *, contacts, impulse, rounds, solver,
-            status, iterations, started) -> Estimate:
+            base_design, schedule: FrameSchedule, *, contacts, impulse, rounds, status,
+            iterations) -> Estimate:
     """Unpack a solution into an :class:`Estimate` (with the fitted model's prediction)."""
     model = simulator.model
     keypoints = recording.keypoints
@@ -379,19 +364,12 @@ def _result(ca, simulator, recording: VideoRecording, program: Program, x_opt, i
     body_qd[1:] = program.body_qd(x_opt, schedule.dt)
     body_qd[0] = np.asarray(ca.Function("v0", [program.x], [program.start_velocity])(
         x_opt)).reshape(model.body_count, 3)
-    residual = np.asarray(ca.Function("r", [program.x], [program.residual])(x_opt)).reshape(-1)
-    measured, count = keypoints.points, keypoints.point_count
-    smoothed = np.stack([model_keypoints(model, body_q[f * schedule.substeps], count)
-                         for f in range(keypoints.frame_count)])
     predicted = simulate_keypoints(
         simulator, fitted_design, initial_state=VineState(body_q=body_q[0].copy(),
                                                           body_qd=body_qd[0].copy()),
         growth_rate=recording.growth_table()[:, 0], schedule=schedule,
-        frames=keypoints.frame_count, points=count)
+        frames=keypoints.frame_count, points=keypoints.point_count)
     return Estimate(
-        fitted=fitted, design=fitted_design, body_q=body_q, body_qd=body_qd, smoothed=smoothed,
-        predicted=predicted, tip_error_mm=tip_errors_mm(predicted, measured),
-        smoothed_tip_error_mm=tip_errors_mm(smoothed, measured),
-        residual_rms_mm=float(np.sqrt(np.mean(residual**2))), schedule=schedule,
-        contacts=contacts, contact_impulse=impulse, contact_rounds=rounds, solver=solver,
-        status=status, iterations=iterations, seconds=time.perf_counter() - started)
+        fitted=fitted, design=fitted_design, body_q=body_q, body_qd=body_qd, predicted=predicted,
+        tip_error_mm=tip_errors_mm(predicted, keypoints.points), contacts=contacts,
+        contact_impulse=impulse, contact_rounds=rounds, status=status, iterations=iterations)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -169,11 +168,8 @@ class ShootingFit:
         initial_loss: the same at the starting guess.
         predicted: per recording, simulated keypoints at every frame [m], (frames, n, 2).
         tip_error_mm: per recording, tip errors (see :func:`tip_errors_mm`).
-        schedule: the frame-to-step mapping.
         start_poses: per recording, the start pose (fitted with ``fit_start``).
-        initial_states: per recording, the state the rollout started from.
         optimization: the optimizer's account (history, iterations, evaluations).
-        seconds: wall-clock time of the fit [s].
     """
 
     design: dict[str, np.ndarray]
@@ -182,11 +178,8 @@ class ShootingFit:
     initial_loss: float
     predicted: list[np.ndarray]
     tip_error_mm: list[dict[str, float]]
-    schedule: FrameSchedule
     start_poses: list[StartPose]
-    initial_states: list[VineState]
     optimization: OptimizeResult
-    seconds: float
 
 
 class _MeanProblem:
@@ -322,7 +315,6 @@ def fit_shooting(
     if stray:
         raise FitError(f"per_joint names {stray} are not in free {free}")
     ties = [Tie(name) for name in free if name not in per_joint and space[name].shape != ()]
-    started = time.perf_counter()
     starts = [start_pose_from_keypoints(simulator.model, r.keypoints.points[0],
                                         fit_length=fit_length) for r in recordings]
     fitted_names = list(free)
@@ -349,17 +341,15 @@ def fit_shooting(
     design = problems[0].design(result.x)
     full_design = problems[0].simulator.expand(design)
     fitted = {name: np.asarray(design[name]).copy() for name in free}
-    starts = [p.simulator.start.pose(design) for p in problems]
-    initial_states = [p.simulator.initial_state(design) for p in problems]
     predicted, tips = [], []
-    for recording, state0 in zip(recordings, initial_states, strict=True):
-        frames = recording.keypoints.frame_count
-        simulated = simulate_keypoints(simulator, full_design, initial_state=state0,
-                                       growth_rate=recording.growth_table()[:, 0],
-                                       schedule=schedule, frames=frames, points=points)
+    for recording, part in zip(recordings, problems, strict=True):
+        simulated = simulate_keypoints(
+            simulator, full_design, initial_state=part.simulator.initial_state(design),
+            growth_rate=recording.growth_table()[:, 0], schedule=schedule,
+            frames=recording.keypoints.frame_count, points=points)
         predicted.append(simulated)
         tips.append(tip_errors_mm(simulated, recording.keypoints.points))
     return ShootingFit(design=full_design, fitted=fitted, loss=float(result.loss),
                        initial_loss=float(initial_loss), predicted=predicted, tip_error_mm=tips,
-                       schedule=schedule, start_poses=starts, initial_states=initial_states,
-                       optimization=result, seconds=time.perf_counter() - started)
+                       start_poses=[p.simulator.start.pose(design) for p in problems],
+                       optimization=result)

@@ -25,8 +25,8 @@ from ..kinematics import keypoints as model_keypoints
 from ..model import VineModel
 from ..state import VineState
 
-__all__ = ["StartPoseError", "StartPose", "start_pose_from_keypoints", "pose_from_keypoints",
-           "START_PARAMETERS", "StartPoses", "FixedStart"]
+__all__ = ["StartPoseError", "StartPose", "start_pose_from_keypoints", "START_PARAMETERS",
+           "StartPoses", "FixedStart"]
 
 
 class StartPoseError(ValueError):
@@ -96,11 +96,6 @@ def start_pose_from_keypoints(model: VineModel, points, *,
     x0 = np.concatenate([start, [0.0]]) if fit_length else start
     solution = scipy.optimize.least_squares(residual, x0, method="lm", xtol=1e-12, ftol=1e-12)
     return pose(solution.x)
-
-
-def pose_from_keypoints(model: VineModel, points, *, fit_length: bool = False) -> np.ndarray:
-    """Body poses (N, 3) of :func:`start_pose_from_keypoints`."""
-    return start_pose_from_keypoints(model, points, fit_length=fit_length).body_q(model)
 
 
 START_PARAMETERS = ("start.angles", "start.extension")

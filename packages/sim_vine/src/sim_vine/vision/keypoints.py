@@ -451,11 +451,6 @@ class Keypoints:
         """Indices of frames without keypoints (all-NaN rows)."""
         return np.nonzero(np.isnan(self.points).all(axis=(1, 2)))[0].tolist()
 
-    @property
-    def tip(self) -> np.ndarray:
-        """Tip position per frame [m], shape (frames, 2)."""
-        return self.points[:, -1, :]
-
     def report(self) -> str:
         """A short account: frames, points, and which frames are missing and why."""
         missing = self.missing_frames
@@ -526,19 +521,18 @@ def load_keypoints(path: str | Path, *, points: int | None = None) -> Keypoints:
     return result
 
 
-def check_point_counts(recordings: Sequence[Keypoints], *, expected: int | None = None) -> int:
+def check_point_counts(recordings: Sequence[Keypoints]) -> int:
     """Check that all recordings have the same number of keypoints per frame; return it."""
     if not recordings:
         raise KeypointError("no keypoint recordings given")
     counts = [r.point_count for r in recordings]
-    target = expected if expected is not None else counts[0]
-    bad = [i for i, c in enumerate(counts) if c != target]
+    bad = [i for i, c in enumerate(counts) if c != counts[0]]
     if bad:
         raise KeypointError(
             f"keypoint counts differ: recording(s) {bad} have "
-            f"{[counts[i] for i in bad]} points per frame but {target} are expected; extract "
-            "every recording with the same number of points")
-    return target
+            f"{[counts[i] for i in bad]} points per frame but {counts[0]} are expected; "
+            "extract every recording with the same number of points")
+    return counts[0]
 
 
 def extract_keypoints(
