@@ -61,6 +61,9 @@ class _Records:
     module docstring): ``work`` and ``grid`` (the model's layout and the buffers) and
     ``actuation`` without stress signals or cable forces.
 
+    The kernels take each record as the plain tuple of its fields (see _particle_kernels),
+    built once here: ``work_fields``, ``grid_fields``, ``actuation_fields``.
+
     ``acc`` and ``g_acc`` are scatter targets that the grid passes zero again behind them;
     ``dirty`` names those a step left behind unfinished (an exception or KeyboardInterrupt
     between two kernels), which the next use clears.
@@ -105,6 +108,8 @@ class _Records:
         self.actuation = Actuation(
             row=np.ascontiguousarray(c.actuator_index + 1, dtype=np.int64),
             scale=np.zeros(1, dtype=dtype), axes=axes, cable_force=np.zeros((n, d), dtype=dtype))
+        self.work_fields, self.grid_fields, self.actuation_fields = (
+            tuple(self.work), tuple(self.grid), tuple(self.actuation))
         self.dirty: set[str] = set()
 
     def scatter_target(self, name: str) -> None:
@@ -152,10 +157,11 @@ def _to_grid(c: StepConstants, b: _Records, state: Particles, action, mat: Mater
     cable_signals = action[c.n_stress:]
     if c.cables:
         act = act._replace(cable_force=cable_forces(np, state.x, cable_signals, c.cables))
+    act = b.actuation_fields if act is b.actuation else tuple(act)
     dt = dtype.type(dt)
     b.scatter_target("acc")
-    particles_to_grid.pick(parallel)(tuple(state), tuple(mat), tuple(act), tuple(b.work), dt)
-    rows = grid_pass.pick(parallel)(tuple(b.grid), dt)
+    particles_to_grid.pick(parallel)(tuple(state), tuple(mat), act, b.work_fields, dt)
+    rows = grid_pass.pick(parallel)(b.grid_fields, dt)
     b.settle("acc")
     return act, dt, cable_signals, rows
 
@@ -168,7 +174,7 @@ def step(c: StepConstants, state: MPMState, action, params: dict, dt: float, *,
     b = _records(c, particles.x.shape[0], parallel)
     mat = Materials(*map(params.__getitem__, _PARAMETERS))
     _, dt, _, _ = _to_grid(c, b, particles, action, mat, dt, parallel)
-    return MPMState(*grid_to_particles.pick(parallel)(tuple(particles), tuple(b.work), dt))
+    return MPMState(*grid_to_particles.pick(parallel)(tuple(particles), b.work_fields, dt))
 
 
 def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
@@ -181,11 +187,11 @@ def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
     act, dt, cable_signals, rows = _to_grid(c, b, particles, action, mat, dt, parallel)
     b.scatter_target("g_acc")
     g_x, g_F = grid_to_particles_vjp.pick(parallel)(tuple(particles), tuple(_particles(g_next)),
-                                                    tuple(b.work), dt)
-    grid_pass_vjp.pick(parallel)(tuple(b.grid), rows)
+                                                    b.work_fields, dt)
+    grid_pass_vjp.pick(parallel)(b.grid_fields, rows)
     b.settle("g_acc")
     g_state, g_mat, g_momentum = particles_to_grid_vjp.pick(parallel)(
-        tuple(particles), tuple(mat), tuple(act), tuple(b.work), dt, g_x, g_F)
+        tuple(particles), tuple(mat), act, b.work_fields, dt, g_x, g_F)
     g_action = b.work.g_act.sum(axis=0)[1:] * c.actuator_max_stress  # row 0: no actuator
     if c.cables:
         g_x_cable, g_cable = cable_forces_vjp(np, x, cable_signals, c.cables, dt * g_momentum)
