@@ -38,6 +38,12 @@ from .state import PBDState
 __all__ = [
     "JointFrames",
     "joint_frames",
+    "joint_coordinate",
+    "joint_coordinate_vjp",
+    "joint_jacobian",
+    "joint_jacobian_vjp",
+    "link_matrices",
+    "link_matrices_vjp",
     "forward_kinematics",
     "forward_kinematics_vjp",
     "joint_positions",
@@ -173,54 +179,134 @@ def forward_kinematics_vjp(model: PBDModel, params, joint_q, g_link_x, g_link_q)
     return g_joint_q, {"joint_parent_x": g_parent_x, "joint_child_x": g_child_x}
 
 
-class _Bodies(NamedTuple):
-    unit_q: np.ndarray
-    matrix: np.ndarray
+def joint_coordinate(frames: JointFrames, j: int, x_p, r_p, x_c, r_c, joint_parent_x,
+                     joint_child_x) -> float:
+    """Joint j's position [rad or m] from its parent's and child's poses.
+
+    ``x_p``, ``x_c`` are centre-of-mass positions [m] (3,), ``r_p``, ``r_c`` rotation
+    matrices (3, 3) (the world's: zeros and the identity); ``joint_parent_x``,
+    ``joint_child_x`` are joint j's origins in the two body frames [m] (3,)."""
+    axis = r_p @ frames.parent_axis[j]
+    if frames.prismatic[j]:
+        return float(axis @ (x_c + r_c @ joint_child_x - x_p - r_p @ joint_parent_x))
+    e_p, e_c = r_p @ frames.parent_normal[j], r_c @ frames.child_normal[j]
+    return float(np.arctan2(axis @ np.cross(e_p, e_c), e_p @ e_c))
 
 
-def _bodies(link_q) -> _Bodies:
+def joint_coordinate_vjp(frames: JointFrames, j: int, x_p, r_p, x_c, r_c, joint_parent_x,
+                         joint_child_x, g: float):
+    """Cotangents (x_p, r_p, x_c, r_c, joint_parent_x, joint_child_x) of
+    :func:`joint_coordinate` given ∂L/∂(joint position)."""
+    axis = r_p @ frames.parent_axis[j]
+    g_rp = np.zeros((3, 3))
+    g_rc = np.zeros((3, 3))
+    g_parent_x, g_child_x = np.zeros(3), np.zeros(3)
+    if frames.prismatic[j]:
+        gap = x_c + r_c @ joint_child_x - x_p - r_p @ joint_parent_x
+        g_axis, g_gap = g * gap, g * axis
+        g_rc += np.outer(g_gap, joint_child_x)
+        g_rp -= np.outer(g_gap, joint_parent_x)
+        g_child_x, g_parent_x = r_c.T @ g_gap, -(r_p.T @ g_gap)
+        g_xp, g_xc = -g_gap, g_gap
+    else:
+        e_p, e_c = r_p @ frames.parent_normal[j], r_c @ frames.child_normal[j]
+        cross = np.cross(e_p, e_c)
+        sin, cos = axis @ cross, e_p @ e_c
+        scale = g / (sin * sin + cos * cos)
+        g_sin, g_cos = scale * cos, -scale * sin
+        g_axis, g_cross = g_sin * cross, g_sin * axis
+        g_rp += np.outer(np.cross(e_c, g_cross) + g_cos * e_c, frames.parent_normal[j])
+        g_rc += np.outer(np.cross(g_cross, e_p) + g_cos * e_p, frames.child_normal[j])
+        g_xp, g_xc = np.zeros(3), np.zeros(3)
+    g_rp += np.outer(g_axis, frames.parent_axis[j])
+    return g_xp, g_rp, g_xc, g_rc, g_parent_x, g_child_x
+
+
+def joint_jacobian(frames: JointFrames, j: int, x_p, r_p, x_c, r_c, joint_child_x):
+    """Joint j's rate as ``lin·(v_c - v_p) + ang_c·w_c - ang_p·w_p``: (lin, ang_c, ang_p),
+    each (3,).
+
+    Revolute: (0, a, a) with a the parent's world axis. Prismatic: (a, r_c × a, r_p × a)
+    with r_c, r_p the levers from each centre of mass to the child's joint origin (the
+    material points that slide on each other). A generalized force u along the joint acts as
+    force ``lin u`` and torque ``ang_c u`` on the child and the opposite on the parent, so it
+    moves no net momentum. Arguments as in :func:`joint_coordinate`."""
+    axis = r_p @ frames.parent_axis[j]
+    if not frames.prismatic[j]:
+        return np.zeros(3), axis, axis
+    lever_c = r_c @ joint_child_x
+    lever_p = x_c + lever_c - x_p
+    return axis, np.cross(lever_c, axis), np.cross(lever_p, axis)
+
+
+def joint_jacobian_vjp(frames: JointFrames, j: int, x_p, r_p, x_c, r_c, joint_child_x,
+                       g_lin, g_ang_c, g_ang_p):
+    """Cotangents (x_p, r_p, x_c, r_c, joint_child_x) of :func:`joint_jacobian`."""
+    axis = r_p @ frames.parent_axis[j]
+    if not frames.prismatic[j]:
+        zero = np.zeros(3)
+        return (zero, np.outer(g_ang_c + g_ang_p, frames.parent_axis[j]), zero,
+                np.zeros((3, 3)), zero)
+    lever_c = r_c @ joint_child_x
+    lever_p = x_c + lever_c - x_p
+    g_axis = g_lin + np.cross(g_ang_c, lever_c) + np.cross(g_ang_p, lever_p)
+    g_lever_p = np.cross(axis, g_ang_p)
+    g_lever_c = np.cross(axis, g_ang_c) + g_lever_p
+    return (-g_lever_p, np.outer(g_axis, frames.parent_axis[j]), g_lever_p,
+            np.outer(g_lever_c, joint_child_x), r_c.T @ g_lever_c)
+
+
+def link_matrices(link_q) -> tuple[np.ndarray, np.ndarray]:
+    """(unit quaternions (n, 4), rotation matrices (n, 3, 3)) of ``link_q`` (n, 4)."""
     unit_q = np.array([quat_normalize(q) for q in np.asarray(link_q, dtype=np.float64)])
-    return _Bodies(unit_q, np.array([quat_to_matrix(q) for q in unit_q]).reshape(-1, 3, 3))
+    unit_q = unit_q.reshape(-1, 4)
+    return unit_q, np.array([quat_to_matrix(q) for q in unit_q]).reshape(-1, 3, 3)
 
 
-def _pose(state_x, matrix, link: int):
+def link_matrices_vjp(link_q, g_matrix) -> np.ndarray:
+    """∂L/∂link_q (n, 4) of :func:`link_matrices`' matrices given ∂L/∂matrices (n, 3, 3)."""
+    q = np.asarray(link_q, dtype=np.float64)
+    return np.array([quat_normalize_vjp(q[i], quat_to_matrix_vjp(quat_normalize(q[i]),
+                                                                 g_matrix[i]))
+                     for i in range(len(q))]).reshape(-1, 4)
+
+
+def _pose(link_x, matrix, link: int):
     if link < 0:
         return np.zeros(3), np.eye(3)
-    return state_x[link], matrix[link]
+    return link_x[link], matrix[link]
 
 
-def _velocity(state_v, link: int):
-    return np.zeros(3) if link < 0 else state_v[link]
+def _rate(lin, ang_c, ang_p, v_p, w_p, v_c, w_c) -> float:
+    return float(lin @ (v_c - v_p) + ang_c @ w_c - ang_p @ w_p)
+
+
+def _velocities(state: PBDState, link: int):
+    if link < 0:
+        return np.zeros(3), np.zeros(3)
+    return state.link_v[link], state.link_w[link]
 
 
 def joint_positions(model: PBDModel, params, state: PBDState) -> tuple[np.ndarray, np.ndarray]:
     """Joint positions [rad or m] and rates [rad/s or m/s] from link states, each (m,).
 
     Orientations are normalized first. ``params`` holds ``joint_parent_x`` and
-    ``joint_child_x`` (m, 3) [m] (read by prismatic joints)."""
+    ``joint_child_x`` (m, 3) [m] (read by prismatic joints). The rate is
+    :func:`joint_jacobian` times the two links' velocities."""
     frames = joint_frames(model)
     joint_parent_x = np.asarray(params["joint_parent_x"], dtype=np.float64)
     joint_child_x = np.asarray(params["joint_child_x"], dtype=np.float64)
-    bodies = _bodies(state.link_q)
+    _, matrix = link_matrices(state.link_q)
     m = model.joint_count
     joint_q, joint_qd = np.zeros(m), np.zeros(m)
     for j in range(m):
         parent, child = model.joint_parent[j], model.joint_child[j]
-        x_p, r_p = _pose(state.link_x, bodies.matrix, parent)
-        x_c, r_c = _pose(state.link_x, bodies.matrix, child)
-        w_p, w_c = _velocity(state.link_w, parent), state.link_w[child]
-        axis = r_p @ frames.parent_axis[j]
-        if frames.prismatic[j]:
-            lever_c, lever_p = r_c @ joint_child_x[j], r_p @ joint_parent_x[j]
-            gap = x_c + lever_c - x_p - lever_p
-            rel_v = (state.link_v[child] + np.cross(w_c, lever_c)
-                     - _velocity(state.link_v, parent) - np.cross(w_p, lever_p))
-            joint_q[j] = axis @ gap
-            joint_qd[j] = np.cross(w_p, axis) @ gap + axis @ rel_v
-        else:
-            e_p, e_c = r_p @ frames.parent_normal[j], r_c @ frames.child_normal[j]
-            joint_q[j] = np.arctan2(axis @ np.cross(e_p, e_c), e_p @ e_c)
-            joint_qd[j] = axis @ (w_c - w_p)
+        x_p, r_p = _pose(state.link_x, matrix, parent)
+        x_c, r_c = _pose(state.link_x, matrix, child)
+        joint_q[j] = joint_coordinate(frames, j, x_p, r_p, x_c, r_c, joint_parent_x[j],
+                                      joint_child_x[j])
+        jacobian = joint_jacobian(frames, j, x_p, r_p, x_c, r_c, joint_child_x[j])
+        joint_qd[j] = _rate(*jacobian, *_velocities(state, parent), *_velocities(state, child))
     return joint_q, joint_qd
 
 
@@ -230,64 +316,34 @@ def joint_positions_vjp(model: PBDModel, params, state: PBDState, g_joint_q, g_j
     frames = joint_frames(model)
     joint_parent_x = np.asarray(params["joint_parent_x"], dtype=np.float64)
     joint_child_x = np.asarray(params["joint_child_x"], dtype=np.float64)
-    bodies = _bodies(state.link_q)
+    _, matrix = link_matrices(state.link_q)
     n = model.link_count
-    g_x, g_v, g_w = np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3))
+    grads = {name: np.zeros((n, 3)) for name in ("x", "v", "w")}
     g_matrix = np.zeros((n, 3, 3))
     g_parent_x = np.zeros_like(joint_parent_x)
     g_child_x = np.zeros_like(joint_child_x)
+
+    def add(link, g_x, g_r, g_v, g_w):
+        if link >= 0:
+            grads["x"][link] += g_x
+            g_matrix[link] += g_r
+            grads["v"][link] += g_v
+            grads["w"][link] += g_w
+
     for j in range(model.joint_count):
         parent, child = model.joint_parent[j], model.joint_child[j]
-        x_p, r_p = _pose(state.link_x, bodies.matrix, parent)
-        x_c, r_c = _pose(state.link_x, bodies.matrix, child)
-        w_p, w_c = _velocity(state.link_w, parent), state.link_w[child]
-        axis = r_p @ frames.parent_axis[j]
-        g_rp = np.zeros((3, 3))
-        g_wp, g_xp, g_vp = np.zeros(3), np.zeros(3), np.zeros(3)
-        if frames.prismatic[j]:
-            lever_c, lever_p = r_c @ joint_child_x[j], r_p @ joint_parent_x[j]
-            gap = x_c + lever_c - x_p - lever_p
-            rel_v = (state.link_v[child] + np.cross(w_c, lever_c)
-                     - _velocity(state.link_v, parent) - np.cross(w_p, lever_p))
-            g_rate = g_joint_qd[j]
-            g_axis = g_joint_q[j] * gap + g_rate * (np.cross(gap, w_p) + rel_v)
-            g_gap = g_joint_q[j] * axis + g_rate * np.cross(w_p, axis)
-            g_wp += g_rate * np.cross(axis, gap)
-            g_rel = g_rate * axis
-            g_v[child] += g_rel
-            g_vp -= g_rel
-            g_w[child] += np.cross(lever_c, g_rel)
-            g_wp -= np.cross(lever_p, g_rel)
-            g_lever_c = np.cross(g_rel, w_c) + g_gap
-            g_lever_p = -np.cross(g_rel, w_p) - g_gap
-            g_x[child] += g_gap
-            g_xp -= g_gap
-            g_matrix[child] += np.outer(g_lever_c, joint_child_x[j])
-            g_child_x[j] += r_c.T @ g_lever_c
-            g_rp += np.outer(g_lever_p, joint_parent_x[j])
-            g_parent_x[j] += r_p.T @ g_lever_p
-        else:
-            e_p, e_c = r_p @ frames.parent_normal[j], r_c @ frames.child_normal[j]
-            cross = np.cross(e_p, e_c)
-            sin, cos = axis @ cross, e_p @ e_c
-            scale = g_joint_q[j] / (sin * sin + cos * cos)
-            g_sin, g_cos = scale * cos, -scale * sin
-            g_axis = g_sin * cross + g_joint_qd[j] * (w_c - w_p)
-            g_cross = g_sin * axis
-            g_ep = np.cross(e_c, g_cross) + g_cos * e_c
-            g_ec = np.cross(g_cross, e_p) + g_cos * e_p
-            g_w[child] += g_joint_qd[j] * axis
-            g_wp -= g_joint_qd[j] * axis
-            g_rp += np.outer(g_ep, frames.parent_normal[j])
-            g_matrix[child] += np.outer(g_ec, frames.child_normal[j])
-        g_rp += np.outer(g_axis, frames.parent_axis[j])
-        if parent >= 0:
-            g_matrix[parent] += g_rp
-            g_x[parent] += g_xp
-            g_v[parent] += g_vp
-            g_w[parent] += g_wp
-    q = np.asarray(state.link_q, dtype=np.float64)
-    g_q = np.array([quat_normalize_vjp(q[i], quat_to_matrix_vjp(bodies.unit_q[i], g_matrix[i]))
-                    for i in range(n)]).reshape(n, 4)
-    return (PBDState(link_x=g_x, link_q=g_q, link_v=g_v, link_w=g_w),
+        x_p, r_p = _pose(state.link_x, matrix, parent)
+        x_c, r_c = _pose(state.link_x, matrix, child)
+        g_xp, g_rp, g_xc, g_rc, g_parent_x[j], g_child_x[j] = joint_coordinate_vjp(
+            frames, j, x_p, r_p, x_c, r_c, joint_parent_x[j], joint_child_x[j], g_joint_q[j])
+        lin, ang_c, ang_p = joint_jacobian(frames, j, x_p, r_p, x_c, r_c, joint_child_x[j])
+        (v_p, w_p), (v_c, w_c) = _velocities(state, parent), _velocities(state, child)
+        g_rate = g_joint_qd[j]
+        jac_grads = joint_jacobian_vjp(frames, j, x_p, r_p, x_c, r_c, joint_child_x[j],
+                                       g_rate * (v_c - v_p), g_rate * w_c, -g_rate * w_p)
+        g_child_x[j] += jac_grads[4]
+        add(parent, g_xp + jac_grads[0], g_rp + jac_grads[1], -g_rate * lin, -g_rate * ang_p)
+        add(child, g_xc + jac_grads[2], g_rc + jac_grads[3], g_rate * lin, g_rate * ang_c)
+    g_q = link_matrices_vjp(state.link_q, g_matrix)
+    return (PBDState(link_x=grads["x"], link_q=g_q, link_v=grads["v"], link_w=grads["w"]),
             {"joint_parent_x": g_parent_x, "joint_child_x": g_child_x})
