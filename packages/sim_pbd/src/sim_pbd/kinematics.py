@@ -62,6 +62,9 @@ class JointFrames(NamedTuple):
         child_axis: the joint axis in the child's body frame.
         parent_normal: a unit vector perpendicular to the axis, parent's body frame.
         child_normal: the same joint-frame vector in the child's body frame.
+        parent_rotation: the joint frame's orientation in the parent's body frame as a
+            matrix, (m, 3, 3).
+        child_rotation: the joint frame's orientation in the child's body frame, (m, 3, 3).
         prismatic: True for prismatic joints, (m,) bool.
         order: joint indices sorted so that every parent link is placed before its
             children, (m,) int64.
@@ -71,6 +74,8 @@ class JointFrames(NamedTuple):
     child_axis: np.ndarray
     parent_normal: np.ndarray
     child_normal: np.ndarray
+    parent_rotation: np.ndarray
+    child_rotation: np.ndarray
     prismatic: np.ndarray
     order: np.ndarray
 
@@ -104,7 +109,12 @@ def joint_frames(model: PBDModel) -> JointFrames:
                 "not placed by an earlier joint; order the links so that a joint's parent "
                 "has a lower index than its child (tree order)")
         placed.add(int(model.joint_child[j]))
-    return JointFrames(prismatic=np.asarray(model.joint_type) == PRISMATIC,
+    rotations = {
+        name: np.array([quat_to_matrix(q) for q in quats]).reshape(m, 3, 3)
+        for name, quats in (("parent_rotation", model.joint_parent_q),
+                            ("child_rotation", model.joint_child_q))
+    }
+    return JointFrames(prismatic=np.asarray(model.joint_type) == PRISMATIC, **rotations,
                        order=order.astype(np.int64), **frames)
 
 

@@ -1,0 +1,714 @@
+"""One XPBD step of an articulated robot, and its hand-derived adjoint.
+
+Each of the ``substeps`` substeps (h = dt / substeps) runs, after Müller et al. 2020 and the
+paper's Algorithm 1:
+
+1. predict: gravity and the joint actuation (``action``: one torque [N m] per revolute
+   joint, force [N] per prismatic joint, applied equal and opposite on the joint's two links,
+   :func:`sim_pbd.kinematics.joint_jacobian`) and the gyroscopic term ``-ω × Iω`` integrate
+   the velocities (symplectic Euler); joint damping and Coulomb friction then act on them as
+   velocity impulses along each joint, in tree order: damping implicit,
+   J = -b h ċ / (1 + b h w) (unconditionally stable; w the joint's generalized inverse mass),
+   then friction removes at most μ h of impulse and never more than stops the joint; the
+   velocities move the positions, x̃ = x + h v, q̃ = normalize(q + ½ h (0, ω) ⊗ q);
+2. project: ``iterations`` passes over the joints, each projecting every joint's positional
+   and angular constraint with its compliance, then the violated joint limits
+   (:mod:`sim_pbd.constraints`). ``gauss_seidel`` applies each correction at once;
+   ``jacobi`` computes every correction of a pass from the state at the pass's start and
+   applies their sum, each correction scaled by 1 / max(n_p, n_c), n the number of the
+   pass's constraints touching that link, so the impulses stay equal and opposite and λ
+   accumulates exactly what was applied (both solvers have the same fixed point);
+3. update velocities from positions, v = (x - x₀)/h, ω = 2 vec(q q₀⁻¹)/h (the shorter
+   rotation).
+
+Damping and friction act before the projection (Müller et al. apply them after the velocity
+update): the projection then carries their impulses through the joints, as it does the
+actuation's, where applied after it they would move the child alone against its joint
+(a 3 % error in a friction-limited acceleration and 0.2 % in a damped decay here).
+
+:func:`step_vjp` replays the forward pass recording each operation's inputs (per substep,
+iteration and constraint) and runs the operations' hand-written adjoints in reverse.
+
+``params`` is a dict with the entries of :data:`sim_pbd.model.PARAMETERS` (the model's
+values or a design's): ``link_mass`` (n,) [kg], ``link_inertia`` (n, 3, 3) [kg m²] (its
+symmetric part is used), ``joint_parent_x``, ``joint_child_x`` (m, 3) [m], ``joint_damping``
+(m,), ``joint_compliance`` (m,). Orientations of the input state are normalized first.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .constraints import (
+    Body,
+    BodyGrad,
+    Correction,
+    angular,
+    angular_vjp,
+    joint_mass,
+    joint_mass_vjp,
+    limit,
+    limit_vjp,
+    positional,
+    positional_vjp,
+    response,
+    response_vjp,
+    world_body,
+)
+from .kinematics import (
+    JointFrames,
+    joint_coordinate,
+    joint_frames,
+    joint_jacobian,
+    joint_jacobian_vjp,
+)
+from .model import PARAMETERS, PBDModel
+from .rotations import (
+    quat_conjugate,
+    quat_integrate,
+    quat_integrate_vjp,
+    quat_multiply,
+    quat_multiply_vjp,
+    quat_normalize,
+    quat_normalize_vjp,
+    quat_to_matrix,
+    quat_to_matrix_vjp,
+)
+from .state import PBDState
+
+__all__ = ["SOLVERS", "step", "step_vjp"]
+
+SOLVERS = ("gauss_seidel", "jacobi")
+"""Constraint solvers: sequential (Gauss-Seidel) or the paper's Jacobi."""
+
+_POS, _ANG, _LIM = 0, 1, 2
+
+
+class _Setup(NamedTuple):
+    frames: JointFrames
+    parent: np.ndarray
+    child: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    limited: np.ndarray
+    friction: np.ndarray
+    gravity: np.ndarray
+    h: float
+    inv_mass: np.ndarray
+    inertia: np.ndarray
+    inv_inertia: np.ndarray
+    joint_parent_x: np.ndarray
+    joint_child_x: np.ndarray
+    damping: np.ndarray
+    compliance: np.ndarray
+
+
+def _checked(model: PBDModel, state: PBDState, action, params, dt, substeps, iterations,
+             solver) -> np.ndarray:
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    for name, value in (("substeps", substeps), ("iterations", iterations)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a positive finite time step [s], got {dt!r}")
+    action = np.asarray(action, dtype=np.float64)
+    if action.shape != (model.joint_count,):
+        raise ValueError(f"action has shape {action.shape}; it must hold one torque or force "
+                         f"per joint, shape ({model.joint_count},), in the order "
+                         f"{list(model.joint_names)}")
+    if not np.all(np.isfinite(action)):
+        raise ValueError(f"action has non-finite entries at joints "
+                         f"{[model.joint_names[j] for j in np.flatnonzero(~np.isfinite(action))]}")
+    missing = [name for name in PARAMETERS if name not in params]
+    if missing:
+        raise ValueError(f"params lacks {missing}; pass model.parameters() or a design "
+                         "holding every entry of sim_pbd.PARAMETERS")
+    if np.shape(state.link_x) != (model.link_count, 3):
+        raise ValueError(f"state.link_x has shape {np.shape(state.link_x)}, the model has "
+                         f"{model.link_count} links: expected ({model.link_count}, 3)")
+    return action
+
+
+def _setup(model: PBDModel, params, dt: float, substeps: int) -> _Setup:
+    h = float(dt) / int(substeps)
+    mass = np.asarray(params["link_mass"], dtype=np.float64)
+    if np.any(mass <= 0):
+        raise ValueError(f"link_mass must be positive, got {mass}")
+    inertia = np.asarray(params["link_inertia"], dtype=np.float64)
+    inertia = 0.5 * (inertia + np.swapaxes(inertia, 1, 2))
+    lower = np.asarray(model.joint_lower, dtype=np.float64)
+    upper = np.asarray(model.joint_upper, dtype=np.float64)
+    return _Setup(
+        frames=joint_frames(model), parent=np.asarray(model.joint_parent),
+        child=np.asarray(model.joint_child), lower=lower, upper=upper,
+        limited=np.isfinite(lower) | np.isfinite(upper),
+        friction=np.asarray(model.joint_friction, dtype=np.float64),
+        gravity=np.asarray(model.gravity, dtype=np.float64), h=h, inv_mass=1.0 / mass,
+        inertia=inertia, inv_inertia=np.linalg.inv(inertia),
+        joint_parent_x=np.asarray(params["joint_parent_x"], dtype=np.float64),
+        joint_child_x=np.asarray(params["joint_child_x"], dtype=np.float64),
+        damping=np.asarray(params["joint_damping"], dtype=np.float64),
+        compliance=np.asarray(params["joint_compliance"], dtype=np.float64) / (h * h))
+
+
+def _body(setup: _Setup, link: int, x, q) -> Body:
+    if link < 0:
+        return world_body()
+    r = quat_to_matrix(q[link])
+    return Body(x[link], r, r @ setup.inv_inertia[link] @ r.T, float(setup.inv_mass[link]))
+
+
+def _bodies(setup: _Setup, j: int, x, q) -> tuple[Body, Body]:
+    return _body(setup, setup.parent[j], x, q), _body(setup, setup.child[j], x, q)
+
+
+def _project(setup: _Setup, kind: int, j: int, bound: float, body_p: Body, body_c: Body,
+             lam) -> Correction:
+    if kind == _POS:
+        return positional(setup.frames, j, body_p, body_c, setup.joint_parent_x[j],
+                          setup.joint_child_x[j], setup.compliance[j], lam)
+    if kind == _ANG:
+        return angular(setup.frames, j, body_p, body_c, setup.compliance[j], lam)
+    return limit(setup.frames, j, body_p, body_c, setup.joint_parent_x[j],
+                 setup.joint_child_x[j], bound)
+
+
+def _violated_bound(setup: _Setup, j: int, body_p: Body, body_c: Body):
+    """The limit joint j violates (lower or upper), or None."""
+    if not setup.limited[j]:
+        return None
+    value = joint_coordinate(setup.frames, j, body_p.x, body_p.r, body_c.x, body_c.r,
+                             setup.joint_parent_x[j], setup.joint_child_x[j])
+    if value < setup.lower[j]:
+        return float(setup.lower[j])
+    if value > setup.upper[j]:
+        return float(setup.upper[j])
+    return None
+
+
+def _move(x, q, link: int, dx, dphi) -> None:
+    if link >= 0:
+        x[link] = x[link] + dx
+        q[link] = quat_normalize(quat_integrate(q[link], dphi))
+
+
+def _gauss_seidel_pass(setup: _Setup, x, q, lam, tape):
+    def apply(kind, j, bound):
+        body_p, body_c = _bodies(setup, j, x, q)
+        lam_j = lam[kind, j] if kind != _LIM else np.zeros(3)
+        if tape is not None:
+            tape.append(("gauss_seidel", kind, j, bound, x.copy(), q.copy(), lam_j.copy()))
+        corr = _project(setup, kind, j, bound, body_p, body_c, lam_j)
+        dx_p, dphi_p, dx_c, dphi_c = response(body_p, body_c, corr)
+        _move(x, q, setup.child[j], dx_c, dphi_c)
+        _move(x, q, setup.parent[j], dx_p, dphi_p)
+        if kind != _LIM:
+            lam[kind, j] = lam_j + corr.dlam
+
+    for j in setup.frames.order:
+        apply(_POS, j, 0.0)
+        apply(_ANG, j, 0.0)
+    for j in setup.frames.order:
+        bound = _violated_bound(setup, j, *_bodies(setup, j, x, q))
+        if bound is not None:
+            apply(_LIM, j, bound)
+
+
+def _jacobi_constraints(setup: _Setup, x, q):
+    """[(kind, j, bound, scale)] of one Jacobi pass, from the pass-start state."""
+    active = []
+    for j in setup.frames.order:
+        active += [(_POS, j, 0.0), (_ANG, j, 0.0)]
+        bound = _violated_bound(setup, j, *_bodies(setup, j, x, q))
+        if bound is not None:
+            active.append((_LIM, j, bound))
+    count = np.zeros(len(x))
+    for _, j, _ in active:
+        count[setup.child[j]] += 1
+        if setup.parent[j] >= 0:
+            count[setup.parent[j]] += 1
+    return [(kind, j, bound, 1.0 / max(count[setup.child[j]],
+                                       count[setup.parent[j]] if setup.parent[j] >= 0 else 0))
+            for kind, j, bound in active]
+
+
+def _jacobi_corrections(setup: _Setup, x, q, lam, active):
+    """[(body_p, body_c, scaled correction)] and the summed moves (dx, dphi), (n, 3) each."""
+    dx, dphi = np.zeros_like(x), np.zeros_like(x)
+    out = []
+    for kind, j, bound, scale in active:
+        body_p, body_c = _bodies(setup, j, x, q)
+        lam_j = lam[kind, j] if kind != _LIM else np.zeros(3)
+        corr = _project(setup, kind, j, bound, body_p, body_c, lam_j).scaled(scale)
+        dx_p, dphi_p, dx_c, dphi_c = response(body_p, body_c, corr)
+        c, p = setup.child[j], setup.parent[j]
+        dx[c] += dx_c
+        dphi[c] += dphi_c
+        if p >= 0:
+            dx[p] += dx_p
+            dphi[p] += dphi_p
+        out.append((body_p, body_c, corr))
+    return out, dx, dphi
+
+
+def _jacobi_pass(setup: _Setup, x, q, lam, tape):
+    active = _jacobi_constraints(setup, x, q)
+    if tape is not None:
+        tape.append(("jacobi", active, x.copy(), q.copy(), lam.copy()))
+    corrections, dx, dphi = _jacobi_corrections(setup, x, q, lam, active)
+    for (kind, j, _, _), (_, _, corr) in zip(active, corrections, strict=True):
+        if kind != _LIM:
+            lam[kind, j] += corr.dlam
+    for i in range(len(x)):
+        _move(x, q, i, dx[i], dphi[i])
+
+
+def _forces(setup: _Setup, x, matrices, action):
+    """Actuation forces and torques on the links, (n, 3) each, and the per-joint Jacobians."""
+    force, torque = np.zeros_like(x), np.zeros_like(x)
+    jacobians = []
+    for j in range(len(action)):
+        p, c = setup.parent[j], setup.child[j]
+        x_p, r_p = (np.zeros(3), np.eye(3)) if p < 0 else (x[p], matrices[p])
+        lin, ang_c, ang_p = joint_jacobian(setup.frames, j, x_p, r_p, x[c], matrices[c],
+                                           setup.joint_child_x[j])
+        force[c] += lin * action[j]
+        torque[c] += ang_c * action[j]
+        if p >= 0:
+            force[p] -= lin * action[j]
+            torque[p] -= ang_p * action[j]
+        jacobians.append((x_p, r_p, lin, ang_c, ang_p))
+    return force, torque, jacobians
+
+
+class _Acceleration(NamedTuple):
+    matrices: np.ndarray
+    force: np.ndarray
+    torque: np.ndarray
+    jacobians: list
+    w_body: np.ndarray
+    momentum: np.ndarray
+    torque_body: np.ndarray
+    w_body_new: np.ndarray
+    v: np.ndarray
+    w: np.ndarray
+
+
+def _accelerate(setup: _Setup, x, q, v, w, action) -> _Acceleration:
+    """Velocities after gravity, actuation and the gyroscopic term over one substep."""
+    h = setup.h
+    matrices = np.array([quat_to_matrix(qi) for qi in q])
+    force, torque, jacobians = _forces(setup, x, matrices, action)
+    v_new = v + h * (setup.gravity + setup.inv_mass[:, None] * force)
+    w_body = np.einsum("nji,nj->ni", matrices, w)
+    torque_body = np.einsum("nji,nj->ni", matrices, torque)
+    momentum = np.einsum("nij,nj->ni", setup.inertia, w_body)
+    w_body_new = w_body + h * np.einsum("nij,nj->ni", setup.inv_inertia,
+                                        torque_body - np.cross(w_body, momentum))
+    w_new = np.einsum("nij,nj->ni", matrices, w_body_new)
+    return _Acceleration(matrices, force, torque, jacobians, w_body, momentum, torque_body,
+                         w_body_new, v_new, w_new)
+
+
+def _advance(setup: _Setup, x, q, v, w):
+    """Predicted positions x + h v and orientations normalize(q + ½ h (0, ω) ⊗ q)."""
+    q_new = np.array([quat_normalize(quat_integrate(q[i], setup.h * w[i]))
+                      for i in range(len(q))])
+    return x + setup.h * v, q_new.reshape(-1, 4)
+
+
+def _velocities(setup: _Setup, x0, q0, x, q):
+    w = np.zeros_like(x)
+    for i in range(len(q)):
+        delta = quat_multiply(q[i], quat_conjugate(q0[i]))
+        w[i] = (2.0 / setup.h) * np.copysign(1.0, delta[0]) * delta[1:]
+    return (x - x0) / setup.h, w
+
+
+class _JointImpulse(NamedTuple):
+    lin: np.ndarray
+    ang_c: np.ndarray
+    ang_p: np.ndarray
+    weight: float
+    rate: float
+    denominator: float
+    damped_rate: float
+    target: float
+    sliding: bool
+    impulse: float
+
+
+def _velocity(v, link: int):
+    return np.zeros(3) if link < 0 else v[link]
+
+
+def _joint_impulse(setup: _Setup, j: int, body_p: Body, body_c: Body, v, w) -> _JointImpulse:
+    p, c = setup.parent[j], setup.child[j]
+    lin, ang_c, ang_p, weight = joint_mass(setup.frames, j, body_p, body_c,
+                                           setup.joint_child_x[j])
+    rate = float(lin @ (v[c] - _velocity(v, p)) + ang_c @ w[c] - ang_p @ _velocity(w, p))
+    bh = setup.damping[j] * setup.h
+    denominator = 1.0 + bh * weight
+    impulse = -bh * rate / denominator
+    damped_rate = rate / denominator
+    target = -damped_rate / weight
+    cap = setup.friction[j] * setup.h
+    sliding = abs(target) >= cap
+    impulse += float(np.clip(target, -cap, cap))
+    return _JointImpulse(lin, ang_c, ang_p, weight, rate, denominator, damped_rate, target,
+                         sliding, impulse)
+
+
+def _joint_velocity_terms(setup: _Setup, x, q, v, w, tape):
+    for j in setup.frames.order:
+        if tape is not None:
+            tape.append(("joint_velocity", j, x, q, v.copy(), w.copy()))
+        body_p, body_c = _bodies(setup, j, x, q)
+        term = _joint_impulse(setup, j, body_p, body_c, v, w)
+        corr = Correction(term.lin * term.impulse, term.ang_c * term.impulse,
+                          term.ang_p * term.impulse, np.zeros(3))
+        dv_p, dw_p, dv_c, dw_c = response(body_p, body_c, corr)
+        c, p = setup.child[j], setup.parent[j]
+        v[c] += dv_c
+        w[c] += dw_c
+        if p >= 0:
+            v[p] += dv_p
+            w[p] += dw_p
+
+
+def _substep(setup: _Setup, x, q, v, w, action, iterations: int, solver: str, tape):
+    if tape is not None:
+        tape.append(("accelerate", x, q, v, w))
+    accel = _accelerate(setup, x, q, v, w, action)
+    v_pred, w_pred = accel.v, accel.w
+    # Damping and friction act on the predicted velocities, so the position projection
+    # carries their impulses through the joints like the actuation's (applied after the
+    # velocity update they would move one link against the constraints: 3 % slip error).
+    _joint_velocity_terms(setup, x, q, v_pred, w_pred, tape)
+    if tape is not None:
+        tape.append(("advance", x, q, v_pred.copy(), w_pred.copy()))
+    x_new, q_new = _advance(setup, x, q, v_pred, w_pred)
+    lam = np.zeros((2, len(action), 3))
+    project = _jacobi_pass if solver == "jacobi" else _gauss_seidel_pass
+    for _ in range(iterations):
+        project(setup, x_new, q_new, lam, tape)
+    if tape is not None:
+        tape.append(("velocity", x, q, x_new.copy(), q_new.copy()))
+    v_new, w_new = _velocities(setup, x, q, x_new, q_new)
+    return x_new, q_new, v_new, w_new
+
+
+def _start(state: PBDState):
+    q = np.array([quat_normalize(qi) for qi in np.asarray(state.link_q, dtype=np.float64)])
+    return (np.array(state.link_x, dtype=np.float64), q.reshape(-1, 4),
+            np.array(state.link_v, dtype=np.float64), np.array(state.link_w, dtype=np.float64))
+
+
+def step(model: PBDModel, state: PBDState, action, params, dt: float, *, substeps: int,
+         iterations: int, solver: str = "gauss_seidel") -> PBDState:
+    """The state after ``dt`` [s] under joint torques/forces ``action`` (m,) [N m or N].
+
+    ``substeps`` XPBD substeps of ``iterations`` constraint passes each with ``solver``
+    (one of :data:`SOLVERS`); ``params`` as in the module docstring."""
+    action = _checked(model, state, action, params, dt, substeps, iterations, solver)
+    setup = _setup(model, params, dt, substeps)
+    x, q, v, w = _start(state)
+    for _ in range(substeps):
+        x, q, v, w = _substep(setup, x, q, v, w, action, iterations, solver, None)
+    return PBDState(link_x=x, link_q=q, link_v=v, link_w=w)
+
+
+class _Grads:
+    """Cotangent accumulators of one reverse sweep (mutable; local to :func:`step_vjp`)."""
+
+    def __init__(self, setup: _Setup, g_next: PBDState, m: int):
+        self.x = np.array(g_next.link_x, dtype=np.float64)
+        self.q = np.array(g_next.link_q, dtype=np.float64)
+        self.v = np.array(g_next.link_v, dtype=np.float64)
+        self.w = np.array(g_next.link_w, dtype=np.float64)
+        self.lam = np.zeros((2, m, 3))
+        self.inv_mass = np.zeros_like(setup.inv_mass)
+        self.inertia = np.zeros_like(setup.inertia)
+        self.inv_inertia = np.zeros_like(setup.inertia)
+        self.joint_parent_x = np.zeros_like(setup.joint_parent_x)
+        self.joint_child_x = np.zeros_like(setup.joint_child_x)
+        self.damping = np.zeros(m)
+        self.compliance = np.zeros(m)
+        self.action = np.zeros(m)
+
+
+def _add_body(setup: _Setup, grads: _Grads, link: int, q_link, grad: BodyGrad) -> None:
+    """Route a Body's cotangent to the link's x, q, inverse inertia and inverse mass."""
+    if link < 0:
+        return
+    r = quat_to_matrix(q_link)
+    inv_inertia = setup.inv_inertia[link]
+    g_r = grad.r + grad.a @ r @ inv_inertia.T + grad.a.T @ r @ inv_inertia
+    grads.x[link] += grad.x
+    grads.q[link] += quat_to_matrix_vjp(q_link, g_r)
+    grads.inv_inertia[link] += r.T @ grad.a @ r
+    grads.inv_mass[link] += grad.inv_mass
+
+
+def _move_vjp(grads: _Grads, link: int, q_link, dphi):
+    """(g_dx, g_dphi) of :func:`_move`; grads.q[link] becomes the input's cotangent."""
+    if link < 0:
+        return np.zeros(3), np.zeros(3)
+    g_raw = quat_normalize_vjp(quat_integrate(q_link, dphi), grads.q[link])
+    grads.q[link], g_dphi = quat_integrate_vjp(q_link, dphi, g_raw)
+    return grads.x[link].copy(), g_dphi
+
+
+def _project_vjp(setup: _Setup, grads: _Grads, kind: int, j: int, bound: float, body_p: Body,
+                 body_c: Body, lam, g_corr: Correction):
+    frames = setup.frames
+    if kind == _POS:
+        grad_p, grad_c, g_parent_x, g_child_x, g_comp, g_lam = positional_vjp(
+            frames, j, body_p, body_c, setup.joint_parent_x[j], setup.joint_child_x[j],
+            setup.compliance[j], lam, g_corr)
+    elif kind == _ANG:
+        grad_p, grad_c, g_comp, g_lam = angular_vjp(frames, j, body_p, body_c,
+                                                    setup.compliance[j], lam, g_corr)
+        g_parent_x = g_child_x = np.zeros(3)
+    else:
+        grad_p, grad_c, g_parent_x, g_child_x = limit_vjp(
+            frames, j, body_p, body_c, setup.joint_parent_x[j], setup.joint_child_x[j], bound,
+            g_corr)
+        g_comp, g_lam = 0.0, None
+    grads.joint_parent_x[j] += g_parent_x
+    grads.joint_child_x[j] += g_child_x
+    grads.compliance[j] += g_comp
+    if g_lam is not None:
+        grads.lam[kind, j] += g_lam
+    return grad_p, grad_c
+
+
+def _with_multiplier_grad(grads: _Grads, kind: int, j: int, g_corr: Correction):
+    if kind == _LIM:
+        return g_corr
+    return g_corr._replace(dlam=grads.lam[kind, j].copy())
+
+
+def _gauss_seidel_vjp(setup: _Setup, grads: _Grads, entry) -> None:
+    _, kind, j, bound, x, q, lam_j = entry
+    p, c = setup.parent[j], setup.child[j]
+    body_p, body_c = _bodies(setup, j, x, q)
+    corr = _project(setup, kind, j, bound, body_p, body_c, lam_j)
+    _, dphi_p, _, dphi_c = response(body_p, body_c, corr)
+    g_dx_c, g_dphi_c = _move_vjp(grads, c, q[c], dphi_c)
+    g_dx_p, g_dphi_p = _move_vjp(grads, p, q[p] if p >= 0 else None, dphi_p)
+    g_corr, grad_p, grad_c = response_vjp(body_p, body_c, corr, g_dx_p, g_dphi_p, g_dx_c,
+                                          g_dphi_c)
+    g_corr = _with_multiplier_grad(grads, kind, j, g_corr)
+    more_p, more_c = _project_vjp(setup, grads, kind, j, bound, body_p, body_c, lam_j, g_corr)
+    _add_body(setup, grads, p, q[p] if p >= 0 else None, grad_p + more_p)
+    _add_body(setup, grads, c, q[c], grad_c + more_c)
+
+
+def _jacobi_vjp(setup: _Setup, grads: _Grads, entry) -> None:
+    _, active, x, q, lam = entry
+    corrections, _, dphi = _jacobi_corrections(setup, x, q, lam, active)
+    g_dx = grads.x.copy()
+    g_dphi = np.zeros_like(dphi)
+    for i in range(len(x)):
+        g_dx[i], g_dphi[i] = _move_vjp(grads, i, q[i], dphi[i])
+    body_grads = [BodyGrad(np.zeros(3), np.zeros((3, 3)), np.zeros((3, 3)), 0.0)
+                  for _ in range(len(x))]
+    for (kind, j, bound, scale), (body_p, body_c, corr) in zip(active, corrections,
+                                                              strict=True):
+        p, c = setup.parent[j], setup.child[j]
+        zero = np.zeros(3)
+        g_corr, grad_p, grad_c = response_vjp(
+            body_p, body_c, corr, g_dx[p] if p >= 0 else zero, g_dphi[p] if p >= 0 else zero,
+            g_dx[c], g_dphi[c])
+        g_corr = _with_multiplier_grad(grads, kind, j, g_corr).scaled(scale)
+        lam_j = lam[kind, j] if kind != _LIM else np.zeros(3)
+        more_p, more_c = _project_vjp(setup, grads, kind, j, bound, body_p, body_c, lam_j,
+                                      g_corr)
+        body_grads[c] = body_grads[c] + grad_c + more_c
+        if p >= 0:
+            body_grads[p] = body_grads[p] + grad_p + more_p
+    for i in range(len(x)):
+        _add_body(setup, grads, i, q[i], body_grads[i])
+
+
+def _joint_velocity_vjp(setup: _Setup, grads: _Grads, entry) -> None:
+    _, j, x, q, v, w = entry
+    p, c = setup.parent[j], setup.child[j]
+    body_p, body_c = _bodies(setup, j, x, q)
+    term = _joint_impulse(setup, j, body_p, body_c, v, w)
+    corr = Correction(term.lin * term.impulse, term.ang_c * term.impulse,
+                      term.ang_p * term.impulse, np.zeros(3))
+    zero = np.zeros(3)
+    g_corr, grad_p, grad_c = response_vjp(
+        body_p, body_c, corr, grads.v[p] if p >= 0 else zero, grads.w[p] if p >= 0 else zero,
+        grads.v[c], grads.w[c])
+    g_impulse = float(term.lin @ g_corr.p + term.ang_c @ g_corr.tau_c
+                      + term.ang_p @ g_corr.tau_p)
+    g_lin = term.impulse * g_corr.p
+    g_ang_c = term.impulse * g_corr.tau_c
+    g_ang_p = term.impulse * g_corr.tau_p
+    g_weight = 0.0
+    g_damped = 0.0
+    if not term.sliding:
+        g_damped = -g_impulse / term.weight
+        g_weight += g_impulse * term.damped_rate / term.weight**2
+    h, b = setup.h, setup.damping[j]
+    den2 = term.denominator**2
+    g_rate = -b * h * g_impulse / term.denominator + g_damped / term.denominator
+    grads.damping[j] += (-h * term.rate * g_impulse / den2
+                         - term.rate * h * term.weight * g_damped / den2)
+    g_weight += ((b * h) ** 2 * term.rate * g_impulse / den2
+                 - term.rate * b * h * g_damped / den2)
+    g_lin = g_lin + g_rate * (v[c] - _velocity(v, p))
+    g_ang_c = g_ang_c + g_rate * w[c]
+    g_ang_p = g_ang_p - g_rate * _velocity(w, p)
+    grads.v[c] += g_rate * term.lin
+    grads.w[c] += g_rate * term.ang_c
+    if p >= 0:
+        grads.v[p] -= g_rate * term.lin
+        grads.w[p] -= g_rate * term.ang_p
+    more_p, more_c, g_child_x = joint_mass_vjp(setup.frames, j, body_p, body_c,
+                                               setup.joint_child_x[j], g_lin, g_ang_c,
+                                               g_ang_p, g_weight)
+    grads.joint_child_x[j] += g_child_x
+    _add_body(setup, grads, p, q[p] if p >= 0 else None, grad_p + more_p)
+    _add_body(setup, grads, c, q[c], grad_c + more_c)
+
+
+def _velocities_vjp(setup: _Setup, grads: _Grads, entry):
+    """Adds the cotangents of the final positions; returns those of the substep's start."""
+    _, _, q0, _, q = entry
+    h = setup.h
+    g_x0 = -grads.v / h
+    grads.x += grads.v / h
+    g_q0 = np.zeros_like(q0)
+    for i in range(len(q)):
+        conj = quat_conjugate(q0[i])
+        delta = quat_multiply(q[i], conj)
+        g_delta = np.zeros(4)
+        g_delta[1:] = (2.0 / h) * np.copysign(1.0, delta[0]) * grads.w[i]
+        g_q, g_conj = quat_multiply_vjp(q[i], conj, g_delta)
+        grads.q[i] += g_q
+        g_q0[i] = quat_conjugate(g_conj)
+    grads.v[:] = 0.0
+    grads.w[:] = 0.0
+    return g_x0, g_q0
+
+
+def _advance_vjp(setup: _Setup, grads: _Grads, entry) -> None:
+    """Turns the cotangents of the predicted positions into those of the substep's start
+    positions and the predicted velocities."""
+    _, x, q, _, w = entry
+    h = setup.h
+    g_q = np.zeros_like(q)
+    g_w = np.zeros_like(w)
+    for i in range(len(q)):
+        g_raw = quat_normalize_vjp(quat_integrate(q[i], h * w[i]), grads.q[i])
+        g_q[i], g_dphi = quat_integrate_vjp(q[i], h * w[i], g_raw)
+        g_w[i] = h * g_dphi
+    grads.v = h * grads.x
+    grads.w = g_w
+    grads.q = g_q
+
+
+def _accelerate_vjp(setup: _Setup, grads: _Grads, entry, action) -> None:
+    _, x, q, v, w = entry
+    h = setup.h
+    accel = _accelerate(setup, x, q, v, w, action)
+    g_matrices = np.zeros_like(accel.matrices)
+    g_w = np.zeros_like(w)
+    g_torque = np.zeros_like(w)
+    for i in range(len(q)):
+        r = accel.matrices[i]
+        g_w_new = grads.w[i]
+        g_wb_new = r.T @ g_w_new
+        g_matrices[i] += np.outer(g_w_new, accel.w_body_new[i])
+        rhs = accel.torque_body[i] - np.cross(accel.w_body[i], accel.momentum[i])
+        g_rhs = h * (setup.inv_inertia[i].T @ g_wb_new)
+        grads.inv_inertia[i] += h * np.outer(g_wb_new, rhs)
+        g_wb = g_wb_new + np.cross(accel.momentum[i], -g_rhs)
+        g_momentum = np.cross(-g_rhs, accel.w_body[i])
+        grads.inertia[i] += np.outer(g_momentum, accel.w_body[i])
+        g_wb += setup.inertia[i].T @ g_momentum
+        g_torque[i] = r @ g_rhs
+        g_matrices[i] += np.outer(accel.torque[i], g_rhs)
+        g_w[i] = r @ g_wb
+        g_matrices[i] += np.outer(w[i], g_wb)
+    g_v_new = grads.v
+    grads.inv_mass += h * np.sum(g_v_new * accel.force, axis=1)
+    g_force = h * setup.inv_mass[:, None] * g_v_new
+    for j, (x_p, r_p, lin, ang_c, ang_p) in enumerate(accel.jacobians):
+        p, c = setup.parent[j], setup.child[j]
+        g_f = g_force[c] - (g_force[p] if p >= 0 else 0.0)
+        g_t_p = g_torque[p] if p >= 0 else np.zeros(3)
+        grads.action[j] += float(lin @ g_f + ang_c @ g_torque[c] - ang_p @ g_t_p)
+        g_xp, g_rp, g_xc, g_rc, g_child_x = joint_jacobian_vjp(
+            setup.frames, j, x_p, r_p, x[c], accel.matrices[c], setup.joint_child_x[j],
+            action[j] * g_f, action[j] * g_torque[c], -action[j] * g_t_p)
+        grads.joint_child_x[j] += g_child_x
+        grads.x[c] += g_xc
+        g_matrices[c] += g_rc
+        if p >= 0:
+            grads.x[p] += g_xp
+            g_matrices[p] += g_rp
+    for i in range(len(q)):
+        grads.q[i] += quat_to_matrix_vjp(q[i], g_matrices[i])
+    grads.v = g_v_new.copy()
+    grads.w = g_w
+
+
+def _substep_vjp(setup: _Setup, grads: _Grads, tape, action) -> None:
+    grads.lam[:] = 0.0
+    start_grads = None
+    for entry in reversed(tape):
+        kind = entry[0]
+        if kind == "velocity":
+            start_grads = _velocities_vjp(setup, grads, entry)
+        elif kind == "gauss_seidel":
+            _gauss_seidel_vjp(setup, grads, entry)
+        elif kind == "jacobi":
+            _jacobi_vjp(setup, grads, entry)
+        elif kind == "advance":
+            _advance_vjp(setup, grads, entry)
+        elif kind == "joint_velocity":
+            _joint_velocity_vjp(setup, grads, entry)
+        else:
+            _accelerate_vjp(setup, grads, entry, action)
+    grads.x += start_grads[0]
+    grads.q += start_grads[1]
+
+
+def step_vjp(model: PBDModel, state: PBDState, action, params, dt: float, g_next: PBDState, *,
+             substeps: int, iterations: int, solver: str = "gauss_seidel"):
+    """(∂L/∂state as a PBDState, ∂L/∂action (m,), ∂L/∂params dict like ``params``) of
+    :func:`step` given ∂L/∂(next state) ``g_next``."""
+    action = _checked(model, state, action, params, dt, substeps, iterations, solver)
+    setup = _setup(model, params, dt, substeps)
+    x, q, v, w = _start(state)
+    tapes = []
+    for _ in range(substeps):
+        tapes.append([])
+        x, q, v, w = _substep(setup, x, q, v, w, action, iterations, solver, tapes[-1])
+    grads = _Grads(setup, g_next, model.joint_count)
+    for tape in reversed(tapes):
+        _substep_vjp(setup, grads, tape, action)
+    q_in = np.asarray(state.link_q, dtype=np.float64)
+    g_q = np.array([quat_normalize_vjp(q_in[i], grads.q[i]) for i in range(len(q_in))])
+    mass = np.asarray(params["link_mass"], dtype=np.float64)
+    g_inertia = grads.inertia - np.einsum("nji,njk,nlk->nil", setup.inv_inertia,
+                                          grads.inv_inertia, setup.inv_inertia)
+    g_params = {
+        "link_mass": -grads.inv_mass / mass**2,
+        "link_inertia": 0.5 * (g_inertia + np.swapaxes(g_inertia, 1, 2)),
+        "joint_parent_x": grads.joint_parent_x,
+        "joint_child_x": grads.joint_child_x,
+        "joint_damping": grads.damping,
+        "joint_compliance": grads.compliance / setup.h**2,
+    }
+    g_state = PBDState(link_x=grads.x, link_q=g_q.reshape(-1, 4), link_v=grads.v,
+                       link_w=grads.w)
+    return g_state, grads.action, g_params
