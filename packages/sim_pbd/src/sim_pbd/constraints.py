@@ -101,10 +101,6 @@ def world_body() -> Body:
     return Body(np.zeros(3), np.eye(3), np.zeros((3, 3)), 0.0)
 
 
-def _zero_grad() -> BodyGrad:
-    return BodyGrad(np.zeros(3), np.zeros((3, 3)), np.zeros((3, 3)), 0.0)
-
-
 def response(body_p: Body, body_c: Body, corr: Correction):
     """(Δx_p, Δφ_p, Δx_c, Δφ_c), each (3,): the links' moves [m] and turns [rad] (or velocity
     changes for a velocity-level impulse) under ``corr``."""
