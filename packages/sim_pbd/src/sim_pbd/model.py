@@ -44,23 +44,30 @@ class ModelError(ValueError):
     """A :class:`PBDModel` field has the wrong shape or an unphysical value."""
 
 
-def inertia_problem(inertia: np.ndarray) -> str | None:
-    """Why a (3, 3) inertia tensor about the centre of mass [kg m²] is unphysical, or None:
-    it must be symmetric, positive definite, and its principal moments must satisfy the
-    triangle inequality (the largest at most the sum of the others), as every mass
-    distribution's do."""
-    scale = np.abs(inertia).max()
-    if np.abs(inertia - inertia.T).max() > _INERTIA_TOLERANCE * scale:
-        return f"the inertia {inertia.tolist()} kg m² is not symmetric"
+def inertia_problem(inertia: np.ndarray) -> tuple[int, str] | None:
+    """The index of the first unphysical tensor among inertia tensors about the centre of
+    mass [kg m²], shape (n, 3, 3), and why, or None when all are physical: each must be
+    symmetric, positive definite, and its principal moments must satisfy the triangle
+    inequality (the largest at most the sum of the others), as every mass distribution's do.
+    """
+    scale = np.abs(inertia).max(axis=(1, 2))
+    asymmetric = np.abs(inertia - inertia.transpose(0, 2, 1)).max(axis=(1, 2)) \
+        > _INERTIA_TOLERANCE * scale
     moments = np.linalg.eigvalsh(inertia)
-    if not moments[0] > 0.0:
-        return (f"the inertia is not positive definite (principal moments {moments.tolist()} "
-                f"kg m²); every principal moment must be > 0")
-    if moments[2] > (moments[0] + moments[1]) * (1.0 + _INERTIA_TOLERANCE):
-        return (f"the inertia's principal moments {moments.tolist()} kg m² break the triangle "
-                f"inequality (the largest exceeds the sum of the others), which no mass "
-                f"distribution does; correct the inertia tensor")
-    return None
+    indefinite = ~(moments[:, 0] > 0.0)
+    triangle = moments[:, 2] > (moments[:, 0] + moments[:, 1]) * (1.0 + _INERTIA_TOLERANCE)
+    bad = np.flatnonzero(asymmetric | indefinite | triangle)
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    if asymmetric[i]:
+        return i, f"the inertia {inertia[i].tolist()} kg m² is not symmetric"
+    if indefinite[i]:
+        return i, (f"the inertia is not positive definite (principal moments "
+                   f"{moments[i].tolist()} kg m²); every principal moment must be > 0")
+    return i, (f"the inertia's principal moments {moments[i].tolist()} kg m² break the "
+               f"triangle inequality (the largest exceeds the sum of the others), which no "
+               f"mass distribution does; correct the inertia tensor")
 
 
 def _float_array(name: str, value, shape: tuple[int, ...], *, finite: bool = True
@@ -73,9 +80,10 @@ def _float_array(name: str, value, shape: tuple[int, ...], *, finite: bool = Tru
         array = array.astype(np.float64)
     if array.shape != shape:
         raise ModelError(f"{name} must have shape {shape}, got {array.shape}")
-    if np.isnan(array).any() or (finite and not np.isfinite(array).all()):
-        index = np.argwhere(~np.isfinite(array) if finite else np.isnan(array))[0]
-        raise ModelError(f"{name}{list(index)} is {array[tuple(index)]}: every entry must be "
+    bad = ~np.isfinite(array) if finite else np.isnan(array)
+    if bad.any():
+        index = tuple(np.argwhere(bad)[0].tolist())
+        raise ModelError(f"{name}{list(index)} is {array[index]}: every entry must be "
                          f"{'finite' if finite else 'a number (±inf allowed)'}")
     return array
 
@@ -174,14 +182,15 @@ class PBDModel:
         self._check_joints()
 
     def _check_links(self):
-        for i, name in enumerate(self.link_names):
-            if not self.link_mass[i] > 0.0:
-                raise ModelError(f"link_mass of link {name!r} is {self.link_mass[i]} kg: masses "
-                                 f"must be > 0 (give the link an <inertial> mass)")
-        for i, name in enumerate(self.link_names):
-            problem = inertia_problem(self.link_inertia[i])
-            if problem is not None:
-                raise ModelError(f"link_inertia of link {name!r}: {problem}")
+        light = np.flatnonzero(~(self.link_mass > 0.0))
+        if light.size:
+            i = light[0]
+            raise ModelError(f"link_mass of link {self.link_names[i]!r} is {self.link_mass[i]} "
+                             f"kg: masses must be > 0 (give the link an <inertial> mass)")
+        problem = inertia_problem(self.link_inertia)
+        if problem is not None:
+            raise ModelError(f"link_inertia of link {self.link_names[problem[0]]!r}: "
+                             f"{problem[1]}")
 
     def _check_tree(self):
         n, m = self.link_count, self.joint_count
@@ -209,15 +218,18 @@ class PBDModel:
         for field, vectors in (("joint_axis", self.joint_axis),
                                ("joint_parent_q", self.joint_parent_q),
                                ("joint_child_q", self.joint_child_q)):
-            norms = np.linalg.norm(vectors, axis=1)
-            for j in np.flatnonzero(np.abs(norms - 1.0) > _UNIT_TOLERANCE):
-                raise ModelError(f"{field} of joint {self.joint_names[j]!r} has norm "
-                                 f"{norms[j]}: it must be a unit vector (normalize it)")
-        for j, name in enumerate(self.joint_names):
-            lower, upper = self.joint_lower[j], self.joint_upper[j]
-            if not (lower <= upper and lower < np.inf and upper > -np.inf):
-                raise ModelError(f"joint {name!r} has limits [{lower}, {upper}]: need "
-                                 f"joint_lower <= joint_upper (±inf for no limit)")
+            norms = np.sqrt((vectors * vectors).sum(axis=1))
+            bad = np.flatnonzero(np.abs(norms - 1.0) > _UNIT_TOLERANCE)
+            if bad.size:
+                raise ModelError(f"{field} of joint {self.joint_names[bad[0]]!r} has norm "
+                                 f"{norms[bad[0]]}: it must be a unit vector (normalize it)")
+        lower, upper = self.joint_lower, self.joint_upper
+        bad = np.flatnonzero(~((lower <= upper) & (lower < np.inf) & (upper > -np.inf)))
+        if bad.size:
+            j = bad[0]
+            raise ModelError(f"joint {self.joint_names[j]!r} has limits [{lower[j]}, "
+                             f"{upper[j]}]: need joint_lower <= joint_upper (±inf for no "
+                             f"limit)")
         if (self.joint_friction < 0).any():
             j = int(np.argmax(self.joint_friction < 0))
             raise ModelError(f"joint_friction of joint {self.joint_names[j]!r} is "

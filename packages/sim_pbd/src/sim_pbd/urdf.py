@@ -196,9 +196,9 @@ class _Link:
         self.com = frame[:3, 3]
         self.inertia = rotation @ np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]]) \
             @ rotation.T
-        problem = inertia_problem(self.inertia)
+        problem = inertia_problem(self.inertia[None])
         if problem is not None:
-            raise reader.error(inertia, what, problem)
+            raise reader.error(inertia, what, problem[1])
 
 
 class _Joint:
