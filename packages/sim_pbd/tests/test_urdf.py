@@ -207,6 +207,27 @@ def test_child_joint_of_a_merged_link_is_expressed_in_the_parents_frame():
                                [np.cos(np.pi / 4), 0, 0, np.sin(np.pi / 4)], atol=1e-15)
 
 
+@pytest.mark.parametrize("rpy, quaternion", [
+    ("3.141592653589793 0 0", [0, 1, 0, 0]), ("0 3.141592653589793 0", [0, 0, 1, 0]),
+    ("0 0 3.141592653589793", [0, 0, 0, 1]), ("0.3 -0.4 0.5", None),
+])
+def test_joint_frame_quaternions_of_half_turns_and_general_angles(rpy, quaternion):
+    text = robot("<link name='base'/>", link("a"), joint("j", "base", "a", rpy=rpy))
+    q = load_urdf(text).joint_parent_q[0]
+    if quaternion is None:  # roll about x, then pitch about y, then yaw about z
+        roll, pitch, yaw = map(float, rpy.split())
+        halves = [np.array([np.cos(a / 2), *(np.sin(a / 2) * np.eye(3)[k])])
+                  for a, k in ((yaw, 2), (pitch, 1), (roll, 0))]
+        quaternion = _product(_product(halves[0], halves[1]), halves[2])
+    assert abs(np.dot(q, quaternion)) == pytest.approx(1.0, abs=1e-15)
+
+
+def _product(p, q):
+    """Hamilton product of quaternions (w, x, y, z)."""
+    return np.array([p[0] * q[0] - p[1:] @ q[1:],
+                     *(p[0] * q[1:] + q[0] * p[1:] + np.cross(p[1:], q[1:]))])
+
+
 def test_joints_sharing_a_link_name_ignored_tags_and_massless_fixed_links():
     text = robot("<link name='base'/>", link("a"), "<link name='tip'/>",
                  joint("a", "base", "a"), joint("tip", "a", "tip", kind="fixed"),

@@ -12,8 +12,9 @@ a Gazebo ``<gravity>0</gravity>`` is a plugin setting, and gravity acts on every
 
 The XML is read with the standard library's expat parser, refusing any ``<!DOCTYPE>`` before
 it can declare an entity, so entity expansion ("billion laughs") and external entities never
-happen. Measured on Baxter's URDF (52 kB, ``benchmarks``-free: see the package README), the
-standard library parses it in ~0.5 ms, the whole load in ~2 ms.
+happen. Chosen by measurement (the package README's table): on Baxter's URDF (52 kB) it
+parses in 0.86 ms, against 3.3 ms for yourdfpy and 0.33 ms for lxml, with no dependency;
+the whole load takes 3.7 ms.
 
 Every problem raises :class:`URDFError` naming the element (and its line) and the fix.
 """
