@@ -133,7 +133,7 @@ class _Reader:
     def error(self, element: ET.Element, what: str, message: str) -> URDFError:
         return URDFError(f"{self.source}:{self.lines.get(element, '?')}: {what}: {message}")
 
-    def name(self, element: ET.Element, what: str) -> str:
+    def name(self, element: ET.Element) -> str:
         name = element.get("name")
         if not name:
             raise self.error(element, f"<{element.tag}>", "has no name attribute; add one")
@@ -176,7 +176,7 @@ class _Link:
 
     def __init__(self, element: ET.Element, reader: _Reader):
         self.element = element
-        self.name = reader.name(element, "link")
+        self.name = reader.name(element)
         what = f"link {self.name!r}"
         inertial = element.find("inertial")
         self.mass, self.com, self.inertia = 0.0, np.zeros(3), np.zeros((3, 3))
@@ -208,7 +208,7 @@ class _Joint:
 
     def __init__(self, element: ET.Element, reader: _Reader, links: Mapping[str, _Link]):
         self.element = element
-        self.name = reader.name(element, "joint")
+        self.name = reader.name(element)
         what = f"joint {self.name!r}"
         self.type = element.get("type")
         if self.type in _UNSUPPORTED:
