@@ -316,6 +316,7 @@ BAD_INPUTS = [
     ("<robot name='r'>\n<link name='a'>\n</robot>", r"<URDF text>:3: malformed XML"),
     ("<model/>", "root element is <model>"),
     ("<robot/>", "has no <link>"),
+    (robot("<link/>"), "<URDF text>:1: <link>: has no name attribute"),
     (chain().replace("type='revolute'", "type='hinge'", 1), "joint 'j1': unknown joint type "
                                                             "'hinge'"),
     (chain().replace("type='revolute'", "type='floating'", 1), "floating_base=True"),
