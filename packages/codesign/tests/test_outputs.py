@@ -14,11 +14,12 @@ from codesign.outputs import even_frame, write_video
 
 
 def moving_square(count: int, *, height: int, width: int) -> list[np.ndarray]:
-    """``count`` RGB frames of a white square moving right on grey."""
+    """``count`` RGB frames of a red square moving right on grey (red: a swap of the colour
+    channels shows)."""
     frames = []
     for i in range(count):
         frame = np.full((height, width, 3), 40, dtype=np.uint8)
-        frame[height // 4: height // 2, 3 * i: 3 * i + 8] = 255
+        frame[height // 4: height // 2, 3 * i: 3 * i + 8] = (230, 30, 30)
         frames.append(frame)
     return frames
 
@@ -40,8 +41,9 @@ def test_the_video_is_h264_that_decodes_back_to_the_frames(tmp_path):
     codec, pixels, width, height, rate, decoded = decode(path)
     assert (codec, pixels, width, height, rate) == ("h264", "yuv420p", 64, 48, 10)
     assert len(decoded) == 12
-    for original, back in zip(frames, decoded, strict=True):  # lossy, but close
-        assert np.abs(original.astype(int) - back).mean() < 4.0
+    for i, (original, back) in enumerate(zip(frames, decoded, strict=True)):
+        assert np.abs(original.astype(int) - back).mean() < 4.0  # lossy, but close
+        assert np.abs(back[18, 3 * i + 4].astype(int) - (230, 30, 30)).max() < 25  # still red
     head = path.read_bytes()[:64]
     assert head[4:8] == b"ftyp" and b"moov" in head  # the index first: plays while loading
     assert [p.name for p in tmp_path.iterdir()] == ["result.mp4"]  # no temporary file left

@@ -94,11 +94,12 @@ def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool =
                         plugin_table(plugin_manager, registry=registry))
     if journal_dir.exists():
         _refuse_a_changed_run(journal_dir, record)
+    # taken before optimizing: the git state of the code that runs, not of later edits
+    environment = run_environment(command=command, experiment_folder=config.base_dir)
     with build_experiment(config, registry) as experiment, \
             _journal_kept_on_interrupt(journal_dir, record):
         optimized = optimize_experiment(experiment, journal_dir / "evaluations",
                                         progress=progress, log=log)
-        environment = run_environment(command=command, experiment_folder=config.base_dir)
         with _renamed_when_complete(journal_dir / "output", out) as folder:
             return write_run_files(folder, experiment, optimized, record.plugins,
                                     inputs=record.inputs, environment=environment, log=log)
