@@ -321,3 +321,45 @@ def test_sigterm_keeps_the_journal_and_says_how_to_resume(tmp_path, manager, cap
     code, stdout, _ = codesign(["run", fx.SPRING_YAML, "--out", out, "--resume",
                                 "--no-progress"], manager, capsys)
     assert code == 0 and "resumed: 3 evaluation(s) answered from the journal" in stdout
+
+
+def test_a_run_killed_while_writing_leaves_only_its_journal(tmp_path, manager, capsys):
+    out = tmp_path / "run"
+    # 12 evaluations, then the 13th rollout draws the video: the files before it are written
+    process = _killable(["run", fx.SPRING_YAML, "--out", out, "--no-progress"], hang_after=12)
+    deadline = time.monotonic() + 120
+    try:
+        while not list(tmp_path.glob("**/loss.png")):  # wherever the run writes it
+            if process.poll() is not None:
+                pytest.fail(f"the run ended before it was killed: {process.communicate()}")
+            assert time.monotonic() < deadline, "the run never started writing"
+            time.sleep(0.02)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=60)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.partial"]  # nothing hidden
+    code, stdout, _ = codesign(["run", fx.SPRING_YAML, "--out", out, "--resume",
+                                "--no-progress"], manager, capsys)
+    assert code == 0 and "resumed: 12 evaluation(s) answered from the journal" in stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == summary["files"]
+    assert summary["evaluations"] == 12 and summary["video"] is not None
+
+
+def test_progress_in_a_log_is_whole_lines(tmp_path, manager, capsys):
+    code, _, err = codesign(["run", fx.SPRING_YAML, "--out", tmp_path / "run", "--quick"],
+                            manager, capsys)
+    assert code == 0
+    assert "\r" not in err  # stderr is captured here, as in a log: no bar redrawn in place
+    assert err.startswith("fixtures_spring: 4/4 it, loss=") and err.count("\n") == 1
+
+
+def test_the_run_directory_records_the_command_line(tmp_path, manager, capsys):
+    out = tmp_path / "run"
+    args = ["run", str(fx.SPRING_YAML), "--out", str(out), "--quick", "--no-progress"]
+    assert codesign(args, manager, capsys)[0] == 0
+    environment = json.loads((out / "environment.json").read_text())
+    assert environment["command"] == ["codesign", *args]
+    assert environment["command_line"].startswith("codesign run ")
+    assert environment["working_directory"] == os.getcwd()

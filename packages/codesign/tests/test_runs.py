@@ -39,8 +39,8 @@ def _fixtures():
 
 
 fx = _fixtures()
-RUN_FILES = {"config.yaml", "plugins.json", "history.json", "parameters.npz", "loss.png",
-             "summary.json"}
+RUN_FILES = {"config.yaml", "plugins.json", "inputs.json", "environment.json", "history.json",
+             "parameters.npz", "loss.png", "summary.json"}
 
 
 @pytest.fixture(autouse=True)
@@ -319,6 +319,36 @@ def test_a_diverging_simulation_leaves_nothing_behind(tmp_path, manager):
     with pytest.raises(SimulationError, match="non-finite objective values"):
         run(path, tmp_path / "run", manager)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+
+
+def test_a_failed_run_removes_the_folders_it_created(tmp_path, manager):
+    path = write_experiment(tmp_path, **{"{target: 0.2}": "{target: .nan}"})
+    with pytest.raises(SimulationError, match="non-finite objective values"):
+        run(path, tmp_path / "runs" / "spring" / "run", manager)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "keep.txt").write_text("a user's file")
+    with pytest.raises(SimulationError):
+        run(path, tmp_path / "runs" / "spring" / "run", manager)
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["keep.txt"]
+
+
+def test_a_folder_left_by_a_kill_while_writing_is_replaced_on_resume(tmp_path, manager):
+    fx.INTERRUPT_AFTER = 12  # every evaluation is journaled; the video's rollout is cut
+    out = tmp_path / "run"
+    with pytest.raises(RunInterrupted, match="12 evaluation"):
+        run(fx.SPRING_YAML, out, manager)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.partial"]  # nothing hidden
+    output = partial_dir(out) / "output"
+    output.mkdir()  # what a SIGKILL during the write leaves (tests/test_cli.py kills one)
+    (output / "history.json").write_text("{half")
+    (output / ".parameters.x1y2.tmp.npz").write_bytes(b"half")
+    fx.INTERRUPT_AFTER = 0
+    summary = run(fx.SPRING_YAML, out, manager, resume=True)
+    assert summary["evaluations_from_journal"] == 12
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert {p.name for p in out.iterdir()} == RUN_FILES | {summary["video"]}
+    assert json.loads((out / "history.json").read_text())["iterations"][0]["iteration"] == 1
 
 
 # -- the journal ------------------------------------------------------------------------------

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from codesign.testing import gradcheck
 from sim_pbd import PBDState
 from sim_pbd.kinematics import (
     forward_kinematics,
     forward_kinematics_vjp,
-    joint_frames,
     joint_positions,
     joint_positions_vjp,
 )
@@ -40,16 +38,6 @@ def test_revolute_angle_is_continuous_through_a_half_turn(models):
     read = [joint_positions(model, model.parameters(), models.state_at(model, [a]))[0][0]
             for a in angles]
     np.testing.assert_allclose(read, angles, atol=1e-12)
-
-
-def test_joint_frames_reject_a_parent_after_its_child(models):
-    model = models.chain(2)
-    swapped = models.make_model([(1.0, np.eye(3))] * 2,
-                         [dict(type="revolute", parent=1, child=0),
-                          dict(type="revolute", parent=0, child=1)])
-    joint_frames(model)
-    with pytest.raises(ValueError, match="tree order"):
-        joint_frames(swapped)
 
 
 def test_forward_kinematics_vjp(any_model):

@@ -10,8 +10,10 @@
 - ``codesign demo [SIMULATOR] [--quick] [--out DIR]``: run the default example that the
   plugin of SIMULATOR registers (without one: the first plugin by name that has one).
 
-Errors are printed as one message on stderr with exit code 2 (``--debug`` shows the
-traceback); an interrupted run exits with 130 and says how to resume.
+Progress goes to stderr: a bar on a terminal, a plain line every few seconds when stderr is
+a log or a pipe (``--no-progress`` hides it). The run directory's environment.json records
+the command line. Errors are printed as one message on stderr with exit code 2 (``--debug``
+shows the traceback); an interrupted run exits with 130 and says how to resume.
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (run, demo):
         sub.add_argument("--resume", action="store_true",
                          help="continue the interrupted run journaled in OUT.partial")
-        sub.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+        sub.add_argument("--no-progress", action="store_true",
+                         help="hide the progress (a bar on a terminal; otherwise a line every "
+                              "few seconds)")
     for sub in (run, validate, demo):
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show the full traceback of an error")
@@ -114,7 +118,8 @@ def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
     with _sigterm_as_interrupt():
         summary = run_experiment(experiment_path, get_registry(plugin_manager), out=out,
                                  quick=args.quick, resume=args.resume,
-                                 progress=not args.no_progress, plugin_manager=plugin_manager)
+                                 progress=not args.no_progress, plugin_manager=plugin_manager,
+                                 command=args.command_line)
     print(f"wrote {out}: final loss {summary['final_loss']:.6g} after {summary['iterations']} "
           f"iteration(s), {summary['evaluations']} evaluation(s), {summary['wall_time_s']:.1f} s")
     for note in summary["notes"]:
@@ -210,7 +215,9 @@ def main(argv: Sequence[str] | None = None, *, plugin_manager=None) -> int:
 
     ``plugin_manager`` replaces the installed plugins (tests inject a fake plugin).
     """
+    argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
     args = build_parser().parse_args(argv)
+    args.command_line = ["codesign", *argv]  # what environment.json records
     try:
         manager = plugin_manager if plugin_manager is not None else _installed_plugins()
         if args.command == "run":

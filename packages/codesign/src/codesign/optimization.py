@@ -1,7 +1,7 @@
 """The optimize stage of a run: the optimizer on a journaled objective, so a killed run resumes.
 
 :func:`optimize_experiment` runs the experiment's optimizer (or, for an identification
-experiment, :func:`codesign.identification.identify`) with a progress bar, collecting the
+experiment, :func:`codesign.identification.identify`) with a progress display, collecting the
 history. Every evaluation goes through an :class:`EvaluationJournal`: one ``.npz`` each,
 written atomically, read back bit-exactly. Optimizers are deterministic, so re-running one
 from the start with the journal of a killed run answers the evaluations already paid for
@@ -28,6 +28,7 @@ from .identification import identify
 from .optim.base import Evaluation, IterationInfo, OptimizeResult
 from .outputs import read_npz, summarize_array, write_npz
 from .problem import evaluate_point
+from .progress import ProgressDisplay, progress_display
 
 __all__ = [
     "EvaluationJournal",
@@ -177,10 +178,10 @@ def design_values(problem, x: np.ndarray) -> dict[str, Any]:
 
 @dataclasses.dataclass
 class _Progress:
-    """Collects the history and drives the progress bar from optimizer callbacks."""
+    """Collects the history and drives the progress display from optimizer callbacks."""
 
     problem: Any
-    bar: Any
+    display: ProgressDisplay
     history: list = dataclasses.field(default_factory=list)
 
     def __call__(self, info: IterationInfo) -> None:
@@ -192,9 +193,7 @@ class _Progress:
             record["controller_weight_norm"] = float(np.sqrt(sum(
                 np.sum(np.square(w)) for w in weights.values())))
         self.history.append(record)
-        self.bar.n = min(int(info.iteration), self.bar.total or int(info.iteration))
-        self.bar.set_postfix(loss=f"{info.loss:.6g}", refresh=False)
-        self.bar.refresh()
+        self.display.update(info.iteration, info.loss)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,17 +222,16 @@ def optimize_experiment(experiment: Experiment | IdentificationExperiment, journ
     """Optimize ``experiment`` journaling every evaluation in ``journal_folder``.
 
     Evaluations already in the journal (a killed run's) are answered from it; ``progress``
-    shows a progress bar on stderr; ``log`` receives notes.
+    shows the progress on stderr (:func:`codesign.progress.progress_display`: a bar on a
+    terminal, plain lines in a log); ``log`` receives notes.
     """
-    from tqdm import tqdm
-
     function = JournaledFunction(experiment.problem, EvaluationJournal(journal_folder))
     if function.journal.entries:
         log(f"resuming: {len(function.journal)} evaluation(s) in the journal")
     started = time.perf_counter()
-    with tqdm(total=experiment.iterations, file=sys.stderr, disable=not progress,
-              desc=Path(experiment.config.source).stem, unit="it", dynamic_ncols=True) as bar:
-        tracker = _Progress(experiment.problem, bar)
+    with progress_display(sys.stderr, total=experiment.iterations, enabled=progress,
+                          desc=Path(experiment.config.source).stem) as display:
+        tracker = _Progress(experiment.problem, display)
         if isinstance(experiment, IdentificationExperiment):
             result = identify(function, optimizer=experiment.optimizer,
                               max_iterations=experiment.iterations,

@@ -1,4 +1,5 @@
-"""Files a run writes: atomic writes, JSON, arrays without pickle, the loss curve and videos.
+"""Files a run writes: atomic writes, JSON, arrays without pickle, the loss curve and videos
+(H.264 MP4, GIF without an H.264 encoder).
 
 Every writer goes through :func:`atomic_write`: the data lands in a temporary file in the
 same folder, which then replaces the target with :func:`os.replace`, so a reader (or a run
@@ -30,6 +31,7 @@ __all__ = [
     "summarize_array",
     "plot_loss",
     "write_video",
+    "even_frame",
     "check_frame",
 ]
 
@@ -167,29 +169,40 @@ def check_frame(frame: Any, *, width: int, height: int) -> np.ndarray:
     return frame
 
 
+H264_ENCODER = "libx264"
+"""FFmpeg's H.264 encoder, bundled in PyAV's wheels for Linux, macOS and Windows."""
+
+
+def even_frame(frame: np.ndarray) -> np.ndarray:
+    """``frame`` (height, width, 3) grown to even height and width by repeating its last row
+    and column: H.264 in 4:2:0 chroma needs both even."""
+    height, width = frame.shape[:2]
+    return np.pad(frame, ((0, height % 2), (0, width % 2), (0, 0)), mode="edge")
+
+
 def _write_mp4(path: Path, frames: Sequence[np.ndarray], fps: int) -> bool:
+    """Write ``frames`` as H.264 (yuv420p, even size, index at the front) in an MP4 through
+    PyAV; ``False`` when PyAV or its encoder is unavailable (the caller writes a GIF)."""
     try:
-        import cv2
+        import av
     except ImportError:
         return False
-    height, width = frames[0].shape[:2]
+    even = [even_frame(np.ascontiguousarray(frame)) for frame in frames]
+    height, width = even[0].shape[:2]
 
     def write(tmp: Path) -> None:
-        writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), float(fps),
-                                 (width, height))
-        if not writer.isOpened():
-            raise OSError("OpenCV could not open an MP4 writer")
-        try:
-            for frame in frames:
-                writer.write(np.ascontiguousarray(frame[:, :, ::-1]))  # RGB -> BGR
-        finally:
-            writer.release()
-        if tmp.stat().st_size == 0:
-            raise OSError("OpenCV wrote an empty MP4")
+        # faststart moves the index before the data so browsers play while downloading
+        with av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}) as out:
+            stream = out.add_stream(H264_ENCODER, rate=fps)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.options = {"crf": "20"}  # visually lossless for flat renderings, small files
+            for frame in even:
+                out.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+            out.mux(stream.encode())
 
     try:
         atomic_write(path, write)
-    except OSError:
+    except (av.FFmpegError, ValueError):  # no such encoder (UnknownCodecError), or it failed
         return False
     return True
 
@@ -205,8 +218,10 @@ def _write_gif(path: Path, frames: Sequence[np.ndarray], fps: int) -> None:
 
 
 def write_video(stem: str | Path, frames: Sequence[np.ndarray], *, fps: int) -> Path:
-    """Write RGB uint8 frames as ``stem.mp4`` (OpenCV, if importable) or ``stem.gif`` (Pillow).
+    """Write RGB uint8 frames as ``stem.mp4`` (H.264 through PyAV) or, when PyAV or its
+    H.264 encoder is unavailable, ``stem.gif`` (Pillow).
 
+    Frames of odd height or width are grown by one row or column (:func:`even_frame`).
     Returns the path written.
     """
     if not frames:

@@ -4,13 +4,19 @@
 
 - ``config.yaml``: the resolved experiment (defaults filled in, ``quick`` applied),
 - ``plugins.json``: name, version and distribution of every plugin (:func:`plugin_table`),
+- ``inputs.json``: every file the experiment names (scene assets, scene files, videos,
+  recordings) with its YAML key, path, SHA-256 and size (:func:`codesign.inputs.input_files`),
+- ``environment.json``: Python, platform, numeric library versions, git commit and state of
+  the codesign checkout and the experiment's folder, the command line and working directory
+  (:func:`codesign.environment.run_environment`),
 - ``history.json``: per iteration the loss, gradient norm, evaluations and free design
   parameters (fields of more than 64 entries as shape and min/mean/max, controller weights
   as their norm; the final values of both are in parameters.npz),
 - ``parameters.npz``: the final design (``design.<name>``), controller weights
   (``controller.<name>``) and the scaled vector ``x``; numeric arrays only, no pickle,
 - ``loss.png``: the loss curve,
-- ``result.mp4`` or ``result.gif``: the optimized rollout drawn by the simulator's ``render``,
+- ``result.mp4`` (H.264) or ``result.gif`` (without an H.264 encoder): the optimized rollout
+  drawn by the simulator's ``render``,
 - ``summary.json``: final loss, iterations, evaluations, wall time, convergence, files, notes.
 
 An identification run writes the same files, with: ``parameters.npz`` holding the fitted
@@ -163,15 +169,20 @@ def _render_video(experiment: Experiment | IdentificationExperiment, x: np.ndarr
 
 def write_run_files(folder: Path, experiment: Experiment | IdentificationExperiment,
                     optimized: Optimization, plugins: list[dict[str, Any]], *,
+                    inputs: list[dict[str, Any]], environment: dict[str, Any],
                     log: Callable[[str], None]) -> dict[str, Any]:
     """Write every file of the run into ``folder``; return the summary.
 
-    A failing ``render`` hook costs only the video: its note goes to ``log`` and the summary.
+    ``plugins``, ``inputs`` and ``environment`` are what plugins.json, inputs.json and
+    environment.json hold. A failing ``render`` hook costs only the video: its note goes to
+    ``log`` and the summary.
     """
     config, result = experiment.config, optimized.result
     identification = isinstance(experiment, IdentificationExperiment)
     write_text(folder / "config.yaml", config.to_yaml())
     write_json(folder / "plugins.json", plugins)
+    write_json(folder / "inputs.json", inputs)
+    write_json(folder / "environment.json", environment)
     write_json(folder / "history.json", {"iterations": optimized.history})
     write_npz(folder / "parameters.npz", _result_arrays(experiment, result.x))
     losses = [h["loss"] for h in optimized.history] or [result.loss]

@@ -87,10 +87,8 @@ def _perpendicular(axis) -> np.ndarray:
 
 
 def joint_frames(model: PBDModel) -> JointFrames:
-    """The joints' axes and normals in their two links' body frames, and the tree order.
-
-    Raises ValueError when a joint's parent link is not placed by an earlier joint (the
-    joints do not form a tree rooted at the world or at a floating base)."""
+    """The joints' axes, normals and frame rotations in their two links' body frames, and
+    the tree order."""
     m = model.joint_count
     frames = {name: np.zeros((m, 3)) for name in JointFrames._fields[:4]}
     for j in range(m):
@@ -100,15 +98,8 @@ def joint_frames(model: PBDModel) -> JointFrames:
         frames["child_axis"][j] = quat_rotate(model.joint_child_q[j], axis)
         frames["parent_normal"][j] = quat_rotate(model.joint_parent_q[j], normal)
         frames["child_normal"][j] = quat_rotate(model.joint_child_q[j], normal)
+    # the model holds joint_parent < joint_child, so child order places parents first
     order = np.argsort(model.joint_child, kind="stable")
-    placed = {-1, 0} if model.floating_base else {-1}
-    for j in order:
-        if int(model.joint_parent[j]) not in placed:
-            raise ValueError(
-                f"joint {model.joint_names[j]!r}: its parent link {model.joint_parent[j]} is "
-                "not placed by an earlier joint; order the links so that a joint's parent "
-                "has a lower index than its child (tree order)")
-        placed.add(int(model.joint_child[j]))
     rotations = {
         name: np.array([quat_to_matrix(q) for q in quats]).reshape(m, 3, 3)
         for name, quats in (("parent_rotation", model.joint_parent_q),

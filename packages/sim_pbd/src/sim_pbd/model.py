@@ -8,16 +8,21 @@ a model is built (masses, centres of mass and inertias combined), so every joint
 The world is link index -1: a joint whose parent is -1 attaches its child to the world
 frame (a fixed base). With ``floating_base`` the root link has no joint to the world.
 
-Arrays are float64 NumPy arrays; quaternions are (w, x, y, z).
+Arrays are float64 NumPy arrays; quaternions are (w, x, y, z). Construction checks every
+field (shapes, finite values, physical masses and inertias, unit axes and quaternions, tree
+order, limits) and raises :class:`ModelError` naming the field, the link or joint, and the fix.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
-__all__ = ["JOINT_TYPES", "PARAMETERS", "PBDModel"]
+from .options import PBDOptions
+
+__all__ = ["JOINT_TYPES", "ModelError", "PARAMETERS", "PBDModel", "inertia_problem"]
 
 JOINT_TYPES = ("revolute", "prismatic")
 """Joint type names, indexed by ``PBDModel.joint_type`` (URDF ``continuous`` is a revolute
@@ -27,6 +32,78 @@ PARAMETERS = ("link_mass", "link_inertia", "joint_parent_x", "joint_child_x", "j
               "joint_compliance")
 """The model fields a design may replace at step time (:meth:`PBDModel.parameters`); the
 step's VJP returns a gradient for each."""
+
+_UNIT_TOLERANCE = 1e-6
+"""How far from 1 the norm of a joint axis or quaternion may be (float32 rounding)."""
+_INERTIA_TOLERANCE = 1e-9
+"""Relative slack (of the largest principal moment) in the inertia triangle inequality, which
+a thin rod meets with equality."""
+
+
+class ModelError(ValueError):
+    """A :class:`PBDModel` field has the wrong shape or an unphysical value."""
+
+
+def inertia_problem(inertia: np.ndarray) -> tuple[int, str] | None:
+    """The index of the first unphysical tensor among inertia tensors about the centre of
+    mass [kg m²], shape (n, 3, 3), and why, or None when all are physical: each must be
+    symmetric, positive definite, and its principal moments must satisfy the triangle
+    inequality (the largest at most the sum of the others), as every mass distribution's do.
+    """
+    scale = np.abs(inertia).max(axis=(1, 2))
+    asymmetric = np.abs(inertia - inertia.transpose(0, 2, 1)).max(axis=(1, 2)) \
+        > _INERTIA_TOLERANCE * scale
+    moments = np.linalg.eigvalsh(inertia)
+    indefinite = ~(moments[:, 0] > 0.0)
+    triangle = moments[:, 2] > (moments[:, 0] + moments[:, 1]) * (1.0 + _INERTIA_TOLERANCE)
+    bad = np.flatnonzero(asymmetric | indefinite | triangle)
+    if not bad.size:
+        return None
+    i = int(bad[0])
+    if asymmetric[i]:
+        return i, f"the inertia {inertia[i].tolist()} kg m² is not symmetric"
+    if indefinite[i]:
+        return i, (f"the inertia is not positive definite (principal moments "
+                   f"{moments[i].tolist()} kg m²); every principal moment must be > 0")
+    return i, (f"the inertia's principal moments {moments[i].tolist()} kg m² break the "
+               f"triangle inequality (the largest exceeds the sum of the others), which no "
+               f"mass distribution does; correct the inertia tensor")
+
+
+def _float_array(name: str, value, shape: tuple[int, ...], *, finite: bool = True
+                 ) -> np.ndarray:
+    """``value`` as a floating array of ``shape`` (kept float32 if it is; float64 otherwise)."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "fiu" or array.dtype == np.bool_:
+        raise ModelError(f"{name} must hold numbers, got dtype {array.dtype}")
+    if array.dtype.kind != "f":
+        array = array.astype(np.float64)
+    if array.shape != shape:
+        raise ModelError(f"{name} must have shape {shape}, got {array.shape}")
+    bad = ~np.isfinite(array) if finite else np.isnan(array)
+    if bad.any():
+        index = tuple(np.argwhere(bad)[0].tolist())
+        raise ModelError(f"{name}{list(index)} is {array[index]}: every entry must be "
+                         f"{'finite' if finite else 'a number (±inf allowed)'}")
+    return array
+
+
+def _index_array(name: str, value, count: int) -> np.ndarray:
+    array = np.asarray(value)
+    if array.shape != (count,) or (array.size and array.dtype.kind not in "iu"):
+        raise ModelError(f"{name} must be an integer array of shape ({count},), got "
+                         f"{array.dtype} {array.shape}")
+    return array.astype(np.int64)
+
+
+def _names(field: str, value) -> tuple[str, ...]:
+    names = tuple(value)
+    if not all(isinstance(name, str) and name for name in names):
+        raise ModelError(f"{field} must be non-empty strings, got {names!r}")
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ModelError(f"{field} must be unique; repeated: {duplicates}")
+    return names
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -38,8 +115,9 @@ class PBDModel:
         link_mass: masses [kg], (n,).
         link_inertia: inertia tensors about the centre of mass in the body frame [kg m²],
             symmetric positive definite, (n, 3, 3).
-        joint_names: URDF joint names in URDF order, (m,); the action vector holds one
-            torque [N m] (revolute) or force [N] (prismatic) per joint in this order.
+        joint_names: URDF joint names in URDF order (each after the joint moving its
+            parent), (m,); the action vector holds one torque [N m] (revolute) or force [N]
+            (prismatic) per joint in this order.
         joint_type: index into :data:`JOINT_TYPES`, (m,) int64.
         joint_parent: parent link index, -1 for the world, (m,) int64.
         joint_child: child link index, (m,) int64.
@@ -80,6 +158,88 @@ class PBDModel:
     joint_rest: np.ndarray
     gravity: np.ndarray
     floating_base: bool = False
+
+    def __post_init__(self):
+        set_field = functools.partial(object.__setattr__, self)
+        set_field("link_names", _names("link_names", self.link_names))
+        set_field("joint_names", _names("joint_names", self.joint_names))
+        n, m = self.link_count, self.joint_count
+        shapes = {"link_mass": (n,), "link_inertia": (n, 3, 3), "joint_parent_x": (m, 3),
+                  "joint_parent_q": (m, 4), "joint_child_x": (m, 3), "joint_child_q": (m, 4),
+                  "joint_axis": (m, 3), "joint_lower": (m,), "joint_upper": (m,),
+                  "joint_damping": (m,), "joint_friction": (m,), "joint_compliance": (m,),
+                  "joint_rest": (m,), "gravity": (3,)}
+        for name, shape in shapes.items():
+            set_field(name, _float_array(name, getattr(self, name), shape,
+                                         finite=name not in ("joint_lower", "joint_upper")))
+        for name in ("joint_type", "joint_parent", "joint_child"):
+            set_field(name, _index_array(name, getattr(self, name), m))
+        if not isinstance(self.floating_base, bool | np.bool_):
+            raise ModelError(f"floating_base must be true or false, got {self.floating_base!r}")
+        set_field("floating_base", bool(self.floating_base))
+        self._check_links()
+        self._check_tree()
+        self._check_joints()
+
+    def _check_links(self):
+        light = np.flatnonzero(~(self.link_mass > 0.0))
+        if light.size:
+            i = light[0]
+            raise ModelError(f"link_mass of link {self.link_names[i]!r} is {self.link_mass[i]} "
+                             f"kg: masses must be > 0 (give the link an <inertial> mass)")
+        problem = inertia_problem(self.link_inertia)
+        if problem is not None:
+            raise ModelError(f"link_inertia of link {self.link_names[problem[0]]!r}: "
+                             f"{problem[1]}")
+
+    def _check_tree(self):
+        n, m = self.link_count, self.joint_count
+        for j, name in enumerate(self.joint_names):
+            if not 0 <= self.joint_type[j] < len(JOINT_TYPES):
+                raise ModelError(f"joint_type of joint {name!r} is {self.joint_type[j]}: an "
+                                 f"index into {JOINT_TYPES}")
+            parent, child = self.joint_parent[j], self.joint_child[j]
+            if not (0 <= child < n and -1 <= parent < child):
+                raise ModelError(f"joint {name!r} joins link {parent} to link {child}: the "
+                                 f"links must be in tree order, -1 <= joint_parent < "
+                                 f"joint_child < {n} (a parent before its children)")
+            if self.floating_base and parent == -1:
+                raise ModelError(f"joint {name!r} attaches link {child} to the world, but a "
+                                 f"floating-base model has no joint to the world; set "
+                                 f"floating_base=False or reparent the joint")
+        children = np.bincount(self.joint_child, minlength=n)
+        roots = 1 if self.floating_base else 0
+        if n != m + roots or (children[roots:] != 1).any() or children[:roots].any():
+            raise ModelError(f"every link but {'the floating root (link 0)' if roots else 'none'}"
+                             f" must be the child of exactly one joint; joints per link: "
+                             f"{dict(zip(self.link_names, children.tolist(), strict=True))}")
+
+    def _check_joints(self):
+        for field, vectors in (("joint_axis", self.joint_axis),
+                               ("joint_parent_q", self.joint_parent_q),
+                               ("joint_child_q", self.joint_child_q)):
+            norms = np.sqrt((vectors * vectors).sum(axis=1))
+            bad = np.flatnonzero(np.abs(norms - 1.0) > _UNIT_TOLERANCE)
+            if bad.size:
+                raise ModelError(f"{field} of joint {self.joint_names[bad[0]]!r} has norm "
+                                 f"{norms[bad[0]]}: it must be a unit vector (normalize it)")
+        lower, upper = self.joint_lower, self.joint_upper
+        bad = np.flatnonzero(~((lower <= upper) & (lower < np.inf) & (upper > -np.inf)))
+        if bad.size:
+            j = bad[0]
+            raise ModelError(f"joint {self.joint_names[j]!r} has limits [{lower[j]}, "
+                             f"{upper[j]}]: need joint_lower <= joint_upper (±inf for no "
+                             f"limit)")
+        if (self.joint_friction < 0).any():
+            j = int(np.argmax(self.joint_friction < 0))
+            raise ModelError(f"joint_friction of joint {self.joint_names[j]!r} is "
+                             f"{self.joint_friction[j]}: friction must be >= 0")
+        # the options' declared physical bounds, also for a model built in Python
+        for field, option_name in (("joint_damping", "damping"),
+                                   ("joint_compliance", "compliance")):
+            problem = PBDOptions.spec(option_name).problem(getattr(self, field))
+            if problem is not None:
+                raise ModelError(f"{field}: {problem}")
 
     @property
     def link_count(self) -> int:

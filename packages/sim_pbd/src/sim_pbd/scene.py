@@ -1,0 +1,67 @@
+"""Options to model: :func:`build_model` turns :class:`~sim_pbd.options.PBDOptions` into a
+:class:`~sim_pbd.model.PBDModel`.
+
+``urdf`` is a path (relative to the experiment file's folder, ``base_dir``) or the name of a
+robot shipped in ``sim_pbd/examples/<name>/<name>.urdf``: ``baxter`` (Rethink Robotics'
+URDF, with its LICENSE beside it) and ``double_pendulum`` (the paper's Sec. V-B arm).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from .model import PBDModel
+from .options import PBDOptions
+from .urdf import load_urdf
+
+__all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "urdf_path"]
+
+ROBOT_DIRECTORY = Path(__file__).parent / "examples"
+"""Folder of the bundled robots, one subfolder each holding ``<name>.urdf``."""
+
+
+class SceneError(ValueError):
+    """Options that name no URDF or do not fit the robot loaded."""
+
+
+def urdf_path(urdf: str, *, base_dir: str | Path | None = None) -> Path:
+    """The URDF file ``urdf`` names: a path relative to ``base_dir`` (default the working
+    directory) or absolute, else a bundled robot's name (``baxter``, ``double_pendulum``)."""
+    folder = Path(base_dir or ".")
+    path = folder / urdf
+    if path.is_file():
+        return path
+    bundled = ROBOT_DIRECTORY / urdf / f"{urdf}.urdf"
+    if bundled.is_file():
+        return bundled
+    known = sorted(p.parent.name for p in ROBOT_DIRECTORY.glob("*/*.urdf")
+                   if p.stem == p.parent.name)
+    raise SceneError(f"urdf {urdf!r} is neither a file in {str(folder.resolve())!r} nor a "
+                     f"bundled robot; bundled: {known}")
+
+
+def build_model(options: PBDOptions) -> PBDModel:
+    """The model of ``options``: the URDF loaded with the options' base, joints, initial
+    positions, gravity and compliance; joint limits removed when ``joint_limits`` is off and
+    the URDF's damping replaced by ``damping`` when given (one value or one per joint)."""
+    o = options
+    model = load_urdf(urdf_path(o.urdf, base_dir=o.base_dir), base_link=o.base_link,
+                      floating_base=o.floating_base, joints=o.joints,
+                      initial_positions=o.initial_positions, gravity=o.gravity,
+                      compliance=o.compliance)
+    changes = {}
+    if not o.joint_limits:
+        changes.update(joint_lower=np.full(model.joint_count, -np.inf),
+                       joint_upper=np.full(model.joint_count, np.inf))
+    if o.damping is not None:
+        damping = np.asarray(o.damping, dtype=np.float64)
+        if damping.ndim == 0:
+            damping = np.full(model.joint_count, float(damping))
+        if damping.shape != (model.joint_count,):
+            raise SceneError(f"damping has {damping.size} values; give one, or one per joint "
+                             f"({model.joint_count}: {list(model.joint_names)})")
+        changes["joint_damping"] = damping
+    return dataclasses.replace(model, **changes) if changes else model
