@@ -29,6 +29,7 @@ from .rotations import (
     quat_normalize,
     quat_normalize_vjp,
     quat_rotate,
+    quat_rotate_rows,
     quat_rotate_vjp,
     quat_to_matrix,
     quat_to_matrix_vjp,
@@ -37,6 +38,7 @@ from .state import PBDState
 
 __all__ = [
     "JointFrames",
+    "joint_origins",
     "joint_frames",
     "joint_coordinate",
     "joint_coordinate_vjp",
@@ -348,3 +350,17 @@ def joint_positions_vjp(model: PBDModel, params, state: PBDState, g_joint_q, g_j
     g_q = link_matrices_vjp(state.link_q, g_matrix)
     return (PBDState(link_x=grads["x"], link_q=g_q, link_v=grads["v"], link_w=grads["w"]),
             {"joint_parent_x": g_parent_x, "joint_child_x": g_child_x})
+
+
+def joint_origins(model: PBDModel, state: PBDState, params) -> tuple[np.ndarray, np.ndarray]:
+    """World positions [m] of each joint origin as the parent link (the world for parent -1)
+    and as the child link carry it, each (m, 3); they coincide when the joint holds (for a
+    prismatic joint, up to its slide along the axis)."""
+    parent, child = model.joint_parent, model.joint_child
+    on_child = state.link_x[child] + quat_rotate_rows(state.link_q[child],
+                                                      params["joint_child_x"])
+    on_parent = np.array(params["joint_parent_x"], dtype=np.float64)
+    moving = parent >= 0
+    on_parent[moving] = (state.link_x[parent[moving]]
+                         + quat_rotate_rows(state.link_q[parent[moving]], on_parent[moving]))
+    return on_parent, on_child

@@ -58,8 +58,6 @@ class PBDOptions(Options):
     view_window: list[float] | None = option(
         None, unit="m", doc="render window [u_min, u_max, v_min, v_max] in the projection "
                             "plane (framed automatically)")
-    trace_link: str | None = option(
-        None, doc="link whose path the render draws (default the last link)")
     base_dir: str | None = option(None, doc="set by the run: the experiment file's folder, "
                                             "where a relative urdf path starts (default the "
                                             "working directory)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "quat_rotate_rows",
     "quat_multiply",
     "quat_multiply_vjp",
     "quat_conjugate",
@@ -135,6 +136,15 @@ def quat_to_matrix_vjp(q, g) -> np.ndarray:
 def quat_rotate(q, v) -> np.ndarray:
     """R(q) v: the body vector v expressed in the world, shape (3,)."""
     return quat_to_matrix(q) @ v
+
+
+def quat_rotate_rows(q, v) -> np.ndarray:
+    """R(q_k) v_k for each row k of unit quaternions q (k, 4) and vectors v (k, 3), shape
+    (k, 3): v + 2 w (u × v) + 2 u × (u × v)."""
+    q, v = np.asarray(q, dtype=np.float64), np.asarray(v, dtype=np.float64)
+    w, u = q[..., :1], q[..., 1:]
+    t = 2.0 * np.cross(u, v)
+    return v + w * t + np.cross(u, t)
 
 
 def quat_rotate_vjp(q, v, g) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,6 @@
-"""Options to model: :func:`build_model` turns :class:`~sim_pbd.options.PBDOptions` into a
-:class:`~sim_pbd.model.PBDModel`.
+"""Options to simulator: :func:`build_model` turns :class:`~sim_pbd.options.PBDOptions` into
+a :class:`~sim_pbd.model.PBDModel`, :func:`make_simulator` (the plugin's factory) into a
+:class:`~sim_pbd.simulator.PBDSimulator`.
 
 ``urdf`` is a path (relative to the experiment file's folder, ``base_dir``) or the name of a
 robot shipped in ``sim_pbd/examples/<name>/<name>.urdf``: ``baxter`` (Rethink Robotics'
@@ -13,11 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.options import options_factory
+
 from .model import PBDModel
 from .options import PBDOptions
+from .simulator import PBDSimulator
 from .urdf import load_urdf
 
-__all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "urdf_path"]
+__all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "make_simulator", "urdf_path"]
 
 ROBOT_DIRECTORY = Path(__file__).parent / "examples"
 """Folder of the bundled robots, one subfolder each holding ``<name>.urdf``."""
@@ -65,3 +69,22 @@ def build_model(options: PBDOptions) -> PBDModel:
                              f"({model.joint_count}: {list(model.joint_names)})")
         changes["joint_damping"] = damping
     return dataclasses.replace(model, **changes) if changes else model
+
+
+def _window(window) -> tuple[float, float, float, float] | None:
+    if window is None:
+        return None
+    values = np.asarray(window, dtype=np.float64)
+    if values.shape != (4,) or not (values[0] < values[1] and values[2] < values[3]):
+        raise SceneError(f"view_window must be [u_min, u_max, v_min, v_max] with min < max, "
+                         f"got {window!r}")
+    return tuple(float(v) for v in values)
+
+
+@options_factory(PBDOptions)
+def make_simulator(options: PBDOptions) -> PBDSimulator:
+    """Build a :class:`~sim_pbd.simulator.PBDSimulator` from the options of
+    :class:`~sim_pbd.options.PBDOptions` (as keywords)."""
+    o = options
+    return PBDSimulator(build_model(o), substeps=o.substeps, iterations=o.iterations,
+                        solver=o.solver, view=o.view, window=_window(o.view_window))

@@ -1,0 +1,39 @@
+"""codesign plugin hooks: the ``pbd`` simulator, its observers and terms, and the examples."""
+
+from __future__ import annotations
+
+from codesign.examples import register_examples
+from codesign.hookspecs import hookimpl
+
+from .scene import make_simulator
+from .terms import JointObserver, LinkPointObserver
+
+CODESIGN_API = (1, 1)
+
+EXAMPLES = {
+    "baxter_swing": "Baxter's left arm released under gravity with the URDF's joint damping; "
+                    "identify the joint damping from the recorded swing (`codesign demo pbd`)",
+}
+"""Example name -> description; each is ``sim_pbd/examples/<name>.yaml`` (package data)."""
+
+__all__ = ["CODESIGN_API", "EXAMPLES"]
+
+
+@hookimpl
+def codesign_register_simulators(register):
+    register("pbd", make_simulator,
+             description="articulated rigid robots from URDF: differentiable position-based "
+                         "dynamics (XPBD; Liu, Li et al.)")
+
+
+@hookimpl
+def codesign_register_observers(register):
+    register("joints", JointObserver,
+             description="joint positions [rad or m] then rates [rad/s or m/s], 2m values")
+    register("link_point", LinkPointObserver,
+             description="world position [m] of a point fixed on a link (e.g. the end effector)")
+
+
+@hookimpl
+def codesign_register_examples(register):
+    register_examples(register, __package__, EXAMPLES, default="baxter_swing")

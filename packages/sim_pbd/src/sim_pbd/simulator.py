@@ -1,0 +1,169 @@
+"""``PBDSimulator``: the codesign Simulator protocol for articulated rigid robots (XPBD).
+
+State: :class:`PBDState` (link poses and velocities in maximal coordinates). Action: one
+torque [N m] (revolute) or force [N] (prismatic) per joint, in the model's joint order.
+Design parameters: ``link.mass``, ``link.inertia``, ``joint.origin`` (joint origins in the
+parent's frame: the link lengths), ``joint.child_origin``, ``joint.damping`` and
+``joint.compliance``, each defaulting to the model's value. One step is ``substeps`` XPBD
+substeps of ``iterations`` projection sweeps (:mod:`sim_pbd.step`); its VJP is the
+hand-derived adjoint of the whole loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codesign import DesignSpace, Parameter
+
+from . import safety
+from . import step as pbd_step
+from .kinematics import forward_kinematics, forward_kinematics_vjp
+from .model import PBDModel
+from .options import PBDOptions
+from .render import default_view, render_frame
+from .state import PBDState
+
+__all__ = ["DESIGN_FIELDS", "PBDSimulator"]
+
+_DEFAULT = PBDOptions()
+
+DESIGN_FIELDS = {"link.mass": "link_mass", "link.inertia": "link_inertia",
+                 "joint.origin": "joint_parent_x", "joint.child_origin": "joint_child_x",
+                 "joint.damping": "joint_damping", "joint.compliance": "joint_compliance"}
+"""Design parameter name -> the model field (:data:`sim_pbd.model.PARAMETERS`) it replaces."""
+
+
+class PBDSimulator:
+    """A differentiable XPBD simulator of one robot.
+
+    Args:
+        model: the robot.
+        substeps, iterations, solver: the XPBD settings (see :class:`PBDOptions`).
+        view, window: what ``render`` shows (see :func:`render_frame`).
+        joint_tolerance: largest joint gap [m] ``check_state`` accepts.
+    """
+
+    def __init__(self, model: PBDModel, *, substeps: int = _DEFAULT.substeps,
+                 iterations: int = _DEFAULT.iterations, solver: str = _DEFAULT.solver,
+                 view: str = _DEFAULT.view, window=None, joint_tolerance: float = 1e-3):
+        self.model = model
+        self.settings = dict(substeps=int(substeps), iterations=int(iterations),
+                             solver=str(solver))
+        self.view, self.window = view, window
+        self.joint_tolerance = float(joint_tolerance)
+        self.action_size = model.joint_count
+        self._design_space = self._build_design_space()
+        # the joint frames of the latest step, which check_state (given no design) measures
+        # the joints' gaps with
+        self._stepped_params = model.parameters()
+
+    # -- contract -----------------------------------------------------------------------
+
+    def design_space(self) -> DesignSpace:
+        """Link masses and inertias, joint origins, damping and compliance."""
+        return self._design_space
+
+    def _build_design_space(self) -> DesignSpace:
+        m = self.model
+        n, j = m.link_count, m.joint_count
+        length = max(float(np.max(np.linalg.norm(m.joint_parent_x, axis=1), initial=0.0)), 0.01)
+        return DesignSpace([
+            Parameter("link.mass", (n,), m.link_mass, lower=0.0, unit="kg",
+                      scale=float(np.mean(m.link_mass)), entity="link", doc="link mass"),
+            Parameter("link.inertia", (n, 3, 3), m.link_inertia, unit="kg m^2",
+                      scale=max(float(np.mean(np.trace(m.link_inertia, axis1=1, axis2=2))) / 3,
+                                1e-6),
+                      entity="link", doc="inertia about the centre of mass, body frame"),
+            Parameter("joint.origin", (j, 3), m.joint_parent_x, unit="m", scale=length,
+                      entity="joint", doc="joint origin in the parent's body frame"),
+            Parameter("joint.child_origin", (j, 3), m.joint_child_x, unit="m", scale=length,
+                      entity="joint",
+                      doc="joint origin in the child's body frame (minus its centre of mass)"),
+            PBDOptions.parameter("damping", name="joint.damping", shape=(j,),
+                                 default=m.joint_damping, entity="joint",
+                                 scale=max(float(np.mean(m.joint_damping)), 0.01)),
+            PBDOptions.parameter("compliance", name="joint.compliance", shape=(j,),
+                                 default=m.joint_compliance, entity="joint", scale=1e-6),
+        ])
+
+    def parameters(self, design: dict) -> dict[str, np.ndarray]:
+        """The model's :data:`~sim_pbd.model.PARAMETERS` with the design's values in place
+        (float64), the one place the model's values meet the design's."""
+        params = self.model.parameters()
+        for name, field in DESIGN_FIELDS.items():
+            if name in design:
+                value = np.asarray(design[name], dtype=np.float64)
+                if value.shape != params[field].shape:
+                    raise ValueError(f"design {name!r} must have shape {params[field].shape}, "
+                                     f"got {value.shape}")
+                params[field] = value
+        if np.any(params["link_mass"] <= 0):
+            raise ValueError("link.mass must be positive for every link")
+        return params
+
+    def initial_state(self, design: dict) -> PBDState:
+        """The robot at rest in its rest pose (``initial_positions``)."""
+        link_x, link_q = forward_kinematics(self.model, self.parameters(design),
+                                            self.model.joint_rest)
+        return PBDState(link_x=link_x, link_q=link_q, link_v=np.zeros_like(link_x),
+                        link_w=np.zeros_like(link_x))
+
+    def initial_state_vjp(self, design: dict, g_state: PBDState) -> dict:
+        """∂L/∂(joint origins) through the rest pose's forward kinematics."""
+        if g_state.link_x is None and g_state.link_q is None:
+            return {}
+        zeros = np.zeros((self.model.link_count, 3))
+        g_x = zeros if g_state.link_x is None else np.asarray(g_state.link_x, dtype=np.float64)
+        g_q = (np.zeros((self.model.link_count, 4)) if g_state.link_q is None
+               else np.asarray(g_state.link_q, dtype=np.float64))
+        _, g_params = forward_kinematics_vjp(self.model, self.parameters(design),
+                                             self.model.joint_rest, g_x, g_q)
+        return self.design_gradient(g_params)
+
+    def design_gradient(self, g_params: dict) -> dict:
+        """∂L/∂design from ∂L/∂params (entries of :data:`~sim_pbd.model.PARAMETERS`)."""
+        return {name: np.asarray(g_params[field], dtype=np.float64)
+                for name, field in DESIGN_FIELDS.items() if field in g_params}
+
+    def step(self, state: PBDState, action, design: dict, dt: float) -> PBDState:
+        """Advance by ``dt`` [s]; pure."""
+        action = safety.check_step_inputs(self.model, state, action)
+        params = self._stepped_params = self.parameters(design)
+        return pbd_step.step(self.model, state, action, params, float(dt), **self.settings)
+
+    def step_vjp(self, state: PBDState, action, design: dict, dt: float, g_next: PBDState):
+        """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂(next state)."""
+        action = safety.check_step_inputs(self.model, state, action)
+        n = self.model.link_count
+        g_next = PBDState(*(np.zeros((n, width)) if g is None else np.asarray(g, np.float64)
+                            for g, width in ((g_next.link_x, 3), (g_next.link_q, 4),
+                                             (g_next.link_v, 3), (g_next.link_w, 3))))
+        g_state, g_action, g_params = pbd_step.step_vjp(
+            self.model, state, action, self.parameters(design), float(dt), g_next,
+            **self.settings)
+        return g_state, g_action, self.design_gradient(g_params)
+
+    def check_time_step(self, design: dict, dt: float) -> None:
+        """Raise UnstableTimeStepError when the substeps do not resolve the fastest swing."""
+        safety.check_time_step(self.model, self.parameters(design), dt,
+                               substeps=self.settings["substeps"])
+
+    def check_state(self, state: PBDState, step_index: int) -> None:
+        """Raise SimulationError on NaN/inf or a joint that came apart."""
+        safety.check_state(self.model, state, self._stepped_params, step_index,
+                           tolerance=self.joint_tolerance)
+
+    def render(self, state: PBDState, design: dict, *, width: int, height: int,
+               action=None) -> np.ndarray:
+        """One video frame, uint8 (height, width, 3)."""
+        params = self.parameters(design)
+        window = self.window
+        if window is None:  # framed on the rest pose, so the camera does not move
+            window = self._rest_window(params)
+        return render_frame(self.model, state, params, width=width, height=height,
+                            view=self.view, window=window)
+
+    def _rest_window(self, params: dict):
+        link_x, link_q = forward_kinematics(self.model, params, self.model.joint_rest)
+        rest = PBDState(link_x, link_q, np.zeros_like(link_x), np.zeros_like(link_x))
+        return default_view(self.model, rest, params, view=self.view)
