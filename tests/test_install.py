@@ -125,7 +125,8 @@ def test_the_git_command_installs_from_the_repository(tmp_path):
                       capture_output=True).returncode != 0:
         pytest.skip("the checkout is not a git repository")
     python = fresh_python(tmp_path / "venv")
-    pip_install(python, GIT_COMMAND, REPO=ROOT.as_uri())
+    # file://localhost/...: PEP 508 refuses a git+file URL with an empty host
+    pip_install(python, GIT_COMMAND, REPO=f"file://localhost{ROOT.as_posix()}")
     plugin = re.search(r'"(\w+) @ git\+\$REPO#subdirectory=packages/\1"$', GIT_COMMAND)[1]
     listing = run([str(Path(python).parent / "codesign"), "plugins"]).stdout
     assert plugin in listing

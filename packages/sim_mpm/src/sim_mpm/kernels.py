@@ -42,6 +42,7 @@ import weakref
 import numba
 import numpy as np
 from numba.core import event
+from tqdm import tqdm
 
 from ._grid_kernels import Grid, boundary_table, grid_pass, grid_pass_vjp
 from ._particle_kernels import (
@@ -139,7 +140,8 @@ COMPILE_NOTICE = "sim_mpm: compiling kernels (first run only)"
 class _CompileNotice(event.Listener):
     """Prints :data:`COMPILE_NOTICE` to stderr when a sim_mpm kernel starts compiling, once
     per process: numba fires ``numba:compile`` only when the disk cache misses, so a warm
-    cache stays quiet."""
+    cache stays quiet. Through ``tqdm.write``, which keeps a progress bar that is running
+    (the first optimizer iteration's) below the line instead of splitting it."""
 
     def __init__(self):
         self.said = False
@@ -150,7 +152,7 @@ class _CompileNotice(event.Listener):
         module = getattr(getattr(dispatcher, "py_func", None), "__module__", None) or ""
         if not self.said and module.startswith("sim_mpm."):
             self.said = True
-            print(COMPILE_NOTICE, file=sys.stderr, flush=True)
+            tqdm.write(COMPILE_NOTICE, file=sys.stderr)
 
     def on_end(self, ev):
         pass
