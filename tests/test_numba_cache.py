@@ -28,13 +28,15 @@ def compiled_modules():
 
 
 def cached_dispatchers(module):
-    """The module's cached dispatchers: globals, and attributes of its global objects
-    (``sim_mpm._particle_kernels.Kernel`` holds two builds)."""
+    """The module's cached dispatchers: globals, attributes of its global objects, and the
+    builds of those that make them (``sim_mpm._particle_kernels.Kernel``)."""
     found = []
     for value in vars(module).values():
         candidates = [value] if isinstance(value, CPUDispatcher) else [
             v for v in getattr(value, "__dict__", {}).values()
             if isinstance(v, CPUDispatcher) and not isinstance(value, type)]
+        if callable(getattr(value, "builds", None)) and not isinstance(value, type):
+            candidates += value.builds()
         found += [d for d in candidates if not isinstance(d._cache, NullCache)
                   and d.py_func.__module__ == module.__name__]
     return found
@@ -48,9 +50,12 @@ def names_used(code: types.CodeType):
             yield from names_used(const)
 
 
-def compiled_callees(dispatcher):
+def compiled_callees(dispatcher, seen=None):
     """(name, defining module) of every compiled function or intrinsic the dispatcher's
-    Python function refers to, directly or as an attribute of a module it refers to."""
+    Python function refers to, directly or as an attribute of a module it refers to, and
+    those of the compiled functions it calls (a build can call code compiled for it alone)."""
+    seen = set() if seen is None else seen
+    seen.add(id(dispatcher))
     fn = dispatcher.py_func
     names = set(names_used(fn.__code__))
     for name in names:
@@ -60,6 +65,8 @@ def compiled_callees(dispatcher):
         for callee in values:
             if isinstance(callee, CPUDispatcher):
                 yield name, callee.py_func.__module__
+                if id(callee) not in seen:
+                    yield from compiled_callees(callee, seen)
             elif isinstance(callee, _Intrinsic):
                 yield name, callee._defn.__module__
 

@@ -61,9 +61,20 @@ def test_pd_law_and_gradients():
     check_controller(ctrl, np.array([0.2, -0.4, 0.3, 0.9]))
 
 
+def test_open_loop_controller_drives_a_passive_scene_with_an_empty_table():
+    ctrl = OpenLoopController(observation_size=0, action_size=0, control_steps=4)
+    weights = ctrl.parameter_space().defaults()
+    assert weights["table"].shape == (4, 0)
+    assert ctrl.act(np.zeros(0), 2, weights).shape == (0,)
+    g_weights = {"table": np.zeros((4, 0))}
+    assert ctrl.act_vjp(np.zeros(0), 2, weights, np.zeros(0), g_weights).shape == (0,)
+
+
 @pytest.mark.parametrize("factory, kwargs, message", [
     (PDController, {"observation_size": 3, "action_size": 2}, "2 \\* action_size"),
     (MLPController, {"observation_size": 3, "action_size": 0}, "action_size >= 1"),
+    (OpenLoopController, {"observation_size": 0, "action_size": -1, "control_steps": 2},
+     "OpenLoopController needs action_size >= 0"),
     (MLPController, {"observation_size": 3, "action_size": 1, "hidden": [0]}, "positive"),
     (SinusoidController, {"observation_size": 0, "action_size": 1, "control_dt": 0.0},
      "control_dt > 0"),

@@ -106,3 +106,32 @@ def test_bad_arguments():
         render_frame(model, state_of(model), width=50, height=50, color_by="rainbow")
     with pytest.raises(ValueError, match="8x8"):
         render_frame(model, state_of(model), width=4, height=50)
+
+
+def test_walls_are_drawn_as_the_domain_and_their_inner_faces():
+    """The domain's edge is outlined and the wall layer (``margin`` cells) shaded, so the
+    box a viewer sees is the domain, with the faces where particles stop inside it."""
+    model = two_box_model(boundaries=[{"type": "walls", "margin": 3}])  # dx = 1/32
+    frame = render_frame(model, state_of(model), width=160, height=100)
+    # the domain [0, 1]² is the centered 100-pixel square: columns 30 to 129
+    outline, wall, inside = frame[50, 30], pixel_at(frame, model, [0.05, 0.5]), \
+        pixel_at(frame, model, [0.12, 0.5])
+    assert np.abs(outline.astype(int) - BACKGROUND).sum() > 300  # the domain's edge
+    assert 0 < np.abs(wall.astype(int) - BACKGROUND).sum() < 150  # the shaded wall layer
+    np.testing.assert_array_equal(inside, BACKGROUND)  # free space inside the inner faces
+    np.testing.assert_array_equal(frame[50, 10], BACKGROUND)  # outside the domain
+    (col, _), = project_points(np.array([[3 / 32, 0.5]]), dim=2, domain_size=1.0, width=160,
+                               height=100)[0]
+    assert np.abs(frame[50, int(round(col))].astype(int) - BACKGROUND).sum() > 100  # inner face
+
+
+def test_3d_walls_outline_the_domain_cube():
+    bodies = [{"shape": "box", "lower": [0.4, 0.4, 0.4], "size": [0.1, 0.1, 0.1]}]
+    model = build_scene_model(MPMOptions(dim=3, grid_resolution=16, bodies=bodies,
+                                         boundaries=[{"type": "walls", "margin": 2}]))
+    frame = render_frame(model, state_of(model), width=80, height=80)
+    for corner in ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0]):
+        (col, row), = project_points(np.array([corner]), dim=3, domain_size=1.0, width=80,
+                                     height=80)[0]
+        patch = frame[int(row) - 1:int(row) + 2, int(col) - 1:int(col) + 2].astype(int)
+        assert np.any(np.abs(patch - BACKGROUND).sum(-1) > 300), corner

@@ -11,7 +11,7 @@ import pytest
 
 from codesign import SimulationError, UnstableTimeStepError
 from sim_mpm import BoxWalls, ModelError, MPMSimulator, MPMState, build_model
-from sim_mpm.safety import largest_stable_dt
+from sim_mpm.safety import actuator_stress, largest_stable_dt
 
 _spec = importlib.util.spec_from_file_location(
     "mpm_scenes", pathlib.Path(__file__).with_name("mpm_scenes.py"))
@@ -27,7 +27,8 @@ def test_unstable_time_step_is_refused_with_the_largest_safe_value():
     sim = _sim()
     design = sim.design_space().defaults()
     safe = largest_stable_dt(dx=sim.model.dx, youngs_modulus=design["particle.youngs_modulus"],
-                             density=design["particle.density"])
+                             density=design["particle.density"],
+                             actuator_stress=actuator_stress(sim.model))
     sim.check_time_step(design, 0.99 * safe)
     with pytest.raises(UnstableTimeStepError) as info:
         sim.check_time_step(design, 2 * safe)
@@ -50,14 +51,33 @@ def test_stiffer_material_and_faster_bodies_lower_the_safe_step():
         sim.check_time_step(sim.design_space().defaults(), -1.0)
 
 
+def test_actuator_stress_stiffens_the_time_step_check():
+    """A stress actuator adds a modulus of 2 σ_max where it acts: a step safe for the
+    passive material is refused, naming the actuators."""
+    passive = MPMSimulator(scenes.small_model(2, actuators=False))
+    design = passive.design_space().defaults()
+    safe = largest_stable_dt(dx=passive.model.dx, youngs_modulus=design["particle.youngs_modulus"],
+                             density=design["particle.density"])
+    passive.check_time_step(design, 0.99 * safe)
+    actuated = MPMSimulator(scenes.small_model(2))
+    with pytest.raises(UnstableTimeStepError, match="actuator stress stiffens.*max_stress"):
+        actuated.check_time_step(design, 0.99 * safe)
+    sigma = actuator_stress(actuated.model)
+    np.testing.assert_array_equal(sigma, np.where(actuated.model.actuator_index == 0, 3.0, 2.0))
+    stiff = largest_stable_dt(dx=0.1, youngs_modulus=[10.0], density=[1.0], actuator_stress=45.0)
+    assert stiff == pytest.approx(largest_stable_dt(dx=0.1, youngs_modulus=[100.0],
+                                                    density=[1.0]))
+
+
 def test_nan_is_reported_with_step_and_field():
     sim = _sim()
     state = sim.initial_state(sim.design_space().defaults())
     sim.check_state(state, 0)
     v = state.particle_v.copy()
     v[3, 1] = np.nan
-    with pytest.raises(SimulationError, match=r"step 17: particle_v .* NaN"):
+    with pytest.raises(SimulationError, match=r"step 17: particle_v .* NaN") as info:
         sim.check_state(MPMState(state.particle_x, v, state.particle_F, state.particle_C), 17)
+    assert "by substep 17" in str(info.value) and "actuation" in str(info.value)
 
 
 def test_escaped_particles_are_reported():
@@ -65,8 +85,21 @@ def test_escaped_particles_are_reported():
     state = sim.initial_state(sim.design_space().defaults())
     x = state.particle_x.copy()
     x[5, 0] = sim.model.domain_size + 0.1
-    with pytest.raises(SimulationError, match=r"step 4: 1 particle\(s\) left the grid"):
+    with pytest.raises(SimulationError, match=r"step 4: 1 particle\(s\) left the grid") as info:
         sim.check_state(MPMState(x, state.particle_v, state.particle_F, state.particle_C), 4)
+    assert "by substep 4" in str(info.value) and "actuation" in str(info.value)
+
+
+def test_leaving_the_grid_is_reported_before_nan():
+    """By the end of a control step an escaped particle may have turned other fields NaN:
+    the message names the escape, its likelier cause."""
+    sim = _sim()
+    state = sim.initial_state(sim.design_space().defaults())
+    x, F = state.particle_x.copy(), state.particle_F.copy()
+    x[5, 0] = -0.2
+    F[5, 0, 0] = np.nan
+    with pytest.raises(SimulationError, match=r"1 particle\(s\) left the grid \(first: particle 5"):
+        sim.check_state(MPMState(x, state.particle_v, F, state.particle_C), 40)
 
 
 def test_a_diverging_run_is_caught():

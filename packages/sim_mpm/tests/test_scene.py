@@ -187,3 +187,24 @@ def test_options_outside_their_declaration_raise(options, message):
 def test_body_overrides_respect_the_declared_bounds():
     with pytest.raises(SceneError, match=r"bodies\[0\].youngs_modulus: -5 Pa lies outside"):
         make_simulator(bodies=[dict(BOX, youngs_modulus=-5.0)])
+
+
+def test_a_passive_scene_rolls_out_with_an_empty_open_loop_table():
+    """No actuators, no dummy: the open-loop controller takes action_size 0 and the rollout
+    differentiates through the thrown body's initial velocity (a free body far from the
+    walls, without gravity, moves at it)."""
+    from codesign import Objective, OpenLoopController, Rollout, WeightedTerm
+    from sim_mpm.terms import MeanPosition
+
+    sim = make_simulator(grid_resolution=16, kernels="reference", gravity=[0.0, 0.0],
+                         bodies=[{**BOX, "lower": [0.4, 0.4], "velocity": [0.5, 0.0]}])
+    assert sim.action_size == 0
+    controller = OpenLoopController(observation_size=0, action_size=0, control_steps=3)
+    rollout = Rollout(sim, controller=controller, steps=3, substeps=2, dt=1e-3)
+    objective = Objective((WeightedTerm(MeanPosition(simulator=sim, axis=0), weight=1.0),))
+    result, (grad,) = rollout.value_and_grad(sim.design_space().defaults(),
+                                             controller.parameter_space().defaults(), objective)
+    x0 = float(np.mean(sim.model.particle_rest_x[:, 0]))
+    assert result.values[0] == pytest.approx(x0 + 0.5 * 6e-3, rel=1e-6)
+    np.testing.assert_allclose(grad.design["initial.velocity"], [6e-3, 0.0], atol=1e-9)
+    assert grad.weights["table"].shape == (3, 0)

@@ -46,9 +46,13 @@ class Controller(Protocol):
 class _Sized:
     """Checks and keeps the sizes every controller is built with."""
 
+    min_action_size = 1
+    """The fewest actions the law makes sense for."""
+
     def __init__(self, observation_size: int, action_size: int):
-        if action_size < 1:
-            raise ValueError(f"a controller needs action_size >= 1, got {action_size}")
+        if action_size < self.min_action_size:
+            raise ValueError(f"{type(self).__name__} needs action_size >= "
+                             f"{self.min_action_size}, got {action_size}")
         if observation_size < 0:
             raise ValueError(f"observation_size must be >= 0, got {observation_size}")
         self.observation_size, self.action_size = observation_size, action_size
@@ -58,8 +62,11 @@ class _Sized:
 class OpenLoopController(_Sized):
     """A table of actions, one row per control step; optionally squashed by ``tanh``.
 
-    Weights: ``table`` of shape (control_steps, action_size).
+    Weights: ``table`` of shape (control_steps, action_size). ``action_size`` may be 0: a
+    passive scene (no actuators) then runs with an empty table and no dummy actuator.
     """
+
+    min_action_size = 0
 
     def __init__(
         self,

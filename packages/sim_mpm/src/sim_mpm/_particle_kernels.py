@@ -51,6 +51,7 @@ line, and each function unpacks what it reads at its top, so that the loops read
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import NamedTuple
 
@@ -153,31 +154,109 @@ class _KernelCompiler(Compiler):
 _FLAGS = dict(cache=True, error_model="numpy", fastmath={"contract"},
               pipeline_class=_KernelCompiler)
 _inline = numba.njit(inline="always", **_FLAGS)
-# the per-range loops: compiled once, called by the serial and the threaded drivers (numba's
-# parallel array analysis fails on the tuples of the inlined per-particle functions, so a
-# prange body holds only a call)
-_range = numba.njit(**_FLAGS)
+
+class Variant(NamedTuple):
+    """What the particle passes are compiled for besides their argument types: constants
+    that let numba drop the branches a scene never takes before typing them (compiling
+    both dimensions into every build tripled the first run's compile time)."""
+
+    dim: int  # 2 or 3
+    common_material: bool  # fixed corotated without the incompressibility term
+
+    @classmethod
+    def of(cls, dim: int, material: str, exponent: int) -> Variant:
+        """The variant of a scene of ``dim`` dimensions, ``material`` and incompressibility
+        ``exponent``."""
+        if dim not in (2, 3):
+            raise ValueError(f"the particle kernels are built for dim 2 or 3, got {dim}")
+        return cls(dim, material == "corotated" and exponent == 0)
+
+    @classmethod
+    def all(cls) -> list[Variant]:
+        """Every variant."""
+        return [cls(dim, common) for dim in (2, 3) for common in (True, False)]
+
+    @property
+    def suffix(self) -> str:
+        """The builds' name suffix (numba's cache tells functions apart by name)."""
+        return f"_{self.dim}d" + ("_corotated" if self.common_material else "")
+
+
+DIM = 0
+COMMON_MATERIAL = False
+"""The :class:`Variant` fields in the per-range loops (:func:`_range`): placeholders here;
+each variant's builds read its own constants (see :func:`_namespace`)."""
+
+_RANGES: dict[str, types.FunctionType] = {}
+
+
+def _range(fn):
+    """Register a per-range loop: compiled once per :class:`Variant` and called by the
+    serial and the threaded drivers (numba's parallel array analysis fails on the tuples of
+    the inlined per-particle functions, so a prange body holds only a call)."""
+    _RANGES[fn.__name__] = fn
+    return fn
+
+
+def _twin(fn, namespace: dict, suffix: str) -> types.FunctionType:
+    """A copy of ``fn`` under the name ``fn.__name__ + suffix`` that reads its globals from
+    ``namespace``. numba's cache keys on the function's name and signature (and bytecode),
+    not on its globals, so every build of one function needs a name of its own, or builds
+    would share (and silently swap) their cached machine code."""
+    twin = types.FunctionType(fn.__code__, namespace, fn.__name__ + suffix, fn.__defaults__,
+                              fn.__closure__)
+    twin.__qualname__ = fn.__qualname__ + suffix
+    twin.__module__ = fn.__module__
+    twin.__doc__ = fn.__doc__
+    return twin
+
+
+@functools.cache
+def _namespace(variant: Variant) -> dict:
+    """This module's globals with the ``variant``'s constants (:data:`DIM`,
+    :data:`COMMON_MATERIAL`) and the per-range loops rebuilt for it (dispatchers named
+    ``<loop><variant suffix>``, compiled on first call)."""
+    namespace = {**globals(), "DIM": variant.dim, "COMMON_MATERIAL": variant.common_material}
+    for name, fn in _RANGES.items():
+        namespace[name] = numba.njit(**_FLAGS)(_twin(fn, namespace, variant.suffix))
+    return namespace
 
 
 class Kernel:
-    """One loop nest compiled twice: serial (prange runs as range) and multithreaded.
+    """One loop nest compiled per build: serial (prange runs as range) or multithreaded,
+    and, for the particle passes, per :class:`Variant`. Builds are made and compiled on
+    first use, so a scene pays only for the builds it runs."""
 
-    The multithreaded build compiles a copy of the function under another name: numba's
-    cache keys on the function's name and signature only, so both builds of one function
-    would share (and silently swap) their cached machine code."""
-
-    def __init__(self, fn):
-        self.serial = numba.njit(**_FLAGS)(fn)
-        twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_parallel",
-                                  fn.__defaults__, fn.__closure__)
-        twin.__qualname__ = fn.__qualname__ + "_parallel"
-        twin.__module__ = fn.__module__
-        self.parallel = numba.njit(parallel=True, **_FLAGS)(twin)
+    def __init__(self, fn, *, per_variant: bool = False):
+        self.fn, self.per_variant = fn, per_variant
         self.__doc__ = fn.__doc__
+        self._builds: dict = {}
 
-    def pick(self, parallel: bool):
-        """The multithreaded build if ``parallel``, else the serial one."""
-        return self.parallel if parallel else self.serial
+    def pick(self, parallel: bool, variant: Variant | None = None):
+        """The multithreaded build if ``parallel``, else the serial one; with
+        ``per_variant``, the one for ``variant``. Called on every step: a dict hit."""
+        try:
+            return self._builds[parallel, variant]
+        except KeyError:
+            return self._build(parallel, variant)
+
+    def builds(self) -> list:
+        """Every build (serial and multithreaded, per variant) as a numba dispatcher, made
+        now and compiled on its first call."""
+        variants = Variant.all() if self.per_variant else [None]
+        return [self.pick(parallel, variant) for parallel in (False, True)
+                for variant in variants]
+
+    def _build(self, parallel: bool, variant: Variant | None):
+        if self.per_variant != (variant is not None):
+            raise ValueError(f"{self.fn.__name__} is built "
+                             + ("per variant: pass one" if self.per_variant else "once"))
+        suffix = (variant.suffix if variant else "") + ("_parallel" if parallel else "")
+        namespace = _namespace(variant) if variant else self.fn.__globals__
+        build = numba.njit(parallel=parallel, **_FLAGS)(
+            _twin(self.fn, namespace, suffix) if suffix else self.fn)
+        self._builds[parallel, variant] = build
+        return build
 
 
 def _splat(builder, vector, value):
@@ -819,13 +898,14 @@ def _particles_to_grid_range(start, stop, chunk, state, mat, act, work, dt):
     dx, tolerance, res, corotated, exponent, rotation, table, saved, box, acc = (
         work.dx, work.tolerance, work.res, work.corotated, work.exponent, work.rotation,
         work.table, work.saved, work.box, work.acc)
-    d = x.shape[1]
+    d = DIM
     one = x.dtype.type(1.0)
     material_batch(mat.E, mat.nu, table, start, stop, one)
     _actuation_rows(start, stop, act, work.actuation)
     if d == 2:
         # the common material compiled with constant switches, which lets the loop vectorize
-        if corotated and exponent == 0:
+        # (COMMON_MATERIAL: this build is for it, see Variant)
+        if COMMON_MATERIAL:
             _impulse2_loop(start, stop, state, mat, act, work, dt, True, 0, one)
         else:
             _impulse2_loop(start, stop, state, mat, act, work, dt, corotated, exponent, one)
@@ -833,7 +913,7 @@ def _particles_to_grid_range(start, stop, chunk, state, mat, act, work, dt):
         if corotated:
             polar3_batch(F, rotation, start, stop, tolerance, one)
             polar3_finish(F, rotation, start, stop, tolerance, one)
-        if corotated and exponent == 0:
+        if COMMON_MATERIAL:
             _impulse3_loop(start, stop, state, mat, act, work, dt, True, 0, one)
         else:
             _impulse3_loop(start, stop, state, mat, act, work, dt, corotated, exponent, one)
@@ -869,7 +949,7 @@ def _particles_to_grid(state, mat, act, work, dt):
                                  work, dt)
 
 
-particles_to_grid = Kernel(_particles_to_grid)
+particles_to_grid = Kernel(_particles_to_grid, per_variant=True)
 
 
 # -- stencil sweeps shared by G2P and the adjoints ----------------------------------------------
@@ -1089,7 +1169,7 @@ def _grid_to_particles_range(start, stop, state, work, dt, new):
     work = Work(*work)
     dx, K, res, grid_v = work.dx, work.K, work.res, work.grid_v
     new_x, new_v, new_F, new_C = new
-    d = x.shape[1]
+    d = DIM
     zero = x.dtype.type(0.0)
     unused = np.empty(0, dtype=x.dtype)
     field = grid_v.reshape(-1)
@@ -1134,7 +1214,7 @@ def _grid_to_particles(state, work, dt):
     return new
 
 
-grid_to_particles = Kernel(_grid_to_particles)
+grid_to_particles = Kernel(_grid_to_particles, per_variant=True)
 
 
 # -- G2P adjoint --------------------------------------------------------------------------------
@@ -1147,7 +1227,7 @@ def _grid_to_particles_vjp_range(start, stop, chunk, state, g_next, work, dt, g_
     gx, gv, gF, gC = g_next
     work = Work(*work)
     dx, K, res, grid_v, g_acc = work.dx, work.K, work.res, work.grid_v, work.g_acc
-    d = x.shape[1]
+    d = DIM
     zero = x.dtype.type(0.0)
     field = grid_v.reshape(-1)
     flat = g_acc.reshape(-1)
@@ -1213,7 +1293,7 @@ def _grid_to_particles_vjp(state, g_next, work, dt):
     return g_x, g_F
 
 
-grid_to_particles_vjp = Kernel(_grid_to_particles_vjp)
+grid_to_particles_vjp = Kernel(_grid_to_particles_vjp, per_variant=True)
 
 
 # -- P2G adjoint --------------------------------------------------------------------------------
@@ -1331,7 +1411,7 @@ def _particles_to_grid_vjp_range(start, stop, chunk, state, mat, act, work, dt, 
         work.dx, work.res, work.corotated, work.exponent, work.saved, work.g_grid,
         work.gathered, work.g_rows, work.g_act)
     g_x = g_state.x
-    d = x.shape[1]
+    d = DIM
     one = x.dtype.type(1.0)
     unused = np.empty(0, dtype=x.dtype)
     field = g_grid.reshape(-1)
@@ -1361,12 +1441,13 @@ def _particles_to_grid_vjp_range(start, stop, chunk, state, mat, act, work, dt, 
             g_x[p, 1] += gs3[1] - (A3[1] * gq3[0] + A3[4] * gq3[1] + A3[7] * gq3[2])
             g_x[p, 2] += gs3[2] - (A3[2] * gq3[0] + A3[5] * gq3[1] + A3[8] * gq3[2])
     # the common material compiled with constant switches, which lets the loop vectorize
+        # (COMMON_MATERIAL: this build is for it, see Variant)
     if d == 2:
-        if corotated and exponent == 0:
+        if COMMON_MATERIAL:
             _stress2_vjp_loop(start, stop, state, mat, work, dt, g_mat, True, 0, one)
         else:
             _stress2_vjp_loop(start, stop, state, mat, work, dt, g_mat, corotated, exponent, one)
-    elif corotated and exponent == 0:
+    elif COMMON_MATERIAL:
         _stress3_vjp_loop(start, stop, state, mat, work, dt, g_mat, True, 0, one)
     else:
         _stress3_vjp_loop(start, stop, state, mat, work, dt, g_mat, corotated, exponent, one)
@@ -1412,4 +1493,4 @@ def _particles_to_grid_vjp(state, mat, act, work, dt, g_x, g_F):
     return g_state, g_mat, g_q
 
 
-particles_to_grid_vjp = Kernel(_particles_to_grid_vjp)
+particles_to_grid_vjp = Kernel(_particles_to_grid_vjp, per_variant=True)

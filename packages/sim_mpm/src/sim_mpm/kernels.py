@@ -22,6 +22,11 @@ its own copy of the grid accumulator, summed in chunk order, so results are dete
 for a given thread count and equal the serial ones to round-off. Serial is the default of
 :class:`sim_mpm.MPMSimulator`; see its ``parallel`` option.
 
+Compilation: each pass is compiled on its first call for the scene's dimension, material
+switches (:class:`~sim_mpm._particle_kernels.Variant`), dtype and build, and cached on disk
+(numba's cache, beside the sources or in ``NUMBA_CACHE_DIR``); while that happens, stderr
+says "sim_mpm: compiling kernels (first run only)", once per process.
+
 Intermediates (grid fields, per-chunk accumulators, per-particle scratch) live in buffers
 per model, particle count and thread count, reused across calls: fresh multi-megabyte
 arrays every step cost more in page faults than the arithmetic, and looking each one up
@@ -31,16 +36,20 @@ pure, but one simulator must not be stepped from two threads at once.
 
 from __future__ import annotations
 
+import sys
 import weakref
 
 import numba
 import numpy as np
+from numba.core import event
+from tqdm import tqdm
 
 from ._grid_kernels import Grid, boundary_table, grid_pass, grid_pass_vjp
 from ._particle_kernels import (
     Actuation,
     Materials,
     Particles,
+    Variant,
     Work,
     grid_to_particles,
     grid_to_particles_vjp,
@@ -51,15 +60,16 @@ from .actuators import cable_forces, cable_forces_vjp
 from .state import MPMState
 from .step import StepConstants
 
-__all__ = ["step", "step_vjp"]
+__all__ = ["COMPILE_NOTICE", "step", "step_vjp"]
 
 _PARAMETERS = ("youngs_modulus", "poissons_ratio", "density", "volume")  # Materials' order
 
 
 class _Records:
     """The records the kernels take for one model, n particles and a chunk count (see the
-    module docstring): ``work`` and ``grid`` (the model's layout and the buffers) and
-    ``actuation`` without stress signals or cable forces.
+    module docstring): ``work`` and ``grid`` (the model's layout and the buffers),
+    ``actuation`` without stress signals or cable forces, and the ``variant`` of the
+    particle passes the model runs (compiled on first use, see _particle_kernels.Variant).
 
     The kernels take each record as the plain tuple of its fields (see _particle_kernels),
     built once here: ``work_fields``, ``grid_fields``, ``actuation_fields``.
@@ -111,6 +121,7 @@ class _Records:
         self.work_fields, self.grid_fields, self.actuation_fields = (
             tuple(self.work), tuple(self.grid), tuple(self.actuation))
         self.dirty: set[str] = set()
+        self.variant = Variant.of(d, c.material, c.exponent)
 
     def scatter_target(self, name: str) -> None:
         """Make ``acc`` or ``g_acc`` zero; call :meth:`settle` once its grid pass has run."""
@@ -122,6 +133,32 @@ class _Records:
         """Mark a scatter target zero again (its grid pass has cleared it)."""
         self.dirty.discard(name)
 
+
+COMPILE_NOTICE = "sim_mpm: compiling kernels (first run only)"
+
+
+class _CompileNotice(event.Listener):
+    """Prints :data:`COMPILE_NOTICE` to stderr when a sim_mpm kernel starts compiling, once
+    per process: numba fires ``numba:compile`` only when the disk cache misses, so a warm
+    cache stays quiet. Through ``tqdm.write``, which keeps a progress bar that is running
+    (the first optimizer iteration's) below the line instead of splitting it."""
+
+    def __init__(self):
+        self.said = False
+
+    def on_start(self, ev):
+        dispatcher = (ev.data or {}).get("dispatcher")
+        # functions made by exec have no module
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", None) or ""
+        if not self.said and module.startswith("sim_mpm."):
+            self.said = True
+            tqdm.write(COMPILE_NOTICE, file=sys.stderr)
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", _CompileNotice())
 
 _RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # by constants, (n, chunks)
 
@@ -160,7 +197,8 @@ def _to_grid(c: StepConstants, b: _Records, state: Particles, action, mat: Mater
     act = b.actuation_fields if act is b.actuation else tuple(act)
     dt = dtype.type(dt)
     b.scatter_target("acc")
-    particles_to_grid.pick(parallel)(tuple(state), tuple(mat), act, b.work_fields, dt)
+    particles_to_grid.pick(parallel, b.variant)(tuple(state), tuple(mat), act, b.work_fields,
+                                                dt)
     rows = grid_pass.pick(parallel)(b.grid_fields, dt)
     b.settle("acc")
     return act, dt, cable_signals, rows
@@ -174,7 +212,8 @@ def step(c: StepConstants, state: MPMState, action, params: dict, dt: float, *,
     b = _records(c, particles.x.shape[0], parallel)
     mat = Materials(*map(params.__getitem__, _PARAMETERS))
     _, dt, _, _ = _to_grid(c, b, particles, action, mat, dt, parallel)
-    return MPMState(*grid_to_particles.pick(parallel)(tuple(particles), b.work_fields, dt))
+    return MPMState(*grid_to_particles.pick(parallel, b.variant)(tuple(particles),
+                                                                 b.work_fields, dt))
 
 
 def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
@@ -186,11 +225,11 @@ def step_vjp(c: StepConstants, state: MPMState, action, params: dict, dt: float,
     mat = Materials(*map(params.__getitem__, _PARAMETERS))
     act, dt, cable_signals, rows = _to_grid(c, b, particles, action, mat, dt, parallel)
     b.scatter_target("g_acc")
-    g_x, g_F = grid_to_particles_vjp.pick(parallel)(tuple(particles), tuple(_particles(g_next)),
-                                                    b.work_fields, dt)
+    g_x, g_F = grid_to_particles_vjp.pick(parallel, b.variant)(
+        tuple(particles), tuple(_particles(g_next)), b.work_fields, dt)
     grid_pass_vjp.pick(parallel)(b.grid_fields, rows)
     b.settle("g_acc")
-    g_state, g_mat, g_momentum = particles_to_grid_vjp.pick(parallel)(
+    g_state, g_mat, g_momentum = particles_to_grid_vjp.pick(parallel, b.variant)(
         tuple(particles), tuple(mat), act, b.work_fields, dt, g_x, g_F)
     g_action = b.work.g_act.sum(axis=0)[1:] * c.actuator_max_stress  # row 0: no actuator
     if c.cables:

@@ -32,10 +32,14 @@ class MPMOptions(Options):
     material: str = option("corotated", choices=MATERIALS, doc="hyperelastic material model")
     incompressibility_exponent: int = option(
         0, lower=0, doc="p >= 2 adds the incompressibility term of exponent p; 0 none")
-    youngs_modulus: float = option(10.0, unit="Pa", lower=1e-6,
-                                   doc="Young's modulus E of every body (bodies may override)")
-    poissons_ratio: float = option(0.3, lower=1e-3, upper=0.49,
-                                   doc="Poisson's ratio nu of every body (bodies may override)")
+    youngs_modulus: float = option(
+        10.0, unit="Pa", lower=1e-6,
+        doc="Young's modulus E of every body (bodies may override); 2D is plane strain: the "
+            "3D Lame parameters mu = E/(2(1+nu)), lambda = E nu/((1+nu)(1-2nu))")
+    poissons_ratio: float = option(
+        0.3, lower=1e-3, upper=0.49,
+        doc="Poisson's ratio nu of every body (bodies may override); 2D is plane strain (a "
+            "thin sheet in plane stress: E(1+2nu)/(1+nu)^2 and nu/(1+nu) instead)")
     density: float = option(1.0, unit="kg/m^dim", lower=1e-6,
                             doc="density rho of every body (bodies may override)")
     particle_spacing: float | None = option(
@@ -43,7 +47,10 @@ class MPMOptions(Options):
     jitter: float = option(0.0, lower=0.0, upper=1.0,
                            doc="random particle offsets as a fraction of the spacing")
     seed: int = option(0, doc="seed of the jitter")
-    bodies: list[dict] = option([], doc="shapes sampled on the particle lattice (>= 1)")
+    bodies: list[dict] = option(
+        [], doc="shapes sampled on the particle lattice (>= 1), each with optional group, "
+                "actuator, youngs_modulus, poissons_ratio, density, velocity [m/s] (overrides "
+                "initial_velocity), geometry_group, anchor (see sim_mpm.scene)")
     regions: list[dict] = option([], doc="boxes {lower, upper, group} regrouping particles")
     actuators: list[dict] = option([], doc="stress actuators {groups, axes, max_stress}")
     cables: list[dict] = option(
@@ -51,7 +58,8 @@ class MPMOptions(Options):
     boundaries: list[dict] = option([{"type": "walls"}],
                                     doc="grid boundaries, applied in order")
     initial_velocity: list[float] | None = option(
-        None, unit="m/s", doc="velocity of every particle at t = 0 (bodies may override)")
+        None, unit="m/s", doc="velocity of every particle at t = 0, dim entries (a body's "
+                              "velocity overrides it; the design's initial.velocity adds to it)")
     dtype: str = option("float64", choices=("float64", "float32"), doc="simulation precision")
     asset_dir: str | None = option(None, doc="folder of relative image and mesh paths, "
                                              "relative to base_dir")

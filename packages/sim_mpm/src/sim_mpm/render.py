@@ -2,8 +2,11 @@
 
 Particles are drawn as small disks: in 2D straight onto the image (y up), in 3D after an
 orthographic projection (azimuth about the vertical y axis, then elevation), nearest
-particle winning each pixel and farther particles shaded darker. Box walls, planes and
-terrain are drawn as gray lines underneath; cables as lines through their routes.
+particle winning each pixel and farther particles shaded darker. Planes and terrain are
+drawn as gray lines underneath; cables as lines through their routes. Box walls are drawn
+as the domain [0, L]^d (dark outline: the walls' outer faces) and the walls' inner faces,
+``margin`` cells in, where particles stop: in 2D the wall layer between them is shaded, in
+3D the inner box's edges are lighter lines.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ _SOFT, _STIFF = np.array([80.0, 170.0, 240.0]), np.array([200.0, 40.0, 40.0])
 _NEUTRAL, _CONTRACT, _EXPAND = (np.array([150.0, 150.0, 150.0]), np.array([220.0, 40.0, 40.0]),
                                 np.array([40.0, 90.0, 220.0]))
 _BACKGROUND, _LINE = (250, 250, 250), (110, 110, 110)
+_WALL, _INNER_EDGE = (222, 222, 222), (185, 185, 185)  # 2D wall layer, 3D inner box edges
 
 
 def project_points(points: np.ndarray, *, dim: int, domain_size: float, width: int, height: int,
@@ -87,15 +91,11 @@ def _disk(radius: int) -> np.ndarray:
     return np.stack([du[keep], dv[keep]], axis=1)
 
 
-def _draw_boundaries(draw, model, project) -> None:
+def _draw_boundaries(draw, model, project, size: tuple[int, int]) -> None:
     L, dim = model.domain_size, model.dim
     for boundary in model.boundaries:
-        if isinstance(boundary, BoxWalls):  # the edges of the inner box
-            m = boundary.margin * model.dx
-            corners = np.array(list(itertools.product((m, L - m), repeat=dim)))
-            for a, b in itertools.combinations(corners, 2):
-                if np.sum(a != b) == 1:
-                    draw.line([tuple(p) for p in project(np.stack([a, b]))], fill=_LINE)
+        if isinstance(boundary, BoxWalls):
+            _draw_walls(draw, boundary.margin * model.dx, L, dim, project, size)
         elif isinstance(boundary, Plane):
             point = boundary.point
             tangents = np.linalg.svd(boundary.normal[None, :])[2][1:]  # the plane's basis
@@ -121,6 +121,26 @@ def _draw_boundaries(draw, model, project) -> None:
                 for i, x in enumerate(xs):
                     _polyline_in_domain(draw, np.stack([np.full_like(zs, x), h[i], zs], 1),
                                         L, project)
+
+
+def _draw_walls(draw, margin: float, L: float, dim: int, project, size) -> None:
+    """The domain [0, L]^d and the walls' inner faces ``margin`` [m] in (see the module
+    docstring) on an image of ``size`` (width, height) pixels."""
+    if dim == 2:
+        width, height = size
+        for lo, hi, fill, outline in ((0.0, L, _WALL, _LINE),
+                                      (margin, L - margin, _BACKGROUND, _INNER_EDGE)):
+            pixels = project(np.array([[lo, lo], [hi, hi]]))
+            # the domain fills the shorter side: keep its edges on the image
+            x0, x1 = np.clip(np.sort(pixels[:, 0]), 0, width - 1)
+            y0, y1 = np.clip(np.sort(pixels[:, 1]), 0, height - 1)
+            draw.rectangle([x0, y0, x1, y1], fill=fill, outline=outline)
+        return
+    for lo, hi, color in ((margin, L - margin, _INNER_EDGE), (0.0, L, _LINE)):
+        corners = np.array(list(itertools.product((lo, hi), repeat=dim)))
+        for a, b in itertools.combinations(corners, 2):
+            if np.sum(a != b) == 1:
+                draw.line([tuple(p) for p in project(np.stack([a, b]))], fill=color)
 
 
 def _polyline_in_domain(draw, points, L, project) -> None:
@@ -156,7 +176,7 @@ def render_frame(model, state, *, width: int = 480, height: int = 360, color_by:
     view = functools.partial(project_points, dim=dim, domain_size=model.domain_size,
                              width=width, height=height, azimuth=azimuth, elevation=elevation)
     canvas = Image.new("RGB", (width, height), _BACKGROUND)
-    _draw_boundaries(ImageDraw.Draw(canvas), model, lambda points: view(points)[0])
+    _draw_boundaries(ImageDraw.Draw(canvas), model, lambda points: view(points)[0], canvas.size)
     image = np.asarray(canvas).copy()
 
     x = to_host(state.particle_x).astype(np.float64)
