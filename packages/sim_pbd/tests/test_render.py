@@ -20,7 +20,7 @@ def test_a_chain_is_drawn_inside_its_window_in_every_view(models):
     state = sim.initial_state({})
     params = model.parameters()
     for view in VIEWS:
-        image = render_frame(model, state, params, width=120, height=100, view=view,
+        image = render_frame(model, state, params=params, width=120, height=100, view=view,
                              window=(-2.0, 2.0, -2.0, 2.0))
         assert image.shape == (100, 120, 3) and image.dtype == np.uint8
         drawn = np.any(image < 200, axis=2)
@@ -40,12 +40,12 @@ def test_a_trace_is_drawn_and_bad_sizes_refused(models):
     state = PBDSimulator(model).initial_state({})
     params = model.parameters()
     window = (-3.0, 3.0, -3.0, 3.0)
-    plain = render_frame(model, state, params, width=64, height=64, window=window)
+    plain = render_frame(model, state, params=params, width=64, height=64, window=window)
     trace = np.array([[2.0, 0.0, 2.0], [2.5, 0.0, 2.5]])
-    traced = render_frame(model, state, params, width=64, height=64, window=window,
+    traced = render_frame(model, state, params=params, width=64, height=64, window=window,
                           view="side", trace=trace)
     assert not np.array_equal(plain, traced)
     with pytest.raises(ValueError, match="at least 16"):
-        render_frame(model, state, params, width=8, height=64)
+        render_frame(model, state, params=params, width=8, height=64)
     with pytest.raises(ValueError, match="unknown view"):
-        render_frame(model, state, params, width=64, height=64, view="back")
+        render_frame(model, state, params=params, width=64, height=64, view="back")

@@ -56,12 +56,12 @@ def default_view(model: PBDModel, state: PBDState, params: dict, *,
     return (u - reach, u + reach, v - reach, v + reach)
 
 
-def render_frame(model: PBDModel, state: PBDState, params: dict, *, width: int = 640,
-                 height: int = 480, view: str = "front", window=None,
+def render_frame(model: PBDModel, state: PBDState, *, width: int = 640, height: int = 480,
+                 params: dict | None = None, view: str = "front", window=None,
                  trace: np.ndarray | None = None) -> np.ndarray:
     """Draw ``state``'s robot: uint8 RGB image, shape (height, width, 3).
 
-    ``params`` holds the joint frames (:meth:`PBDModel.parameters`, or a design's);
+    ``params`` holds the joint frames (a design's; default :meth:`PBDModel.parameters`);
     ``view`` is a key of :data:`PROJECTIONS`; ``window`` the rectangle (u_min, u_max,
     v_min, v_max) [m] it shows, default :func:`default_view`; ``trace`` earlier end-effector
     positions [m], (k, 3), drawn as a line.
@@ -70,6 +70,7 @@ def render_frame(model: PBDModel, state: PBDState, params: dict, *, width: int =
         raise ValueError(f"frame size must be at least 16×16 pixels, got {width}×{height}")
     if view not in PROJECTIONS:
         raise ValueError(f"unknown view {view!r}: use one of {sorted(PROJECTIONS)}")
+    params = model.parameters() if params is None else params
     u0, u1, v0, v1 = default_view(model, state, params, view=view) if window is None else window
     scale = min(width / (u1 - u0), height / (v1 - v0))
     center = np.array([0.5 * (u0 + u1), 0.5 * (v0 + v1)])

@@ -91,10 +91,11 @@ def joint_gaps(model: PBDModel, state: PBDState, params: dict) -> np.ndarray:
     return np.linalg.norm(gap, axis=1)
 
 
-def check_state(model: PBDModel, state: PBDState, params: dict, step_index: int, *,
+def check_state(model: PBDModel, state: PBDState, step_index: int, *, params: dict,
                 tolerance: float) -> None:
     """Raise SimulationError at control step ``step_index`` when the state holds NaN or inf
-    or a joint's gap exceeds ``tolerance`` [m], naming the joint and the fix."""
+    or a joint's gap exceeds ``tolerance`` [m] (joint frames from ``params``), naming the
+    joint and the fix."""
     for name in ("link_x", "link_q", "link_v", "link_w"):
         if not np.all(np.isfinite(getattr(state, name))):
             raise SimulationError(

@@ -150,7 +150,7 @@ class PBDSimulator:
 
     def check_state(self, state: PBDState, step_index: int) -> None:
         """Raise SimulationError on NaN/inf or a joint that came apart."""
-        safety.check_state(self.model, state, self._stepped_params, step_index,
+        safety.check_state(self.model, state, step_index, params=self._stepped_params,
                            tolerance=self.joint_tolerance)
 
     def render(self, state: PBDState, design: dict, *, width: int, height: int,
@@ -160,7 +160,7 @@ class PBDSimulator:
         window = self.window
         if window is None:  # framed on the rest pose, so the camera does not move
             window = self._rest_window(params)
-        return render_frame(self.model, state, params, width=width, height=height,
+        return render_frame(self.model, state, width=width, height=height, params=params,
                             view=self.view, window=window)
 
     def _rest_window(self, params: dict):
