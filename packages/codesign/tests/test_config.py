@@ -253,7 +253,7 @@ def test_quick_section_merges_and_is_checked_without_quick(registry):
     assert quick.data["run"]["dt"] == 0.01
     assert "quick" not in quick.data
     (error,) = errors_of(BASE + "quick:\n  run: {stepz: 2}\n", registry)
-    assert error.startswith("run.stepz (line 17): unknown key 'stepz'")
+    assert error.startswith("quick.run.stepz (line 17): unknown key 'stepz'")
     with pytest.raises(ConfigError, match="--quick was given but the experiment has no quick"):
         validate(BASE, registry, quick=True)
 

@@ -43,10 +43,11 @@ from typing import Any
 import numpy as np
 
 from .design import Parameter
+from .limits import MAX_ECHO_CHARS
 
-__all__ = ["OptionSpec", "Options", "OptionsError", "accepts_keyword", "check_options",
-           "format_options", "is_integer", "is_number", "option", "options_factory", "suggest",
-           "type_name"]
+__all__ = ["OptionSpec", "Options", "OptionsError", "accepts_keyword", "bounded_repr",
+           "check_options", "format_options", "is_integer", "is_number", "option",
+           "options_factory", "suggest", "type_name"]
 
 
 class OptionsError(ValueError):
@@ -249,6 +250,59 @@ def type_name(value: Any) -> str:
     """A YAML value's type in words for messages: ``"null"``, ``"an integer"``, ``"a list"``..."""
     return next((words for kind, words in _TYPE_WORDS.items() if isinstance(value, kind)),
                 type(value).__name__)
+
+
+def bounded_repr(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
+    """``repr(value)`` for a message, cut after ``limit`` characters.
+
+    A cut text ends with ``…`` and the value's type and size (``… (a list of 9 items)``).
+    Containers are written lazily, so a value of millions of items (an alias bomb) costs no
+    more than the characters shown.
+    """
+    pieces, length = [], 0
+    for piece in _repr_pieces(value, limit):
+        pieces.append(piece)
+        length += len(piece)
+        if length > limit:
+            return "".join(pieces)[:limit] + f"… ({_size_words(value)})"
+    return "".join(pieces)
+
+
+def _repr_pieces(value: Any, limit: int) -> Iterable[str]:
+    """``repr(value)`` in pieces of at most about ``limit`` characters each."""
+    if isinstance(value, Mapping):
+        yield "{"
+        for index, (key, item) in enumerate(value.items()):
+            yield ", " if index else ""
+            yield from _repr_pieces(key, limit)
+            yield ": "
+            yield from _repr_pieces(item, limit)
+        yield "}"
+    elif isinstance(value, list | tuple):
+        yield "["
+        for index, item in enumerate(value):
+            yield ", " if index else ""
+            yield from _repr_pieces(item, limit)
+        yield "]"
+    elif isinstance(value, str | bytes):
+        yield repr(value[:limit + 1])  # one character more than fits, so a cut shows
+    elif isinstance(value, int) and value.bit_length() > 4 * limit:  # repr would take long
+        yield f"<an integer of {value.bit_length()} bits>"
+    else:
+        yield repr(value)
+
+
+def _size_words(value: Any) -> str:
+    """``"a list of 9 items"``, ``"a string of 5000 characters"``, ``"an array of shape (3,)"``."""
+    if isinstance(value, Mapping):
+        return f"a mapping of {len(value)} keys"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)} items"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    return type_name(value)
 
 
 def is_integer(value: Any) -> bool:
