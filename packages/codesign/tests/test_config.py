@@ -327,13 +327,18 @@ def test_wrong_shape_is_a_design_error_with_line(registry):
 
 def test_init_outside_bounds_and_nan_controller_weights_are_design_errors(registry):
     text = BASE.replace("init: 4.0", "init: 40.0")
-    with pytest.raises(DesignConfigError, match=r"design.stiffness \(line 4\): design.stiffness: "
-                                                "init lies outside"):
+    with pytest.raises(DesignConfigError, match=r"design.stiffness.init \(line 4\): init 40 "
+                                                r"lies outside \[lower, upper\] = \[0.5, 20\]"):
         build_experiment(validate(text, registry), registry)
     text = BASE.replace("name: open_loop", "name: open_loop\n  options: {initial: .nan}")
+    (error,) = errors_of(text, registry)  # validation refuses the NaN before any build
+    assert error.startswith("controller.options.initial (line 7): option 'initial' of "
+                            "controller 'open_loop' must be finite (no NaN or inf), got nan")
+    config = validate(text.replace(".nan", "0.0"), registry)
+    config.data["controller"]["options"]["initial"] = np.nan  # as a Python caller may pass
     with pytest.raises(DesignConfigError, match=r"controller.options \(line 7\): parameter "
                                                 "'table': default must be finite"):
-        build_experiment(validate(text, registry), registry)
+        build_experiment(config, registry)
 
 
 def test_unstable_time_step_points_at_run_dt(registry):

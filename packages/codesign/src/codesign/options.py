@@ -120,11 +120,11 @@ class OptionSpec:
         if value is None:
             return None
         if self.choices is not None and value not in self.choices:
-            return (f"{value!r} is not one of its choices: "
+            return (f"{bounded_repr(value)} is not one of its choices: "
                     f"{', '.join(map(repr, self.choices))}")
         numbers = _numbers(value)
         if any(not np.isfinite(n) for n in numbers):
-            return f"{value!r} is not finite"
+            return f"{bounded_repr(value)} is not finite"
         outside = [n for n in numbers if (self.lower is not None and n < self.lower)
                    or (self.upper is not None and n > self.upper)]
         if outside:
@@ -419,6 +419,19 @@ def _plain_copy(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} default has no YAML form")
 
 
+def _non_finite(value: Any, default: Any) -> str | None:
+    """None if every number in ``value`` is finite or ``value`` is its ``default``'s infinity
+    (which means no bound, as in a controller's ``lower = -inf``); else the words a message
+    adds after "must be finite" (naming the allowed infinity)."""
+    numbers = _numbers(value)
+    if all(np.isfinite(n) for n in numbers):
+        return None
+    infinite = is_number(default) and np.isinf(default)
+    if infinite and is_number(value) and value == default:
+        return None
+    return f" or {default} (its default: no bound)" if infinite else " (no NaN or inf)"
+
+
 def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequence[str] = (),
                   defaults: Mapping[str, Any] | None = None,
                   supplied: Mapping[str, Any] | None = None,
@@ -451,17 +464,21 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
             if not accepts.accepts(value):
                 problems.append(((name,), f"option {name!r} of {what} must be "
                                           f"{accepts.describe()}, got {type_name(value)} "
-                                          f"{value!r}"))
+                                          f"{bounded_repr(value)}"))
+            elif (infinite := _non_finite(value, settable[name].default)) is not None:
+                problems.append(((name,), f"option {name!r} of {what} must be finite"
+                                          f"{infinite}, got {bounded_repr(value)}"))
             else:
                 convert = accepts.tags == frozenset({float}) and is_integer(value)
                 resolved[name] = float(value) if convert else value
         elif takes_any:
             resolved[name] = value
         else:
-            accepted = ", ".join(f"{n} ({expected[n].describe()}"
-                                 f"{'' if p.default is p.empty else f' = {p.default!r}'})"
-                                 for n, p in settable.items()) or "none"
-            problems.append(((name,), f"unknown option {name!r} for {what}"
+            accepted = ", ".join(
+                f"{n} ({expected[n].describe()}"
+                f"{'' if p.default is p.empty else f' = {bounded_repr(p.default)}'})"
+                for n, p in settable.items()) or "none"
+            problems.append(((name,), f"unknown option {bounded_repr(name)} for {what}"
                                       f"{suggest(name, list(settable))}; accepted: {accepted}"))
     for name, p in settable.items():
         if name in options:
@@ -481,6 +498,8 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
     except OptionsError as exc:
         return resolved, [((name,), f"option {name!r} of {what}: {message}")
                           for name, message in exc.problems]
-    except ValueError as exc:
-        return resolved, [((), f"{what}: {exc}")]
+    except (ValueError, TypeError, LookupError, OSError, ArithmeticError, MemoryError,
+            RecursionError) as exc:  # what reading other sources (a scene file) may raise
+        words = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        return resolved, [((), f"{what}: {words}")]
     return {k: v for k, v in values.items() if k not in injected}, []
