@@ -54,9 +54,9 @@ from .limits import (
     MAX_ECHO_CHARS,
     MAX_MESSAGE_CHARS,
     MAX_REPORTED_ISSUES,
-    YAML_MAX_ALIAS_NODES,
     YAML_MAX_DEPTH,
     YAML_MAX_INTEGER,
+    YAML_MAX_NODES,
 )
 from .options import bounded_repr, type_name
 
@@ -193,9 +193,10 @@ class _LineLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor,
 
     It records the line of every key and list item, reads ``1e-8`` as a float and dates as
     strings, supports merge keys (``<<: *base``, explicit keys override merged ones) and
-    refuses duplicate keys, nesting deeper than ``YAML_MAX_DEPTH``, more than
-    ``YAML_MAX_ALIAS_NODES`` nodes reached through aliases, recursive aliases and integers
-    beyond 64 bits, each at its YAML path (``key_path`` while composing and constructing).
+    refuses duplicate keys, nesting deeper than ``YAML_MAX_DEPTH``, documents of more than
+    ``YAML_MAX_NODES`` nodes with every alias expanded (an alias bomb: counted as the aliases
+    are read, never expanded), recursive aliases and integers beyond 64 bits, each at its
+    YAML path (``key_path`` while composing and constructing).
     """
 
     def __init__(self, stream: str):
@@ -204,51 +205,64 @@ class _LineLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor,
         yaml.constructor.SafeConstructor.__init__(self)
         yaml.resolver.Resolver.__init__(self)
         self.key_path: list[str | int] = []
-        self.depth = 0
-        self.alias_nodes = 0  # nodes reached through aliases so far
-        self.open_anchors: set[str] = set()  # anchors of the collections being composed
+        self.depth = 0  # mappings and lists open around the node being composed
+        self.nodes = 0  # nodes composed so far, those reached through aliases included
+        self.open_anchors: set[str | None] = set()  # anchors of the collections being composed
         self.subtree_sizes: dict[int, int] = {}  # id(node) -> nodes in its subtree
 
-    # -- composing: depth, aliases and the path ------------------------------------------
+    # -- composing: depth, size and the path ----------------------------------------------
 
     def compose_node(self, parent, index):
         # ``index``: the key node of a mapping value, the position of a sequence item, None
-        # for a mapping key and the root.
+        # for a mapping key and the root. A refusal aborts the load, so the path is left as
+        # it was where that happened.
         part = index.value if isinstance(index, yaml.ScalarNode) else index
-        path = self.key_path if part is None else [*self.key_path, part]
+        if part is not None:
+            self.key_path.append(part)
         event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent):
-            self._count_alias(event, path)
-            return super().compose_node(parent, index)
-        if self.depth >= YAML_MAX_DEPTH:
-            raise _Refused(path, event.start_mark, f"the document nests deeper than "
-                           f"{YAML_MAX_DEPTH} levels (the limit on nested mappings and "
-                           "lists); flatten it")
-        anchor = event.anchor
-        self.depth += 1
-        self.key_path = path
-        if anchor is not None:
-            self.open_anchors.add(anchor)
-        try:
-            return super().compose_node(parent, index)
-        finally:
+        if isinstance(event, yaml.ScalarEvent):
+            self._count(1, event)
+            node = super().compose_node(parent, index)
+        elif isinstance(event, yaml.AliasEvent):
+            self._count_alias(event)
+            node = super().compose_node(parent, index)
+        else:
+            if self.depth >= YAML_MAX_DEPTH:
+                raise _Refused(self.key_path, event.start_mark, f"the document nests deeper "
+                               f"than {YAML_MAX_DEPTH} levels (the limit on nested mappings "
+                               "and lists); flatten it")
+            self._count(1, event)
+            self.depth += 1
+            self.open_anchors.add(event.anchor)
+            node = super().compose_node(parent, index)
+            self.open_anchors.discard(event.anchor)
             self.depth -= 1
-            self.key_path = path[:-1] if part is not None else path
-            self.open_anchors.discard(anchor)
+        if part is not None:
+            self.key_path.pop()
+        return node
 
-    def _count_alias(self, event, path) -> None:
+    def _count(self, nodes: int, event) -> None:
+        self.nodes += nodes
+        if self.nodes > YAML_MAX_NODES:
+            raise _Refused(self.key_path, event.start_mark, f"the document holds more than "
+                           f"{YAML_MAX_NODES} values, the limit on keys, values and list items "
+                           "(aliases counted expanded); keep large data in a file the "
+                           "simulator reads")
+
+    def _count_alias(self, event) -> None:
         if event.anchor in self.open_anchors:
-            raise _Refused(path, event.start_mark, f"alias *{event.anchor} refers to its own "
-                           "anchor (a value containing itself); alias a separate value")
+            raise _Refused(self.key_path, event.start_mark, f"alias *{event.anchor} refers to "
+                           "its own anchor (a value containing itself); alias a separate value")
         node = self.anchors.get(event.anchor)
         if node is None:  # the composer reports the undefined alias
             return
-        self.alias_nodes += self._subtree_size(node)
-        if self.alias_nodes > YAML_MAX_ALIAS_NODES:
-            raise _Refused(path, event.start_mark, f"this alias (*{event.anchor}, "
-                           f"{self._subtree_size(node)} nodes) takes the nodes reached through "
-                           f"aliases past {YAML_MAX_ALIAS_NODES}, the limit; write the values "
-                           "out or alias smaller pieces")
+        size = self._subtree_size(node)
+        if self.nodes + size > YAML_MAX_NODES:
+            raise _Refused(self.key_path, event.start_mark, f"this alias (*{event.anchor}, "
+                           f"{size} values) expands the document past {YAML_MAX_NODES} values, "
+                           "the limit on keys, values and list items with aliases expanded; "
+                           "write the values out or alias smaller pieces")
+        self._count(size, event)
 
     def _subtree_size(self, node) -> int:
         """Nodes in ``node``'s subtree, aliases expanded (memoized: shared subtrees once)."""

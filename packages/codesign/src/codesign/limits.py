@@ -7,9 +7,10 @@ on purpose: far past any experiment that finishes in a day, well short of what w
 YAML documents (checked while loading, :mod:`codesign.config`):
 
 - ``YAML_MAX_DEPTH``: nesting levels of mappings and lists;
-- ``YAML_MAX_ALIAS_NODES``: nodes reached through aliases (each alias counts every node of
-  the subtree it repeats, merge keys included), so a few hundred bytes cannot expand into
-  millions of values;
+- ``YAML_MAX_NODES``: keys, values and list items of the document with every alias
+  expanded (an alias counts every node of the subtree it repeats, merge keys included), so
+  a few hundred bytes cannot expand into millions of values (an alias bomb) and loading any
+  document takes well under a second; per-particle data beyond it belongs in a file;
 - ``YAML_MAX_INTEGER``: the magnitude of an integer literal (64 bits);
 
 run sizes (checked by :mod:`codesign.validation`): ``RUN_RANGES`` and ``VIDEO_RANGES`` map a
@@ -19,17 +20,19 @@ largest ``run.dt`` [s], ``MAX_ITERATIONS`` the largest ``optimizer.iterations`` 
 
 messages: ``MAX_ECHO_CHARS`` characters of a value (or a YAML path) shown in an error,
 ``MAX_MESSAGE_CHARS`` characters of one problem's message (a plugin's exception text),
-``MAX_REPORTED_ISSUES`` problems listed in one :class:`~codesign.config.ConfigError`.
+``MAX_REPORTED_ISSUES`` problems listed in one :class:`~codesign.config.ConfigError`,
+``MAX_UNKNOWN_KEYS_LISTED`` unknown keys of one mapping reported one by one (with a
+"did you mean"), the rest together (a file of thousands of typos stays quick to check).
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_BATCH_SIZE", "MAX_DT", "MAX_ECHO_CHARS", "MAX_ITERATIONS",
-           "MAX_MESSAGE_CHARS", "MAX_REPORTED_ISSUES", "MAX_STEPS", "RUN_RANGES", "VIDEO_RANGES", "YAML_MAX_ALIAS_NODES",
-           "YAML_MAX_DEPTH", "YAML_MAX_INTEGER"]
+__all__ = ["MAX_BATCH_SIZE", "MAX_DT", "MAX_ECHO_CHARS", "MAX_ITERATIONS", "MAX_MESSAGE_CHARS",
+           "MAX_REPORTED_ISSUES", "MAX_STEPS", "MAX_UNKNOWN_KEYS_LISTED", "RUN_RANGES",
+           "VIDEO_RANGES", "YAML_MAX_DEPTH", "YAML_MAX_INTEGER", "YAML_MAX_NODES"]
 
 YAML_MAX_DEPTH = 100
-YAML_MAX_ALIAS_NODES = 100_000
+YAML_MAX_NODES = 100_000
 YAML_MAX_INTEGER = 2**64
 
 MAX_STEPS = 1_000_000  # control steps of one rollout
@@ -53,3 +56,4 @@ MAX_BATCH_SIZE = 1_000_000
 MAX_ECHO_CHARS = 200
 MAX_MESSAGE_CHARS = 4000
 MAX_REPORTED_ISSUES = 50
+MAX_UNKNOWN_KEYS_LISTED = 20

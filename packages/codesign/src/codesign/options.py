@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from .design import Parameter
-from .limits import MAX_ECHO_CHARS
+from .limits import MAX_ECHO_CHARS, MAX_UNKNOWN_KEYS_LISTED
 
 __all__ = ["OptionSpec", "Options", "OptionsError", "accepts_keyword", "bounded_repr",
            "check_options", "format_options", "is_integer", "is_number", "option",
@@ -384,8 +384,10 @@ def _expected(annotation: Any) -> _Expected:
     return _Expected(frozenset({dict})) if issubclass(origin, Mapping) else _ANYTHING
 
 
+@functools.lru_cache(maxsize=256)  # one experiment checks many entries of one factory
 def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], bool, dict[str, Any]]:
-    """Keyword parameters of a factory, whether it takes ``**kwargs``, and resolved hints."""
+    """Keyword parameters of a factory, whether it takes ``**kwargs``, and resolved hints
+    (shared between calls: read, never change them)."""
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):
@@ -400,6 +402,13 @@ def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], bool, dict[s
     }
     takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
     return parameters, takes_any, hints
+
+
+@functools.lru_cache(maxsize=256)
+def _expectations(factory: Any) -> dict[str, _Expected]:
+    """What each keyword parameter of ``factory`` accepts (shared: read, never change it)."""
+    parameters, _, hints = _signature(factory)
+    return {n: _expected(hints.get(n, p.annotation)) for n, p in parameters.items()}
 
 
 def accepts_keyword(factory: Any, name: str) -> bool:
@@ -447,12 +456,13 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
     gives the values of injected arguments a factory's options declaration reads while
     resolving (``base_dir``: where a scene file's path starts).
     """
-    parameters, takes_any, hints = _signature(factory)
+    parameters, takes_any, _ = _signature(factory)
     settable = {n: p for n, p in parameters.items() if n not in injected}
     options = {**{k: v for k, v in (defaults or {}).items() if k in settable}, **options}
-    expected = {n: _expected(hints.get(n, p.annotation)) for n, p in settable.items()}
+    expected = _expectations(factory)
     resolved: dict[str, Any] = {}
     problems: list[tuple[tuple, str]] = []
+    unknown: list[str] = []
     for name, value in options.items():
         if name in injected:
             problems.append(((name,), f"{name!r} is set by the run, not in the options of a "
@@ -474,12 +484,19 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
         elif takes_any:
             resolved[name] = value
         else:
-            accepted = ", ".join(
-                f"{n} ({expected[n].describe()}"
-                f"{'' if p.default is p.empty else f' = {bounded_repr(p.default)}'})"
-                for n, p in settable.items()) or "none"
-            problems.append(((name,), f"unknown option {bounded_repr(name)} for {what}"
-                                      f"{suggest(name, list(settable))}; accepted: {accepted}"))
+            unknown.append(name)
+    if unknown:
+        accepted = ", ".join(
+            f"{n} ({expected[n].describe()}"
+            f"{'' if p.default is p.empty else f' = {bounded_repr(p.default)}'})"
+            for n, p in settable.items()) or "none"
+        problems += [((name,), f"unknown option {bounded_repr(name)} for {what}"
+                               f"{suggest(name, list(settable))}; accepted: {accepted}")
+                     for name in unknown[:MAX_UNKNOWN_KEYS_LISTED]]
+        rest = unknown[MAX_UNKNOWN_KEYS_LISTED:]
+        if rest:
+            problems.append(((), f"{len(rest)} more unknown options for {what}: "
+                                 f"{bounded_repr(rest)}; accepted: {accepted}"))
     for name, p in settable.items():
         if name in options:
             continue

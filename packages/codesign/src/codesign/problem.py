@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from .design import DesignError, DesignSpace
-from .options import bounded_repr, is_number
 from .optim.base import Evaluation
+from .options import bounded_repr, is_number
 from .rollout import Rollout
 from .terms import Constraint, Objective
 

@@ -31,7 +31,14 @@ from .config import (
     without,
 )
 from .executors import EXECUTOR_KINDS
-from .limits import MAX_BATCH_SIZE, MAX_DT, MAX_ITERATIONS, RUN_RANGES, VIDEO_RANGES
+from .limits import (
+    MAX_BATCH_SIZE,
+    MAX_DT,
+    MAX_ITERATIONS,
+    MAX_UNKNOWN_KEYS_LISTED,
+    RUN_RANGES,
+    VIDEO_RANGES,
+)
 from .options import (
     bounded_repr,
     check_options,
@@ -67,15 +74,22 @@ class _Checker:
             self.error(path, f"{what} must be a mapping with keys {', '.join(allowed)}, got "
                              f"{type_name(value)}")
             return None
-        for key in value:
-            if key not in allowed:
-                self.error((*path, key), f"unknown key {bounded_repr(key)}"
-                                         f"{suggest(key, allowed)}; "
-                                         f"allowed here: {', '.join(allowed)}")
+        self.unknown([key for key in value if key not in allowed], path, allowed, "key")
         for key in required:
             if key not in value:
                 self.error(path, f"missing required key {key!r} in {what}")
         return value
+
+    def unknown(self, keys: list[str], path: tuple, allowed: Sequence[str], what: str) -> None:
+        """Issues for the ``keys`` of the mapping at ``path`` not in ``allowed``: one each
+        (with a suggestion) for the first ``MAX_UNKNOWN_KEYS_LISTED``, one for the rest."""
+        for key in keys[:MAX_UNKNOWN_KEYS_LISTED]:
+            self.error((*path, key), f"unknown {what} {bounded_repr(key)}"
+                                     f"{suggest(key, allowed)}; allowed here: {', '.join(allowed)}")
+        rest = keys[MAX_UNKNOWN_KEYS_LISTED:]
+        if rest:
+            self.error(path, f"{len(rest)} more unknown {what}s: {bounded_repr(rest)}; allowed "
+                             f"here: {', '.join(allowed)}")
 
     def number(self, value: Any, path: tuple, *, integer: bool = False, minimum=None,
                maximum=None, positive: bool = False) -> Any:
@@ -128,7 +142,7 @@ class _Checker:
             self.error((*path, "options"), f"options must be a mapping, got "
                                            f"{type_name(options)}")
             options = {}
-        if name is None:
+        if name is None and name_key not in section:  # the missing key is reported above
             return resolved
         if not isinstance(name, str):
             self.error((*path, name_key), f"must be a string, got {type_name(name)}")
@@ -354,12 +368,9 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
 def _validate_tree(tree: dict, registry, base_dir: Path) -> tuple[dict, list[ConfigIssue]]:
     ck = _Checker(tree, registry)
     identification = "identification" in tree
+    ck.unknown([key for key in tree if key not in SECTIONS], (), SECTIONS, "section")
     for key in tree:
-        if key not in SECTIONS:
-            ck.error((key,), f"unknown section {bounded_repr(key)}{suggest(key, SECTIONS)}; "
-                             "allowed: "
-                             f"{', '.join(SECTIONS)}")
-        elif identification and key in _NOT_IN_IDENTIFICATION:
+        if identification and key in _NOT_IN_IDENTIFICATION:
             ck.error((key,), f"an identification experiment has no {key!r} section: the "
                              "recordings' actions are replayed open loop and the loss is the "
                              "tracking error through identification.measurement; remove it")
