@@ -170,3 +170,29 @@ def test_every_mutant_of_every_example_validates_or_names_key_and_line(folders):
                 assert issue.path != "(file)" or "line" in str(issue), where
     assert sum(outcomes.values()) >= 500
     assert outcomes["ok"] and outcomes["refused"], outcomes
+
+
+def test_a_large_legitimate_experiment_of_1_mb_validates(tmp_path):
+    """The octoped with every per-particle material field written out, for the run and again
+    for its quick setting, under a provenance comment: just under 1 MB, within every limit."""
+    example = ROOT / "packages/sim_mpm/src/sim_mpm/examples/octoped_3d.yaml"
+    particles = 1756
+    fields = ""
+    for name, typical in [("youngs_modulus", 9.0), ("poissons_ratio", 0.25),
+                          ("density", 1.0), ("volume", 8.0e-6)]:
+        init = [typical * (1.0 + 0.2 * ((i * 7919) % 1000) / 1000) for i in range(particles)]
+        fields += (f"  particle.{name}:\n"
+                   f"    init: [{', '.join(f'{v:.17g}' for v in init)}]\n"
+                   f"    lower: [{', '.join(f'{v * 0.731:.17g}' for v in init)}]\n"
+                   f"    upper: [{', '.join(f'{v * 1.377:.17g}' for v in init)}]\n")
+    text = example.read_text(encoding="utf-8")
+    text = text.replace("design:\n  particle.youngs_modulus: {lower: 7.0, upper: 20.0}\n",
+                        "design:\n" + fields)
+    text = text.replace("\nquick:\n", "\nquick:\n  design:\n" + fields.replace("\n  ", "\n    ")
+                        .replace("  particle.", "    particle.", 1))
+    note = "# particle {0:05d}: material from row {0:05d} of the calibration table\n"
+    lines = (1_000_000 - len(text.encode())) // len(note.format(0))
+    path = tmp_path / "octoped_fields.yaml"
+    path.write_text("".join(note.format(i) for i in range(lines)) + text, encoding="utf-8")
+    assert 990_000 < path.stat().st_size < 1_000_000
+    assert validate(path, quick=False) is None and validate(path, quick=True) is None
