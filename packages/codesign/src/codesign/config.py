@@ -1,7 +1,9 @@
 """YAML experiments: the sections, their errors, loading (the first stage of a run).
 
-:func:`load_config` parses an experiment file with a :class:`yaml.SafeLoader` subclass that
-records the line of every key and list item; :func:`codesign.validation.validate_config`
+:func:`load_config` parses an experiment file with a safe loader (PyYAML's safe constructor)
+that records the line of every key and list item, supports merge keys (``<<: *base``) and
+refuses duplicate keys and documents past the limits of :mod:`codesign.limits` (nesting,
+values with aliases expanded, integer size); :func:`codesign.validation.validate_config`
 checks it and returns an :class:`ExperimentConfig`; checks that need the built simulator
 (design parameter names, shapes) happen when the experiment is built
 (:mod:`codesign.experiment`). Every problem is reported in one :class:`ConfigError`, each
