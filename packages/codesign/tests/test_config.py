@@ -6,7 +6,7 @@ import importlib.util
 import sys
 import textwrap
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pytest
@@ -32,7 +32,7 @@ from codesign.limits import (
     YAML_MAX_INTEGER,
     YAML_MAX_NODES,
 )
-from codesign.options import bounded_repr, check_options
+from codesign.options import Range, bounded_repr, check_options
 from codesign.plugins import get_registry
 from codesign.problem import DesignOverrideError, apply_overrides
 from codesign.validation import validate_config
@@ -636,3 +636,19 @@ def test_apply_overrides_names_the_parameter_and_the_key_at_fault():
         apply_overrides(space, {"stiffness": {"lower": 5.0, "upper": 2.0}})
     with pytest.raises(DesignOverrideError, match=r"design.stiffness.scale: scale must be a "):
         apply_overrides(space, {"stiffness": {"scale": -1.0}})
+
+
+def test_annotated_ranges_bound_population_sizes_and_other_counts(registry):
+    text = BASE.replace("name: test_gd", "name: cmaes\n  options: {population_size: 1000000000}")
+    (error,) = errors_of(text, registry)
+    assert error == ("optimizer.options.population_size (line 12): option 'population_size' of "
+                     "optimizer 'cmaes': 1e+09 lies outside [0, 100000], codesign's limit for it")
+
+    def factory(*, sizes: Annotated[list[int], Range(1, 10)], rate: float = 0.5):
+        """A factory whose sizes are bounded by their annotation."""
+
+    resolved, problems = check_options(factory, {"sizes": [2, 3]})
+    assert problems == [] and resolved == {"sizes": [2, 3], "rate": 0.5}
+    _, problems = check_options(factory, {"sizes": [2, 30]})
+    assert problems == [(("sizes",), "option 'sizes' of component: 30 lies outside [1, 10], "
+                                     "codesign's limit for it")]

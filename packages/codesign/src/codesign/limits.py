@@ -16,7 +16,9 @@ YAML documents (checked while loading, :mod:`codesign.config`):
 run sizes (checked by :mod:`codesign.validation`): ``RUN_RANGES`` and ``VIDEO_RANGES`` map a
 key of ``run`` / ``run.video`` to its inclusive ``(lowest, highest)``; ``MAX_DT`` is the
 largest ``run.dt`` [s], ``MAX_ITERATIONS`` the largest ``optimizer.iterations`` and
-``MAX_BATCH_SIZE`` the largest ``identification.batch_size``;
+``MAX_BATCH_SIZE`` the largest ``identification.batch_size``; component sizes
+(``MAX_POPULATION``: CMA-ES ``population_size``, ``MAX_RECORDINGS``: the synthetic source's
+``count``) are annotated on their factory's keyword (:class:`codesign.options.Range`);
 
 messages: ``MAX_ECHO_CHARS`` characters of a value (or a YAML path) shown in an error,
 ``MAX_MESSAGE_CHARS`` characters of one problem's message (a plugin's exception text),
@@ -28,8 +30,9 @@ messages: ``MAX_ECHO_CHARS`` characters of a value (or a YAML path) shown in an 
 from __future__ import annotations
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_DT", "MAX_ECHO_CHARS", "MAX_ITERATIONS", "MAX_MESSAGE_CHARS",
-           "MAX_REPORTED_ISSUES", "MAX_STEPS", "MAX_UNKNOWN_KEYS_LISTED", "RUN_RANGES",
-           "VIDEO_RANGES", "YAML_MAX_DEPTH", "YAML_MAX_INTEGER", "YAML_MAX_NODES"]
+           "MAX_POPULATION", "MAX_RECORDINGS", "MAX_REPORTED_ISSUES", "MAX_STEPS",
+           "MAX_UNKNOWN_KEYS_LISTED", "RUN_RANGES", "VIDEO_RANGES", "YAML_MAX_DEPTH",
+           "YAML_MAX_INTEGER", "YAML_MAX_NODES"]
 
 YAML_MAX_DEPTH = 100
 YAML_MAX_NODES = 100_000
@@ -52,6 +55,8 @@ VIDEO_RANGES = {
 MAX_DT = 3600.0  # s: one hour
 MAX_ITERATIONS = 1_000_000
 MAX_BATCH_SIZE = 1_000_000
+MAX_POPULATION = 100_000  # candidates of one evolution-strategy generation
+MAX_RECORDINGS = 100_000  # trajectories a recording source makes
 
 MAX_ECHO_CHARS = 200
 MAX_MESSAGE_CHARS = 4000

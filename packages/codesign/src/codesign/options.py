@@ -45,7 +45,7 @@ import numpy as np
 from .design import Parameter
 from .limits import MAX_ECHO_CHARS, MAX_UNKNOWN_KEYS_LISTED
 
-__all__ = ["OptionSpec", "Options", "OptionsError", "accepts_keyword", "bounded_repr",
+__all__ = ["OptionSpec", "Options", "OptionsError", "Range", "accepts_keyword", "bounded_repr",
            "check_options", "format_options", "is_integer", "is_number", "option",
            "options_factory", "suggest", "type_name"]
 
@@ -88,6 +88,24 @@ def _numbers(value: Any) -> list[float]:
     if isinstance(value, list | tuple | np.ndarray):
         return [n for v in value for n in _numbers(v)]
     return []
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Inclusive sane range of a plain factory's numeric keyword (a count, a size), read by
+    :func:`check_options` from its annotation: ``count: Annotated[int, Range(1, 10_000)]``.
+    It applies to every number of the value, like a declared option's bounds."""
+
+    lower: float
+    upper: float
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` lies outside the range, or None if it does not."""
+        outside = [n for n in _numbers(value) if not self.lower <= n <= self.upper]
+        if not outside:
+            return None
+        return (f"{outside[0]:g} lies outside [{self.lower:g}, {self.upper:g}], codesign's "
+                "limit for it")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -366,6 +384,8 @@ def _expected(annotation: Any) -> _Expected:
     if annotation in _TAGS:
         return _Expected(frozenset({annotation}))
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:  # Annotated[int, Range(...)]: the Range is checked apart
+        return _expected(args[0])
     if origin is typing.Literal:
         return _Expected(None, choices=tuple(args))
     if origin is typing.Union or origin is types.UnionType:
@@ -393,7 +413,8 @@ def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], bool, dict[s
     except (TypeError, ValueError):
         return {}, True, {}
     try:
-        hints = typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory)
+        hints = typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory,
+                                      include_extras=True)
     except Exception:  # an unresolvable string annotation: those options accept anything
         hints = {}
     parameters = {
@@ -402,6 +423,15 @@ def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], bool, dict[s
     }
     takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
     return parameters, takes_any, hints
+
+
+@functools.lru_cache(maxsize=256)
+def _ranges(factory: Any) -> dict[str, Range]:
+    """The :class:`Range` of each keyword parameter of ``factory`` annotated with one."""
+    _, _, hints = _signature(factory)
+    return {name: extra for name, hint in hints.items()
+            if typing.get_origin(hint) is typing.Annotated
+            for extra in hint.__metadata__ if isinstance(extra, Range)}
 
 
 @functools.lru_cache(maxsize=256)
@@ -459,7 +489,7 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
     parameters, takes_any, _ = _signature(factory)
     settable = {n: p for n, p in parameters.items() if n not in injected}
     options = {**{k: v for k, v in (defaults or {}).items() if k in settable}, **options}
-    expected = _expectations(factory)
+    expected, ranges = _expectations(factory), _ranges(factory)
     resolved: dict[str, Any] = {}
     problems: list[tuple[tuple, str]] = []
     unknown: list[str] = []
@@ -478,6 +508,8 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
             elif (infinite := _non_finite(value, settable[name].default)) is not None:
                 problems.append(((name,), f"option {name!r} of {what} must be finite"
                                           f"{infinite}, got {bounded_repr(value)}"))
+            elif name in ranges and (outside := ranges[name].problem(value)) is not None:
+                problems.append(((name,), f"option {name!r} of {what}: {outside}"))
             else:
                 convert = accepts.tags == frozenset({float}) and is_integer(value)
                 resolved[name] = float(value) if convert else value
