@@ -71,8 +71,8 @@ BAD_EXPERIMENTS = {
                       "design.damping.init (line 8): init must be finite", ""),
     "nan_controller_weights": (SPRING.replace("options: {initial: 0.0}",
                                               "options: {initial: .nan}"),
-                               "controller.options (line 11): parameter 'table': default must "
-                               "be finite", ""),
+                               "controller.options.initial (line 11): option 'initial' of "
+                               "controller 'open_loop' must be finite (no NaN or inf)", ""),
 }
 
 
@@ -95,7 +95,8 @@ def test_bad_experiments_fail_clearly_and_leave_no_run_directory(tmp_path, manag
 
 def test_diverging_run_fails_clearly_and_leaves_no_run_directory(tmp_path, manager, capsys):
     path = tmp_path / "exp.yaml"
-    path.write_text(SPRING.replace("{target: 0.2}", "{target: .nan}"))
+    path.write_text(SPRING.replace("{target: 0.2}", "{target: 1.0e+154}")  # loss 2e308 = inf
+                    .replace("weight: 1.0", "weight: 2.0"))
     code, _, err = codesign(["run", path, "--out", tmp_path / "out", "--no-progress"], manager,
                             capsys)
     assert code == 2

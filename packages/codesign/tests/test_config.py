@@ -6,14 +6,15 @@ import importlib.util
 import sys
 import textwrap
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pytest
 
-from codesign import DesignError
+from codesign import DesignError, DesignSpace, Parameter
 from codesign.config import (
     ConfigError,
+    ConfigIssue,
     DesignConfigError,
     deep_merge,
     format_path,
@@ -22,8 +23,18 @@ from codesign.config import (
 )
 from codesign.experiment import build_experiment, check_initial_design
 from codesign.hookspecs import hookimpl
-from codesign.options import check_options
+from codesign.limits import (
+    MAX_ECHO_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_REPORTED_ISSUES,
+    MAX_UNKNOWN_KEYS_LISTED,
+    YAML_MAX_DEPTH,
+    YAML_MAX_INTEGER,
+    YAML_MAX_NODES,
+)
+from codesign.options import Range, bounded_repr, check_options
 from codesign.plugins import get_registry
+from codesign.problem import DesignOverrideError, apply_overrides
 from codesign.validation import validate_config
 
 
@@ -253,7 +264,7 @@ def test_quick_section_merges_and_is_checked_without_quick(registry):
     assert quick.data["run"]["dt"] == 0.01
     assert "quick" not in quick.data
     (error,) = errors_of(BASE + "quick:\n  run: {stepz: 2}\n", registry)
-    assert error.startswith("run.stepz (line 17): unknown key 'stepz'")
+    assert error.startswith("quick.run.stepz (line 17): unknown key 'stepz'")
     with pytest.raises(ConfigError, match="--quick was given but the experiment has no quick"):
         validate(BASE, registry, quick=True)
 
@@ -327,13 +338,18 @@ def test_wrong_shape_is_a_design_error_with_line(registry):
 
 def test_init_outside_bounds_and_nan_controller_weights_are_design_errors(registry):
     text = BASE.replace("init: 4.0", "init: 40.0")
-    with pytest.raises(DesignConfigError, match=r"design.stiffness \(line 4\): design.stiffness: "
-                                                "init lies outside"):
+    with pytest.raises(DesignConfigError, match=r"design.stiffness.init \(line 4\): init 40 "
+                                                r"lies outside \[lower, upper\] = \[0.5, 20\]"):
         build_experiment(validate(text, registry), registry)
     text = BASE.replace("name: open_loop", "name: open_loop\n  options: {initial: .nan}")
+    (error,) = errors_of(text, registry)  # validation refuses the NaN before any build
+    assert error.startswith("controller.options.initial (line 7): option 'initial' of "
+                            "controller 'open_loop' must be finite (no NaN or inf), got nan")
+    config = validate(text.replace(".nan", "0.0"), registry)
+    config.data["controller"]["options"]["initial"] = np.nan  # as a Python caller may pass
     with pytest.raises(DesignConfigError, match=r"controller.options \(line 7\): parameter "
                                                 "'table': default must be finite"):
-        build_experiment(validate(text, registry), registry)
+        build_experiment(config, registry)
 
 
 def test_unstable_time_step_points_at_run_dt(registry):
@@ -413,3 +429,226 @@ def test_process_executor_is_built_and_shut_down(registry):
     assert experiment.executor._max_workers == 2
     experiment.close()
     assert experiment.executor is None
+
+
+# -- hostile files: limits, aliases, merge keys, bounded messages -----------------------------
+
+
+def refusal(text: str, **kwargs) -> str:
+    """The one problem :func:`parse_config` finds in ``text``, as printed."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(textwrap.dedent(text), **kwargs)
+    (issue,) = info.value.errors
+    return str(issue)
+
+
+def test_an_alias_bomb_is_refused_at_its_line_naming_the_limit():
+    levels = [f'  l0: &l0 [{", ".join(["lol"] * 9)}]']
+    levels += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    text = BASE + "quick:\n" + "\n".join(levels) + "\n"  # 9**10 leaves in 1.4 KB
+    assert len(text) < 1500
+    message = refusal(text)
+    assert message.startswith("quick.l5[0] (line 22): this alias (*l4, 66430 values) expands "
+                              f"the document past {YAML_MAX_NODES} values, the limit")
+
+
+def test_the_node_limit_counts_literal_values_and_values_reached_through_aliases():
+    # root + a + its list of 999 + b + its list of 98 aliases (1000 each) + c + its list
+    def document(padding: int) -> str:
+        return (f"a: &x [{', '.join(['1'] * 999)}]\nb: [{', '.join(['*x'] * 98)}]\n"
+                f"c: [{', '.join(['0'] * padding)}]\n")
+
+    assert 5 + 999 + 98 * 1000 + 2 + 994 == YAML_MAX_NODES
+    assert len(parse_config(document(994)).tree["b"]) == 98
+    assert refusal(document(995)).startswith("c[994] (line 3): the document holds more than "
+                                             f"{YAML_MAX_NODES} values")
+
+
+def test_deep_nesting_is_refused_at_its_path_and_line():
+    deepest = parse_config("a: " + "[" * (YAML_MAX_DEPTH - 1) + "]" * (YAML_MAX_DEPTH - 1)).tree
+    for _ in range(YAML_MAX_DEPTH - 1):  # the top-level mapping is the first level
+        deepest = deepest["a"] if isinstance(deepest, dict) else deepest[0]
+    assert deepest == []
+    text = "a:\n  b: " + "[" * 5000 + "]" * 5000 + "\n"  # a RecursionError before
+    message = refusal(text)
+    assert message.startswith("a.b[0][0][0]")
+    assert message.endswith(f"(line 2): the document nests deeper than {YAML_MAX_DEPTH} levels "
+                            "(the limit on nested mappings and lists); flatten it")
+
+
+def test_integers_beyond_64_bits_and_unreadable_values_are_refused_at_their_path(registry):
+    huge = "1" + "0" * 400  # an OverflowError before
+    message = refusal(BASE.replace("dt: 0.01", f"dt: {huge}"))
+    assert message.startswith("run.dt (line 15): the integer '1000")
+    assert message.endswith(f"… (a string of 401 characters) is beyond the limit of 64 bits "
+                            f"(magnitude below {YAML_MAX_INTEGER}); no count or seed needs it")
+    assert refusal("a:\n  b: !!float abc\n") == ("a.b (line 2): cannot read this value as "
+                                                 "float: could not convert string to float: "
+                                                 "'abc'")
+    assert refusal("a: [1, !!binary aGk=]\n").startswith("a[1] (line 1): the YAML type binary "
+                                                         "is not supported")
+    assert parse_config("a: 2001-13-45\nb: 2001-12-14\n").tree == {"a": "2001-13-45",
+                                                                    "b": "2001-12-14"}
+    assert refusal("a: &x {b: [*x]}\n").startswith("a.b[0] (line 1): alias *x refers to its "
+                                                   "own anchor")
+
+
+def test_merge_keys_with_overrides_work_and_duplicate_keys_are_still_refused(registry):
+    text = BASE.replace("run:\n  steps: 5\n  dt: 0.01\n", "run: &run\n  steps: 5\n  dt: 0.01\n")
+    config = validate(text + "quick:\n  run: {<<: *run, steps: 2}\n", registry, quick=True)
+    assert config.data["run"]["steps"] == 2 and config.data["run"]["dt"] == 0.01
+    raw = parse_config("a: &a {x: 1, y: 2}\nb: &b {y: 3, z: 4}\n"
+                       "c:\n  <<: [*a, *b]\n  z: 5\n")
+    assert raw.tree["c"] == {"x": 1, "y": 2, "z": 5}  # earlier bases win, explicit keys last
+    assert raw.tree["c"].lines == {"x": 1, "y": 1, "z": 5}  # merged keys: their base's line
+    assert refusal("c:\n  x: 1\n  y: 2\n  x: 3\n") == ("c.x (line 4): duplicate key 'x' "
+                                                       "(first on line 2); keep one of them")
+    assert refusal("a: &a {x: 1}\nc:\n  <<: *a\n  <<: *a\n").startswith(
+        "c.<< (line 4): duplicate merge key << (first on line 3)")
+    assert refusal("c: {<<: 3}\n").startswith("c.<< (line 1): a merge key << takes a mapping")
+
+
+def test_errors_inside_quick_carry_the_quick_prefix_in_both_phases(registry):
+    text = BASE + "quick:\n  run: {steps: 1e12}\n  design: {stiffness: {init: 40.0}}\n"
+    (error,) = errors_of(text, registry)
+    assert error == ("quick.run.steps (line 17): must be at most 1000000 (codesign's limit), "
+                     "got 1000000000000.0")
+    text = BASE + "quick:\n  design: {stiffness: {init: 40.0}}\n"
+    (error,) = errors_of(text, registry, quick=True, build=True)
+    assert error.startswith("quick.design.stiffness.init (line 17): init 40 lies outside")
+
+
+def test_a_design_init_is_reported_at_its_own_key(registry):
+    text = BASE.replace("  stiffness: {init: 4.0, lower: 0.5, upper: 20.0}\n",
+                        "  stiffness: {init: 4.0}\n  mass:\n    init: -1.0\n")
+    (error,) = errors_of(text, registry, build=True)
+    assert error == ("design.mass.init (line 6): init -1 lies outside [lower, upper] = "
+                     "[0.1, 10]; move init inside the bounds")
+    (error,) = errors_of(BASE.replace("init: 4.0, lower: 0.5", "lower: 5.0"), registry,
+                         build=True)
+    assert error.startswith("design.stiffness.lower (line 4): the default init 4 lies outside "
+                            "[lower, upper] = [5, 20]")
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    ("steps: 5", "steps: 1e12", "run.steps (line 14): must be at most 1000000 (codesign's "
+                                "limit), got 1000000000000.0"),
+    ("steps: 5", "steps: 1000000000000", "run.steps (line 14): must be at most 1000000 "
+                                         "(codesign's limit), got 1000000000000"),
+    ("dt: 0.01", "dt: 1.0e+308", "run.dt (line 15): must be at most 3600.0 (codesign's limit), "
+                                 "got 1e+308"),
+    ("dt: 0.01", "dt: .inf", "run.dt (line 15): must be a finite number, got inf"),
+    ("dt: 0.01", "dt: .nan", "run.dt (line 15): must be a finite number, got nan"),
+    ("dt: 0.01", "dt: 0", "run.dt (line 15): must be positive, got 0"),
+])
+def test_run_sizes_and_time_steps_are_finite_positive_and_within_limits(registry, old, new,
+                                                                        expected):
+    assert errors_of(BASE.replace(old, new), registry) == [expected]
+
+
+def test_video_worker_seed_iteration_and_batch_sizes_state_their_limits(registry):
+    text = BASE.replace("  dt: 0.01\n", "  dt: 0.01\n  substeps: 100000\n  seed: -1\n"
+                        "  executor: process\n  workers: 100000\n"
+                        "  video: {width: 100000, height: 8, fps: 1.0e+9, every: 0}\n")
+    errors = errors_of(text.replace("iterations: 3", "iterations: 1000000000"), registry)
+    assert errors == [
+        "optimizer.iterations (line 12): must be at most 1000000 (codesign's limit), got "
+        "1000000000",
+        "run.substeps (line 16): must be at most 10000 (codesign's limit), got 100000",
+        "run.seed (line 17): must be at least 0, got -1",
+        "run.workers (line 19): must be at most 1024 (codesign's limit), got 100000",
+        "run.video.fps (line 20): must be at most 1000 (codesign's limit), got 1000000000.0",
+        "run.video.width (line 20): must be at most 8192 (codesign's limit), got 100000",
+        "run.video.height (line 20): must be at least 16, got 8",
+        "run.video.every (line 20): must be at least 1, got 0",
+    ]
+
+
+@pytest.mark.parametrize("options, expected", [
+    ("{lower: .nan}", "option 'lower' of controller 'open_loop' must be finite or -inf (its "
+                      "default: no bound), got nan"),
+    ("{upper: -.inf}", "option 'upper' of controller 'open_loop' must be finite or inf (its "
+                       "default: no bound), got -inf"),
+    ("{initial: .inf}", "option 'initial' of controller 'open_loop' must be finite (no NaN or "
+                        "inf), got inf"),
+])
+def test_non_finite_controller_options_are_refused(registry, options, expected):
+    text = BASE.replace("name: open_loop", f"name: open_loop\n  options: {options}")
+    (error,) = errors_of(text, registry)
+    assert error.endswith(expected)
+    assert validate(BASE.replace("name: open_loop", "name: open_loop\n  options: "
+                                 "{lower: -.inf, upper: .inf}"), registry)
+
+
+def test_nan_targets_and_nan_inside_lists_are_refused():
+    def factory(*, target: float = 0.0, points: list[float] | None = None, table: dict | None):
+        """Takes numbers, lists and a mapping."""
+
+    _, problems = check_options(factory, {"target": float("nan"), "points": [0.0, float("inf")],
+                                          "table": {"a": [1.0, float("nan")]}})
+    assert [path for path, _ in problems] == [("target",), ("points",), ("table",)]
+    assert problems[1][1] == "option 'points' of component must be finite (no NaN or inf), " \
+                             "got [0.0, inf]"
+
+
+def test_a_null_component_name_is_refused(registry):
+    (error,) = errors_of(BASE.replace("name: test_gd", "name: null"), registry)
+    assert error == "optimizer.name (line 11): must be a string, got null"
+
+
+def test_echoed_values_are_bounded_with_type_and_size(registry):
+    assert bounded_repr([1, "a", {"b": None}]) == "[1, 'a', {'b': None}]"
+    assert bounded_repr("x" * 1000) == "'" + "x" * 199 + "… (a string of 1000 characters)"
+    bomb = ["lol"]
+    for _ in range(30):  # 2**30 leaves, shared: written only as far as shown
+        bomb = [bomb, bomb]
+    assert bounded_repr(bomb).endswith("… (a list of 2 items)")
+    assert len(bounded_repr(bomb)) < MAX_ECHO_CHARS + 30
+    values = ", ".join(["a"] * 50_000)
+    (error,) = errors_of(BASE.replace("init: 4.0,", f"init: [{values}],"), registry)
+    assert error.endswith("… (a list of 50000 items)") and len(error) < 400
+
+
+def test_unknown_keys_past_a_few_are_reported_together_and_messages_are_capped(registry):
+    text = BASE.replace("  dt: 0.01\n", "  dt: 0.01\n" + "".join(f"  k{i}: 1\n"
+                                                                  for i in range(100)))
+    with pytest.raises(ConfigError) as info:
+        validate(text, registry)
+    errors = [str(e) for e in info.value.errors]
+    assert len(errors) == MAX_UNKNOWN_KEYS_LISTED + 1
+    assert errors[0].startswith("run (line 13): 80 more unknown keys: ['k20', 'k21'")
+    assert errors[1].startswith("run.k0 (line 16): unknown key 'k0'")
+    many = ConfigError([ConfigIssue("a", i, "bad") for i in range(120)])
+    assert str(many).endswith(f"  - a (line {MAX_REPORTED_ISSUES - 1}): bad\n  ... and "
+                              f"{120 - MAX_REPORTED_ISSUES} more")
+    assert str(ConfigIssue("a", 1, "x" * 10_000)).endswith(
+        f"… (cut at {MAX_MESSAGE_CHARS} of 10000 characters)")
+
+
+def test_apply_overrides_names_the_parameter_and_the_key_at_fault():
+    space = DesignSpace([Parameter("stiffness", (3,), 4.0, lower=0.0, upper=100.0)])
+    with pytest.raises(DesignOverrideError) as info:
+        apply_overrides(space, {"stiffness": {"init": [1.0, -2.0, -3.0]}})
+    assert (info.value.name, info.value.key) == ("stiffness", "init")
+    assert str(info.value) == ("design.stiffness.init: init -2 (entry 1; 2 of 3 entries) lies "
+                               "outside [lower, upper] = [0, 100]; move init inside the bounds")
+    with pytest.raises(DesignOverrideError, match="lower bound 5 exceeds upper bound 2"):
+        apply_overrides(space, {"stiffness": {"lower": 5.0, "upper": 2.0}})
+    with pytest.raises(DesignOverrideError, match=r"design.stiffness.scale: scale must be a "):
+        apply_overrides(space, {"stiffness": {"scale": -1.0}})
+
+
+def test_annotated_ranges_bound_population_sizes_and_other_counts(registry):
+    text = BASE.replace("name: test_gd", "name: cmaes\n  options: {population_size: 1000000000}")
+    (error,) = errors_of(text, registry)
+    assert error == ("optimizer.options.population_size (line 12): option 'population_size' of "
+                     "optimizer 'cmaes': 1e+09 lies outside [0, 100000], codesign's limit for it")
+
+    def factory(*, sizes: Annotated[list[int], Range(1, 10)], rate: float = 0.5):
+        """A factory whose sizes are bounded by their annotation."""
+
+    resolved, problems = check_options(factory, {"sizes": [2, 3]})
+    assert problems == [] and resolved == {"sizes": [2, 3], "rate": 0.5}
+    _, problems = check_options(factory, {"sizes": [2, 30]})
+    assert problems == [(("sizes",), "option 'sizes' of component: 30 lies outside [1, 10], "
+                                     "codesign's limit for it")]

@@ -315,7 +315,8 @@ def test_resume_without_a_journal_starts_fresh(tmp_path, manager):
 
 
 def test_a_diverging_simulation_leaves_nothing_behind(tmp_path, manager):
-    path = write_experiment(tmp_path, **{"{target: 0.2}": "{target: .nan}"})
+    path = write_experiment(tmp_path, **{"{target: 0.2}": "{target: 1.0e+154}",  # loss 2e308
+                                         "weight: 1.0": "weight: 2.0"})
     with pytest.raises(SimulationError, match="non-finite objective values"):
         run(path, tmp_path / "run", manager)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]

@@ -1,7 +1,9 @@
 """YAML experiments: the sections, their errors, loading (the first stage of a run).
 
-:func:`load_config` parses an experiment file with a :class:`yaml.SafeLoader` subclass that
-records the line of every key and list item; :func:`codesign.validation.validate_config`
+:func:`load_config` parses an experiment file with a safe loader (PyYAML's safe constructor)
+that records the line of every key and list item, supports merge keys (``<<: *base``) and
+refuses duplicate keys and documents past the limits of :mod:`codesign.limits` (nesting,
+values with aliases expanded, integer size); :func:`codesign.validation.validate_config`
 checks it and returns an :class:`ExperimentConfig`; checks that need the built simulator
 (design parameter names, shapes) happen when the experiment is built
 (:mod:`codesign.experiment`). Every problem is reported in one :class:`ConfigError`, each
@@ -50,7 +52,15 @@ from typing import Any
 import yaml
 
 from .design import DesignError
-from .options import type_name
+from .limits import (
+    MAX_ECHO_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_REPORTED_ISSUES,
+    YAML_MAX_DEPTH,
+    YAML_MAX_INTEGER,
+    YAML_MAX_NODES,
+)
+from .options import bounded_repr, type_name
 
 __all__ = [
     "CONTROLLER_SIZING",
@@ -64,6 +74,7 @@ __all__ = [
     "SECTIONS",
     "deep_merge",
     "format_path",
+    "issue_at",
     "line_of",
     "load_config",
     "parse_config",
@@ -89,6 +100,8 @@ def format_path(path: Sequence[str | int]) -> str:
     text = ""
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if len(text) > MAX_ECHO_CHARS:  # a path through long keys or deep nesting
+            return text[:MAX_ECHO_CHARS] + "…"
     return text or "(top level)"
 
 
@@ -101,20 +114,27 @@ class ConfigIssue:
     message: str
 
     def __str__(self) -> str:
+        message = self.message
+        if len(message) > MAX_MESSAGE_CHARS:  # a plugin's exception quoting a whole value
+            message = f"{message[:MAX_MESSAGE_CHARS]}… (cut at {MAX_MESSAGE_CHARS} of " \
+                      f"{len(message)} characters)"
         if self.path == "(file)":  # the file as a whole: unreadable, empty or malformed
-            return self.message if self.line is None else f"line {self.line}: {self.message}"
+            return message if self.line is None else f"line {self.line}: {message}"
         where = self.path if self.line is None else f"{self.path} (line {self.line})"
-        return f"{where}: {self.message}"
+        return f"{where}: {message}"
 
 
 class ConfigError(ValueError):
-    """An experiment file is malformed or invalid; ``errors`` lists every problem found."""
+    """An experiment file is malformed or invalid; ``errors`` lists every problem found (the
+    message lists the first ``MAX_REPORTED_ISSUES``)."""
 
     def __init__(self, errors: Sequence[ConfigIssue], *, source: str | None = None):
         self.errors = list(errors)
         self.source = source
         prefix = f"{source}: " if source else ""
-        lines = "\n".join(f"  - {issue}" for issue in self.errors)
+        lines = "\n".join(f"  - {issue}" for issue in self.errors[:MAX_REPORTED_ISSUES])
+        if len(self.errors) > MAX_REPORTED_ISSUES:
+            lines += f"\n  ... and {len(self.errors) - MAX_REPORTED_ISSUES} more"
         super().__init__(f"{prefix}{self.errors[0]}" if len(self.errors) == 1 else
                          f"{prefix}{len(self.errors)} problems in the experiment:\n{lines}")
 
@@ -127,11 +147,13 @@ class DesignConfigError(ConfigError, DesignError):
 
 
 class _LineMapping(dict):
-    """A dict that remembers the 1-based line of each key (``lines``) and of itself."""
+    """A dict that remembers the 1-based line of each key (``lines``) and of itself, and the
+    section a merge brought a key's line from (``origins``, see :func:`deep_merge`)."""
 
-    def __init__(self, items=(), *, line: int | None = None, lines: dict[Any, int] | None = None):
+    def __init__(self, items=(), *, line: int | None = None, lines: dict[Any, int] | None = None,
+                 origins: dict[Any, str | None] | None = None):
         super().__init__(items)
-        self.line, self.lines = line, dict(lines or {})
+        self.line, self.lines, self.origins = line, dict(lines or {}), dict(origins or {})
 
 
 class _LineSequence(list):
@@ -141,38 +163,223 @@ class _LineSequence(list):
     lines: list[int]
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader recording positions, refusing duplicate keys, reading ``1e-8`` as a float."""
+class _Refused(yaml.MarkedYAMLError):
+    """A document the loader refuses (a limit, a duplicate key, an unreadable value) at
+    ``path`` (the YAML path where it happened) and ``problem_mark``."""
+
+    def __init__(self, path: Sequence[str | int], mark, problem: str):
+        super().__init__(problem=problem, problem_mark=mark)
+        self.path = tuple(path)
+
+
+try:  # libyaml's event parser when PyYAML has it: five times faster than the Python one
+    from yaml.cyaml import CParser as _EventParser
+except ImportError:  # a PyYAML built without libyaml
+    class _EventParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+        """PyYAML's pure-Python event parser, with CParser's constructor."""
+
+        def __init__(self, stream):
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_UNSUPPORTED_TAGS = ("timestamp", "binary", "set", "omap", "pairs")
+"""Standard YAML types no experiment holds: refused, so no option meets a date or a set."""
+
+
+class _LineLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor,
+                  yaml.resolver.Resolver, _EventParser):
+    """A safe loader recording positions and refusing what no experiment needs.
+
+    It records the line of every key and list item, reads ``1e-8`` as a float and dates as
+    strings, supports merge keys (``<<: *base``, explicit keys override merged ones) and
+    refuses duplicate keys, nesting deeper than ``YAML_MAX_DEPTH``, documents of more than
+    ``YAML_MAX_NODES`` nodes with every alias expanded (an alias bomb: counted as the aliases
+    are read, never expanded), recursive aliases and integers beyond 64 bits, each at its
+    YAML path (``key_path`` while composing and constructing).
+    """
+
+    def __init__(self, stream: str):
+        _EventParser.__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self.key_path: list[str | int] = []
+        self.depth = 0  # mappings and lists open around the node being composed
+        self.nodes = 0  # nodes composed so far, those reached through aliases included
+        self.open_anchors: set[str | None] = set()  # anchors of the collections being composed
+        self.subtree_sizes: dict[int, int] = {}  # id(node) -> nodes in its subtree
+
+    # -- composing: depth, size and the path ----------------------------------------------
+
+    def compose_node(self, parent, index):
+        # ``index``: the key node of a mapping value, the position of a sequence item, None
+        # for a mapping key and the root. A refusal aborts the load, so the path is left as
+        # it was where that happened.
+        part = index.value if isinstance(index, yaml.ScalarNode) else index
+        if part is not None:
+            self.key_path.append(part)
+        event = self.peek_event()
+        if isinstance(event, yaml.ScalarEvent):
+            self._count(1, event)
+            node = super().compose_node(parent, index)
+        elif isinstance(event, yaml.AliasEvent):
+            self._count_alias(event)
+            node = super().compose_node(parent, index)
+        else:
+            if self.depth >= YAML_MAX_DEPTH:
+                raise _Refused(self.key_path, event.start_mark, f"the document nests deeper "
+                               f"than {YAML_MAX_DEPTH} levels (the limit on nested mappings "
+                               "and lists); flatten it")
+            self._count(1, event)
+            self.depth += 1
+            self.open_anchors.add(event.anchor)
+            node = super().compose_node(parent, index)
+            self.open_anchors.discard(event.anchor)
+            self.depth -= 1
+        if part is not None:
+            self.key_path.pop()
+        return node
+
+    def _count(self, nodes: int, event) -> None:
+        self.nodes += nodes
+        if self.nodes > YAML_MAX_NODES:
+            raise _Refused(self.key_path, event.start_mark, f"the document holds more than "
+                           f"{YAML_MAX_NODES} values, the limit on keys, values and list items "
+                           "(aliases counted expanded); keep large data in a file the "
+                           "simulator reads")
+
+    def _count_alias(self, event) -> None:
+        if event.anchor in self.open_anchors:
+            raise _Refused(self.key_path, event.start_mark, f"alias *{event.anchor} refers to "
+                           "its own anchor (a value containing itself); alias a separate value")
+        node = self.anchors.get(event.anchor)
+        if node is None:  # the composer reports the undefined alias
+            return
+        size = self._subtree_size(node)
+        if self.nodes + size > YAML_MAX_NODES:
+            raise _Refused(self.key_path, event.start_mark, f"this alias (*{event.anchor}, "
+                           f"{size} values) expands the document past {YAML_MAX_NODES} values, "
+                           "the limit on keys, values and list items with aliases expanded; "
+                           "write the values out or alias smaller pieces")
+        self._count(size, event)
+
+    def _subtree_size(self, node) -> int:
+        """Nodes in ``node``'s subtree, aliases expanded (memoized: shared subtrees once)."""
+        size = self.subtree_sizes.get(id(node))
+        if size is None:
+            if isinstance(node, yaml.ScalarNode):
+                return 1
+            children = node.value if isinstance(node, yaml.SequenceNode) else \
+                [child for pair in node.value for child in pair]
+            size = 1 + sum(self._subtree_size(child) for child in children)
+            self.subtree_sizes[id(node)] = size
+        return size
+
+    # -- constructing: unreadable values become refusals at their path --------------------
+
+    def construct_object(self, node, deep=False):
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a value Python cannot read (a bad date...)
+            tag = node.tag.rpartition(":")[2]
+            raise _Refused(self.key_path, node.start_mark,
+                           f"cannot read this value as {tag}: {exc}") from None
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode):
-    loader.flatten_mapping(node)
     result = _LineMapping(line=node.start_mark.line + 1)
     yield result
+    merged, merge_line = _merged_bases(loader, node)
+    result.update(merged)
+    result.lines.update(merged.lines)
+    explicit: dict[str, int] = {} if merge_line is None else {"<<": merge_line}
     for key_node, value_node in node.value:
+        if key_node.tag == _MERGE_TAG:
+            continue
         key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
         if not isinstance(key, str):
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark,
-                f"keys must be strings, found {key!r}", key_node.start_mark)
-        if key in result:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark,
-                f"duplicate key {key!r} (first on line {result.lines[key]})", key_node.start_mark)
+            raise _Refused(loader.key_path, key_node.start_mark,
+                           f"keys must be strings, found {type_name(key)} "
+                           f"{bounded_repr(key)}; quote the key")
+        if key in explicit:
+            raise _Refused([*loader.key_path, key], key_node.start_mark,
+                           f"duplicate key {bounded_repr(key)} (first on line "
+                           f"{explicit[key]}); keep one of them")
+        explicit[key] = line
+        loader.key_path.append(key)
         result[key] = loader.construct_object(value_node, deep=True)
-        result.lines[key] = key_node.start_mark.line + 1
+        loader.key_path.pop()
+        result.lines[key] = line
+
+
+def _merged_bases(loader: _LineLoader, node: yaml.MappingNode) -> tuple[_LineMapping, int | None]:
+    """The mapping a node's merge key (``<<: *base`` or ``<<: [*a, *b]``) brings in, earlier
+    bases winning, and the merge key's line (None without one)."""
+    bases, line = [], None
+    for key_node, value_node in node.value:
+        if key_node.tag != _MERGE_TAG:
+            continue
+        if line is not None:
+            raise _Refused([*loader.key_path, "<<"], key_node.start_mark,
+                           f"duplicate merge key << (first on line {line}); merge several "
+                           "bases with one list: <<: [*a, *b]")
+        line = key_node.start_mark.line + 1
+        items = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+        for item in items:
+            if not isinstance(item, yaml.MappingNode):
+                raise _Refused([*loader.key_path, "<<"], item.start_mark,
+                               "a merge key << takes a mapping (an alias such as *base) or a "
+                               "list of them")
+            bases.append(loader.construct_object(item, deep=True))
+    merged = _LineMapping()
+    for base in reversed(bases):
+        merged.update(base)
+        merged.lines.update(base.lines)
+    return merged, line
 
 
 def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode):
     result = _LineSequence()
     result.line = node.start_mark.line + 1
     yield result
-    result.extend(loader.construct_object(child, deep=True) for child in node.value)
+    for index, child in enumerate(node.value):
+        loader.key_path.append(index)
+        result.append(loader.construct_object(child, deep=True))
+        loader.key_path.pop()
     result.lines = [child.start_mark.line + 1 for child in node.value]
+
+
+def _construct_int(loader: _LineLoader, node: yaml.ScalarNode) -> int:
+    digits = node.value.replace("_", "")
+    value = None if len(digits) > 80 else loader.construct_yaml_int(node)
+    if value is None or abs(value) >= YAML_MAX_INTEGER:
+        raise _Refused(loader.key_path, node.start_mark,
+                       f"the integer {bounded_repr(node.value)} is beyond the limit of 64 "
+                       f"bits (magnitude below {YAML_MAX_INTEGER}); no count or seed needs it")
+    return value
+
+
+def _refuse_tag(loader: _LineLoader, node: yaml.Node):
+    raise _Refused(loader.key_path, node.start_mark,
+                   f"the YAML type {node.tag.rpartition(':')[2]} is not supported in an "
+                   "experiment; write a string, number, list or mapping")
 
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+_LineLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+for _tag in _UNSUPPORTED_TAGS:
+    _LineLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
+# Dates read as strings (nothing in an experiment is a date); the class keeps its own copy.
+_LineLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if not tag.endswith(":timestamp")]
+    for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()}
 # YAML 1.1 reads 1e-8 (no dot) as a string; experiments write weights that way.
 _LineLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
@@ -182,12 +389,27 @@ _LineLoader.add_implicit_resolver(
 
 
 def line_of(tree: Any, path: Sequence[str | int]) -> int | None:
-    """The line of ``path`` in ``tree`` (or of its deepest existing parent); ``None`` if the
-    path starts outside the tree or the tree has no line records."""
-    line, node = None, tree
+    """The line of ``path`` in ``tree`` (or of its deepest existing parent; the top level's
+    own line for the empty path); ``None`` if the path starts outside the tree or the tree
+    has no line records."""
+    return _located(tree, path)[0]
+
+
+def issue_at(tree: Any, path: Sequence[str | int], message: str) -> ConfigIssue:
+    """A :class:`ConfigIssue` at ``path`` of ``tree`` with its line; the path starts with
+    ``quick.`` when that line lies in the quick section (merged by :func:`deep_merge`)."""
+    line, origin = _located(tree, path)
+    return ConfigIssue(format_path((origin, *path) if origin else path), line, message)
+
+
+def _located(tree: Any, path: Sequence[str | int]) -> tuple[int | None, str | None]:
+    """The line of ``path`` as :func:`line_of` finds it, and the section it came from when a
+    merge brought it in (``"quick"``), else None."""
+    line, origin, node = None if path else getattr(tree, "line", None), None, tree
     for part in path:
         if isinstance(node, dict) and isinstance(part, str) and part in node:
-            line = getattr(node, "lines", {}).get(part, line)
+            if part in getattr(node, "lines", {}):
+                line, origin = node.lines[part], node.origins.get(part)
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             lines = getattr(node, "lines", [])
@@ -195,28 +417,33 @@ def line_of(tree: Any, path: Sequence[str | int]) -> int | None:
             node = node[part]
         else:
             break
-    return line
+    return line, origin
 
 
 def without(tree: dict, key: str) -> dict:
     """``tree`` without ``key``, keeping line records."""
     return _LineMapping(((k, v) for k, v in tree.items() if k != key),
                         line=getattr(tree, "line", None),
-                        lines={k: v for k, v in getattr(tree, "lines", {}).items() if k != key})
+                        lines={k: v for k, v in getattr(tree, "lines", {}).items() if k != key},
+                        origins=getattr(tree, "origins", {}))
 
 
-def deep_merge(base: Any, override: Any) -> Any:
+def deep_merge(base: Any, override: Any, *, origin: str | None = None) -> Any:
     """Merge ``override`` over ``base``: mappings key by key, anything else replaced.
 
-    Line records travel with the values, so errors point at the line the value came from.
+    Line records travel with the values, so errors point at the line the value came from;
+    ``origin`` names the section ``override`` came from (``"quick"``), which
+    :func:`issue_at` puts in front of the path of an error at one of its lines.
     """
     if isinstance(base, dict) and isinstance(override, dict):
         merged = _LineMapping(base, line=getattr(base, "line", None),
-                              lines=getattr(base, "lines", {}))
+                              lines=getattr(base, "lines", {}),
+                              origins=getattr(base, "origins", {}))
         for key, value in override.items():
-            merged[key] = deep_merge(base[key], value) if key in base else value
+            merged[key] = deep_merge(base[key], value, origin=origin) if key in base else value
             if key in getattr(override, "lines", {}):
                 merged.lines[key] = override.lines[key]
+                merged.origins[key] = origin
         return merged
     return override
 
@@ -239,9 +466,17 @@ class RawConfig:
 
 
 def parse_config(text: str, *, source: str = "<experiment>", quick: bool = False) -> RawConfig:
-    """Parse experiment YAML text (safe loader only); ``quick`` merges the ``quick`` section."""
+    """Parse experiment YAML text (safe loader only); ``quick`` merges the ``quick`` section.
+
+    Documents past the limits of :mod:`codesign.limits` (nesting, alias expansion, integer
+    size), duplicate keys and unreadable values are refused at their YAML path and line.
+    """
+    loader = _LineLoader(text)
     try:
-        tree = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - _LineLoader is a SafeLoader
+        tree = loader.get_single_data()
+    except _Refused as exc:
+        raise ConfigError([ConfigIssue(format_path(exc.path), exc.problem_mark.line + 1,
+                                       exc.problem)], source=source) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -250,6 +485,8 @@ def parse_config(text: str, *, source: str = "<experiment>", quick: bool = False
         raise ConfigError([ConfigIssue("(file)", None if mark is None else mark.line + 1,
                                        message + "; fix the syntax at that line")],
                           source=source) from None
+    finally:
+        loader.dispose()
     if tree is None:
         raise ConfigError([ConfigIssue("(file)", None, "the experiment file is empty; it needs "
                                        f"the sections {', '.join(REQUIRED_SECTIONS)}")],
@@ -261,10 +498,10 @@ def parse_config(text: str, *, source: str = "<experiment>", quick: bool = False
     if quick:
         overlay = tree.get("quick")
         if overlay is None:
-            raise ConfigError([ConfigIssue("quick", None, "--quick was given but the "
+            raise ConfigError([ConfigIssue("quick", tree.line, "--quick was given but the "
                                            "experiment has no quick section")], source=source)
         if isinstance(overlay, dict):
-            tree = deep_merge(without(tree, "quick"), overlay)
+            tree = deep_merge(without(tree, "quick"), overlay, origin="quick")
     return RawConfig(tree=tree, source=source, quick=quick, base=base)
 
 
@@ -311,8 +548,8 @@ class ExperimentConfig:
     quick: bool = False
 
     def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
-        """A :class:`ConfigIssue` at ``path`` with its line."""
-        return ConfigIssue(format_path(path), line_of(self.tree, path), message)
+        """A :class:`ConfigIssue` at ``path`` with its line (:func:`issue_at`)."""
+        return issue_at(self.tree, path, message)
 
     @property
     def identification(self) -> bool:

@@ -29,7 +29,7 @@ from .executors import get_executor
 from .identification import IdentificationProblem, Recording
 from .optim.adam import Adam
 from .options import accepts_keyword
-from .problem import RolloutProblem, apply_overrides
+from .problem import DesignOverrideError, RolloutProblem, apply_overrides
 from .rollout import Rollout
 from .simulator import UnstableTimeStepError
 from .terms import Constraint, Objective, WeightedTerm
@@ -187,8 +187,9 @@ def _design_overrides(builder: _Builder, simulator, design: dict) -> dict:
             continue
         try:
             apply_overrides(space, {name: changes})
-        except DesignError as exc:
-            builder.fail(("design", name), exc)
+        except DesignOverrideError as exc:  # reported at the key at fault
+            builder.fail(("design", name, *(() if exc.key is None else (exc.key,))),
+                         exc.detail, design=True)
             continue
         overrides[name] = changes
     return overrides

@@ -43,10 +43,11 @@ from typing import Any
 import numpy as np
 
 from .design import Parameter
+from .limits import MAX_ECHO_CHARS, MAX_UNKNOWN_KEYS_LISTED
 
-__all__ = ["OptionSpec", "Options", "OptionsError", "accepts_keyword", "check_options",
-           "format_options", "is_integer", "is_number", "option", "options_factory", "suggest",
-           "type_name"]
+__all__ = ["OptionSpec", "Options", "OptionsError", "Range", "accepts_keyword", "bounded_repr",
+           "check_options", "format_options", "is_integer", "is_number", "option",
+           "options_factory", "suggest", "type_name"]
 
 
 class OptionsError(ValueError):
@@ -90,6 +91,24 @@ def _numbers(value: Any) -> list[float]:
 
 
 @dataclasses.dataclass(frozen=True)
+class Range:
+    """Inclusive sane range of a plain factory's numeric keyword (a count, a size), read by
+    :func:`check_options` from its annotation: ``count: Annotated[int, Range(1, 10_000)]``.
+    It applies to every number of the value, like a declared option's bounds."""
+
+    lower: float
+    upper: float
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` lies outside the range, or None if it does not."""
+        outside = [n for n in _numbers(value) if not self.lower <= n <= self.upper]
+        if not outside:
+            return None
+        return (f"{outside[0]:g} lies outside [{self.lower:g}, {self.upper:g}], codesign's "
+                "limit for it")
+
+
+@dataclasses.dataclass(frozen=True)
 class OptionSpec:
     """One declared option, read from an :class:`Options` field."""
 
@@ -119,11 +138,11 @@ class OptionSpec:
         if value is None:
             return None
         if self.choices is not None and value not in self.choices:
-            return (f"{value!r} is not one of its choices: "
+            return (f"{bounded_repr(value)} is not one of its choices: "
                     f"{', '.join(map(repr, self.choices))}")
         numbers = _numbers(value)
         if any(not np.isfinite(n) for n in numbers):
-            return f"{value!r} is not finite"
+            return f"{bounded_repr(value)} is not finite"
         outside = [n for n in numbers if (self.lower is not None and n < self.lower)
                    or (self.upper is not None and n > self.upper)]
         if outside:
@@ -251,6 +270,59 @@ def type_name(value: Any) -> str:
                 type(value).__name__)
 
 
+def bounded_repr(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
+    """``repr(value)`` for a message, cut after ``limit`` characters.
+
+    A cut text ends with ``…`` and the value's type and size (``… (a list of 9 items)``).
+    Containers are written lazily, so a value of millions of items (an alias bomb) costs no
+    more than the characters shown.
+    """
+    pieces, length = [], 0
+    for piece in _repr_pieces(value, limit):
+        pieces.append(piece)
+        length += len(piece)
+        if length > limit:
+            return "".join(pieces)[:limit] + f"… ({_size_words(value)})"
+    return "".join(pieces)
+
+
+def _repr_pieces(value: Any, limit: int) -> Iterable[str]:
+    """``repr(value)`` in pieces of at most about ``limit`` characters each."""
+    if isinstance(value, Mapping):
+        yield "{"
+        for index, (key, item) in enumerate(value.items()):
+            yield ", " if index else ""
+            yield from _repr_pieces(key, limit)
+            yield ": "
+            yield from _repr_pieces(item, limit)
+        yield "}"
+    elif isinstance(value, list | tuple):
+        yield "["
+        for index, item in enumerate(value):
+            yield ", " if index else ""
+            yield from _repr_pieces(item, limit)
+        yield "]"
+    elif isinstance(value, str | bytes):
+        yield repr(value[:limit + 1])  # one character more than fits, so a cut shows
+    elif isinstance(value, int) and value.bit_length() > 4 * limit:  # repr would take long
+        yield f"<an integer of {value.bit_length()} bits>"
+    else:
+        yield repr(value)
+
+
+def _size_words(value: Any) -> str:
+    """``"a list of 9 items"``, ``"a string of 5000 characters"``, ``"an array of shape (3,)"``."""
+    if isinstance(value, Mapping):
+        return f"a mapping of {len(value)} keys"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)} items"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    return type_name(value)
+
+
 def is_integer(value: Any) -> bool:
     """Whether ``value`` is an integer (booleans are not)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -312,6 +384,8 @@ def _expected(annotation: Any) -> _Expected:
     if annotation in _TAGS:
         return _Expected(frozenset({annotation}))
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:  # Annotated[int, Range(...)]: the Range is checked apart
+        return _expected(args[0])
     if origin is typing.Literal:
         return _Expected(None, choices=tuple(args))
     if origin is typing.Union or origin is types.UnionType:
@@ -330,14 +404,17 @@ def _expected(annotation: Any) -> _Expected:
     return _Expected(frozenset({dict})) if issubclass(origin, Mapping) else _ANYTHING
 
 
+@functools.lru_cache(maxsize=256)  # one experiment checks many entries of one factory
 def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], bool, dict[str, Any]]:
-    """Keyword parameters of a factory, whether it takes ``**kwargs``, and resolved hints."""
+    """Keyword parameters of a factory, whether it takes ``**kwargs``, and resolved hints
+    (shared between calls: read, never change them)."""
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):
         return {}, True, {}
     try:
-        hints = typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory)
+        hints = typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory,
+                                      include_extras=True)
     except Exception:  # an unresolvable string annotation: those options accept anything
         hints = {}
     parameters = {
@@ -346,6 +423,22 @@ def _signature(factory: Any) -> tuple[dict[str, inspect.Parameter], bool, dict[s
     }
     takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
     return parameters, takes_any, hints
+
+
+@functools.lru_cache(maxsize=256)
+def _ranges(factory: Any) -> dict[str, Range]:
+    """The :class:`Range` of each keyword parameter of ``factory`` annotated with one."""
+    _, _, hints = _signature(factory)
+    return {name: extra for name, hint in hints.items()
+            if typing.get_origin(hint) is typing.Annotated
+            for extra in hint.__metadata__ if isinstance(extra, Range)}
+
+
+@functools.lru_cache(maxsize=256)
+def _expectations(factory: Any) -> dict[str, _Expected]:
+    """What each keyword parameter of ``factory`` accepts (shared: read, never change it)."""
+    parameters, _, hints = _signature(factory)
+    return {n: _expected(hints.get(n, p.annotation)) for n, p in parameters.items()}
 
 
 def accepts_keyword(factory: Any, name: str) -> bool:
@@ -365,6 +458,19 @@ def _plain_copy(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} default has no YAML form")
 
 
+def _non_finite(value: Any, default: Any) -> str | None:
+    """None if every number in ``value`` is finite or ``value`` is its ``default``'s infinity
+    (which means no bound, as in a controller's ``lower = -inf``); else the words a message
+    adds after "must be finite" (naming the allowed infinity)."""
+    numbers = _numbers(value)
+    if all(np.isfinite(n) for n in numbers):
+        return None
+    infinite = is_number(default) and np.isinf(default)
+    if infinite and is_number(value) and value == default:
+        return None
+    return f" or {default} (its default: no bound)" if infinite else " (no NaN or inf)"
+
+
 def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequence[str] = (),
                   defaults: Mapping[str, Any] | None = None,
                   supplied: Mapping[str, Any] | None = None,
@@ -380,12 +486,13 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
     gives the values of injected arguments a factory's options declaration reads while
     resolving (``base_dir``: where a scene file's path starts).
     """
-    parameters, takes_any, hints = _signature(factory)
+    parameters, takes_any, _ = _signature(factory)
     settable = {n: p for n, p in parameters.items() if n not in injected}
     options = {**{k: v for k, v in (defaults or {}).items() if k in settable}, **options}
-    expected = {n: _expected(hints.get(n, p.annotation)) for n, p in settable.items()}
+    expected, ranges = _expectations(factory), _ranges(factory)
     resolved: dict[str, Any] = {}
     problems: list[tuple[tuple, str]] = []
+    unknown: list[str] = []
     for name, value in options.items():
         if name in injected:
             problems.append(((name,), f"{name!r} is set by the run, not in the options of a "
@@ -397,18 +504,31 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
             if not accepts.accepts(value):
                 problems.append(((name,), f"option {name!r} of {what} must be "
                                           f"{accepts.describe()}, got {type_name(value)} "
-                                          f"{value!r}"))
+                                          f"{bounded_repr(value)}"))
+            elif (infinite := _non_finite(value, settable[name].default)) is not None:
+                problems.append(((name,), f"option {name!r} of {what} must be finite"
+                                          f"{infinite}, got {bounded_repr(value)}"))
+            elif name in ranges and (outside := ranges[name].problem(value)) is not None:
+                problems.append(((name,), f"option {name!r} of {what}: {outside}"))
             else:
                 convert = accepts.tags == frozenset({float}) and is_integer(value)
                 resolved[name] = float(value) if convert else value
         elif takes_any:
             resolved[name] = value
         else:
-            accepted = ", ".join(f"{n} ({expected[n].describe()}"
-                                 f"{'' if p.default is p.empty else f' = {p.default!r}'})"
-                                 for n, p in settable.items()) or "none"
-            problems.append(((name,), f"unknown option {name!r} for {what}"
-                                      f"{suggest(name, list(settable))}; accepted: {accepted}"))
+            unknown.append(name)
+    if unknown:
+        accepted = ", ".join(
+            f"{n} ({expected[n].describe()}"
+            f"{'' if p.default is p.empty else f' = {bounded_repr(p.default)}'})"
+            for n, p in settable.items()) or "none"
+        problems += [((name,), f"unknown option {bounded_repr(name)} for {what}"
+                               f"{suggest(name, list(settable))}; accepted: {accepted}")
+                     for name in unknown[:MAX_UNKNOWN_KEYS_LISTED]]
+        rest = unknown[MAX_UNKNOWN_KEYS_LISTED:]
+        if rest:
+            problems.append(((), f"{len(rest)} more unknown options for {what}: "
+                                 f"{bounded_repr(rest)}; accepted: {accepted}"))
     for name, p in settable.items():
         if name in options:
             continue
@@ -427,6 +547,8 @@ def check_options(factory: Any, options: Mapping[str, Any], *, injected: Sequenc
     except OptionsError as exc:
         return resolved, [((name,), f"option {name!r} of {what}: {message}")
                           for name, message in exc.problems]
-    except ValueError as exc:
-        return resolved, [((), f"{what}: {exc}")]
+    except (ValueError, TypeError, LookupError, OSError, ArithmeticError, MemoryError,
+            RecursionError) as exc:  # what reading other sources (a scene file) may raise
+        words = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        return resolved, [((), f"{what}: {words}")]
     return {k: v for k, v in values.items() if k not in injected}, []

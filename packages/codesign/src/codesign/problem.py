@@ -16,38 +16,99 @@ import numpy as np
 
 from .design import DesignError, DesignSpace
 from .optim.base import Evaluation
+from .options import bounded_repr, is_number
 from .rollout import Rollout
 from .terms import Constraint, Objective
 
-__all__ = ["RolloutProblem", "VectorProblem", "apply_overrides", "evaluate_point"]
+__all__ = ["DesignOverrideError", "RolloutProblem", "VectorProblem", "apply_overrides",
+           "evaluate_point"]
+
+
+class DesignOverrideError(DesignError):
+    """A design-section override its parameter refuses.
+
+    Attributes:
+        name: the parameter.
+        key: the override at fault (``init``, ``lower``, ``upper`` or ``scale``), or None
+            for the entry as a whole.
+        detail: what is wrong, without the location (the message starts with it).
+    """
+
+    def __init__(self, name: str, key: str | None, detail: str):
+        self.name, self.key, self.detail = name, key, detail
+        super().__init__(f"design.{name}{'' if key is None else f'.{key}'}: {detail}")
 
 
 def apply_overrides(space: DesignSpace, overrides: Mapping[str, Mapping[str, Any]]) -> DesignSpace:
     """Return ``space`` with per-parameter ``init``/``lower``/``upper``/``scale`` overrides.
 
     ``overrides`` maps parameter names to dicts with any of those keys (YAML's design section).
+    Raises :class:`DesignOverrideError` naming the parameter and the key at fault.
     """
-    allowed = {"init", "lower", "upper", "scale"}
+    allowed = ("init", "lower", "upper", "scale")
     for name, changes in overrides.items():
-        unknown = set(changes) - allowed
+        unknown = [key for key in changes if key not in allowed]
         if unknown:
-            raise DesignError(f"design.{name}: unknown key(s) {sorted(unknown)}; "
-                              f"allowed: {sorted(allowed)}")
-        fields = {("default" if k == "init" else k): v for k, v in changes.items()}
+            raise DesignOverrideError(name, None, f"unknown key(s) {bounded_repr(unknown)}; "
+                                                  f"allowed: {', '.join(allowed)}")
         physical = space[name]
-        space = space.with_parameter(name, **fields)
-        parameter = space[name]  # constructing it checked shapes, finiteness, lower <= upper
-        low, high = parameter.lower_array(), parameter.upper_array()
-        widened = {"lower": ("below", low < physical.lower_array()),
-                   "upper": ("above", high > physical.upper_array())}
-        for side, (where, outside) in widened.items():
+        given = {key: _override_value(physical, key, value) for key, value in changes.items()}
+        low = given.get("lower", physical.lower_array())
+        high = given.get("upper", physical.upper_array())
+        for side, where, outside in (("lower", "below", low < physical.lower_array()),
+                                     ("upper", "above", high > physical.upper_array())):
             if np.any(outside):
-                raise DesignError(f"design.{name}: {side} bound {changes[side]!r} lies {where} "
-                                  f"the parameter's physical bound {getattr(physical, side)!r}; "
-                                  "a design section may narrow bounds, never widen them")
-        if np.any(parameter.default_array() < low) or np.any(parameter.default_array() > high):
-            raise DesignError(f"design.{name}: init lies outside [lower, upper]")
+                raise DesignOverrideError(
+                    name, side, f"{side} bound {bounded_repr(changes[side])} lies {where} the "
+                                f"parameter's physical bound "
+                                f"{bounded_repr(getattr(physical, side))}; a design section may "
+                                "narrow bounds, never widen them")
+        bound_key = "lower" if "lower" in given else "upper"
+        crossed = np.flatnonzero(np.broadcast_to(low > high, physical.shape))
+        if crossed.size:
+            raise DesignOverrideError(name, bound_key, f"lower bound {np.ravel(low)[crossed[0]]:g} "
+                                      f"exceeds upper bound {np.ravel(high)[crossed[0]]:g}"
+                                      f"{_entry(crossed, physical.shape)}; swap them")
+        init = given.get("init", physical.default_array())
+        outside = np.flatnonzero((init < low) | (init > high))
+        if outside.size:
+            first = outside[0]
+            raise DesignOverrideError(
+                name, "init" if "init" in given else bound_key,
+                f"{'init' if 'init' in given else 'the default init'} "
+                f"{np.ravel(init)[first]:g}{_entry(outside, physical.shape)} lies outside "
+                f"[lower, upper] = [{np.ravel(low)[first]:g}, {np.ravel(high)[first]:g}]; "
+                "move init inside the bounds")
+        space = space.with_parameter(name, **{("default" if k == "init" else k): v
+                                              for k, v in changes.items()})
     return space
+
+
+def _override_value(physical, key: str, value: Any) -> Any:
+    """An override as the parameter will hold it (an array of its shape, or the scale);
+    DesignOverrideError if it does not fit."""
+    if key == "scale":
+        if not (is_number(value) and np.isfinite(value) and value > 0):
+            raise DesignOverrideError(physical.name, key, f"scale must be a positive number, "
+                                                          f"got {bounded_repr(value)}")
+        return value
+    try:
+        array = np.broadcast_to(np.asarray(value, dtype=np.float64), physical.shape)
+    except (ValueError, TypeError):
+        raise DesignOverrideError(physical.name, key, f"{bounded_repr(value)} is not a number "
+                                  f"or a nested list of numbers of shape {physical.shape}"
+                                  ) from None
+    if np.any(np.isnan(array)) or (key == "init" and not np.all(np.isfinite(array))):
+        raise DesignOverrideError(physical.name, key, f"{key} must be "
+                                  f"{'finite' if key == 'init' else 'a number (inf: no bound)'}"
+                                  f", got {bounded_repr(value)}")
+    return array
+
+
+def _entry(indices: np.ndarray, shape: tuple[int, ...]) -> str:
+    """`` (entry 3; 5 of 10 entries)`` for the flat ``indices`` at fault, ``""`` for a scalar."""
+    size = int(np.prod(shape, dtype=np.int64))
+    return "" if shape == () else f" (entry {indices[0]}; {indices.size} of {size} entries)"
 
 
 def evaluate_point(problem, x: np.ndarray, grad: bool) -> Evaluation:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from .controllers import OpenLoopController
 from .identification import Recording
-from .options import suggest
+from .limits import MAX_RECORDINGS, MAX_STEPS
+from .options import Range, suggest
 from .outputs import read_npz, write_npz
 from .rollout import Rollout
 from .terms import Objective
@@ -218,9 +219,11 @@ def truth_design(space, truth: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def synthetic_recordings(*, simulator, measurement, dt: float, substeps: int, base_dir: Path,
-                         truth: dict, steps: int, count: int = 4, noise_std: float = 0.0,
-                         seed: int = 0, action_knots: int = 6, action_low: float = -1.0,
-                         action_high: float = 1.0) -> RecordingSet:
+                         truth: dict, steps: Annotated[int, Range(1, MAX_STEPS)],
+                         count: Annotated[int, Range(1, MAX_RECORDINGS)] = 4,
+                         noise_std: float = 0.0, seed: int = 0,
+                         action_knots: Annotated[int, Range(2, MAX_STEPS)] = 6,
+                         action_low: float = -1.0, action_high: float = 1.0) -> RecordingSet:
     """Simulated recordings at a truth design, with Gaussian measurement noise.
 
     Each recording replays its own smooth random action table

@@ -26,13 +26,21 @@ from .config import (
     ExperimentConfig,
     RawConfig,
     deep_merge,
-    format_path,
-    line_of,
+    issue_at,
     source_folder,
     without,
 )
 from .executors import EXECUTOR_KINDS
+from .limits import (
+    MAX_BATCH_SIZE,
+    MAX_DT,
+    MAX_ITERATIONS,
+    MAX_UNKNOWN_KEYS_LISTED,
+    RUN_RANGES,
+    VIDEO_RANGES,
+)
 from .options import (
+    bounded_repr,
     check_options,
     is_integer,
     is_number,
@@ -55,7 +63,7 @@ class _Checker:
         self.issues: list[ConfigIssue] = []
 
     def error(self, path: Sequence[str | int], message: str) -> None:
-        self.issues.append(ConfigIssue(format_path(path), line_of(self.tree, path), message))
+        self.issues.append(issue_at(self.tree, path, message))
 
     def mapping(self, value: Any, path: tuple, allowed: Sequence[str], *,
                 required: Sequence[str] = (), what: str = "this section") -> dict | None:
@@ -66,26 +74,41 @@ class _Checker:
             self.error(path, f"{what} must be a mapping with keys {', '.join(allowed)}, got "
                              f"{type_name(value)}")
             return None
-        for key in value:
-            if key not in allowed:
-                self.error((*path, key), f"unknown key {key!r}{suggest(key, allowed)}; "
-                                         f"allowed here: {', '.join(allowed)}")
+        self.unknown([key for key in value if key not in allowed], path, allowed, "key")
         for key in required:
             if key not in value:
                 self.error(path, f"missing required key {key!r} in {what}")
         return value
 
+    def unknown(self, keys: list[str], path: tuple, allowed: Sequence[str], what: str) -> None:
+        """Issues for the ``keys`` of the mapping at ``path`` not in ``allowed``: one each
+        (with a suggestion) for the first ``MAX_UNKNOWN_KEYS_LISTED``, one for the rest."""
+        for key in keys[:MAX_UNKNOWN_KEYS_LISTED]:
+            self.error((*path, key), f"unknown {what} {bounded_repr(key)}"
+                                     f"{suggest(key, allowed)}; allowed here: {', '.join(allowed)}")
+        rest = keys[MAX_UNKNOWN_KEYS_LISTED:]
+        if rest:
+            self.error(path, f"{len(rest)} more unknown {what}s: {bounded_repr(rest)}; allowed "
+                             f"here: {', '.join(allowed)}")
+
     def number(self, value: Any, path: tuple, *, integer: bool = False, minimum=None,
-               positive: bool = False) -> Any:
-        if not (is_integer(value) if integer else is_number(value)):
+               maximum=None, positive: bool = False) -> Any:
+        """``value`` as an int (``integer``) or float if it is a finite number within
+        ``minimum``, ``maximum`` (a limit of :mod:`codesign.limits`) and, with
+        ``positive``, above zero; else None with an issue at ``path``."""
+        if not is_number(value):
             problem = f"must be {'an integer' if integer else 'a number'}, got " \
-                      f"{type_name(value)} {value!r}"
+                      f"{type_name(value)} {bounded_repr(value)}"
         elif not math.isfinite(value):
             problem = f"must be a finite number, got {value}"
         elif positive and not value > 0:
             problem = f"must be positive, got {value}"
         elif minimum is not None and value < minimum:
             problem = f"must be at least {minimum}, got {value}"
+        elif maximum is not None and value > maximum:
+            problem = f"must be at most {maximum} (codesign's limit), got {value}"
+        elif integer and not is_integer(value):
+            problem = f"must be an integer, got {type_name(value)} {value}"
         else:
             return float(value) if not integer else int(value)
         self.error(path, problem)
@@ -119,7 +142,7 @@ class _Checker:
             self.error((*path, "options"), f"options must be a mapping, got "
                                            f"{type_name(options)}")
             options = {}
-        if name is None:
+        if name is None and name_key not in section:  # the missing key is reported above
             return resolved
         if not isinstance(name, str):
             self.error((*path, name_key), f"must be a string, got {type_name(name)}")
@@ -127,13 +150,14 @@ class _Checker:
         available = self.registry.names(kind)
         if name not in available:
             listing = ", ".join(available) or "none installed"
-            self.error((*path, name_key), f"unknown {kind[:-1]} {name!r}"
+            self.error((*path, name_key), f"unknown {kind[:-1]} {bounded_repr(name)}"
                                         f"{suggest(name, available)}; available: {listing}")
             resolved["options"] = dict(options)
             return resolved
         checked, problems = check_options(self.registry.get(kind, name).factory, options,
                                           injected=injected, defaults=defaults,
-                                          supplied=supplied, what=f"{kind[:-1]} {name!r}")
+                                          supplied=supplied,
+                                          what=f"{kind[:-1]} {bounded_repr(name)}")
         for sub_path, message in problems:
             self.error((*path, "options", *sub_path), message)
         resolved["options"] = checked
@@ -159,7 +183,8 @@ def _check_design(ck: _Checker, node: Any) -> dict:
     resolved = {}
     for name, entry in node.items():
         path = ("design", name)
-        entry = ck.mapping(entry, path, _DESIGN_KEYS, what=f"design parameter {name!r}")
+        entry = ck.mapping(entry, path, _DESIGN_KEYS,
+                           what=f"design parameter {bounded_repr(name)}")
         if entry is None:
             continue
         out = {}
@@ -170,7 +195,7 @@ def _check_design(ck: _Checker, node: Any) -> dict:
             flat = _flatten_numbers(value)
             if flat is None:
                 ck.error((*path, key), f"must be a number or a (nested) list of numbers, got "
-                                       f"{type_name(value)} {value!r}")
+                                       f"{type_name(value)} {bounded_repr(value)}")
             elif key == "init" and not all(math.isfinite(v) for v in flat):
                 ck.error((*path, key), "init must be finite (no NaN or inf); give a finite "
                                        "starting value")
@@ -264,22 +289,24 @@ def _check_run(ck: _Checker, node: Any, *, identification: bool = False) -> dict
     if section is None:
         return {}
     run: dict[str, Any] = {}
+
+    def sized(key: str, value: Any, ranges: dict = RUN_RANGES, parent: tuple = path) -> Any:
+        low, high = ranges[key]
+        return ck.number(value, (*parent, key), integer=True, minimum=low, maximum=high)
+
     if identification and "steps" not in section:
         run["steps"] = None  # the recordings set the trajectory lengths
     else:
-        run["steps"] = ck.number(section.get("steps", 1), (*path, "steps"), integer=True,
-                                 minimum=1)
-    run["substeps"] = ck.number(section.get("substeps", 1), (*path, "substeps"), integer=True,
-                                minimum=1)
-    run["dt"] = ck.number(section.get("dt", 1.0), (*path, "dt"), positive=True)
-    run["seed"] = ck.number(section.get("seed", 0), (*path, "seed"), integer=True, minimum=0)
+        run["steps"] = sized("steps", section.get("steps", 1))
+    run["substeps"] = sized("substeps", section.get("substeps", 1))
+    run["dt"] = ck.number(section.get("dt", 1.0), (*path, "dt"), positive=True, maximum=MAX_DT)
+    run["seed"] = sized("seed", section.get("seed", 0))
     for key in ("checkpoint_every", "workers"):
         value = section.get(key)
-        run[key] = None if value is None else ck.number(value, (*path, key), integer=True,
-                                                        minimum=1)
+        run[key] = None if value is None else sized(key, value)
     executor = section.get("executor", "inline")
     if executor not in EXECUTOR_KINDS:
-        ck.error((*path, "executor"), f"unknown executor {executor!r}; available: "
+        ck.error((*path, "executor"), f"unknown executor {bounded_repr(executor)}; available: "
                                       f"{', '.join(EXECUTOR_KINDS)}")
     run["executor"] = executor
     if executor == "inline" and run["workers"] not in (None, 1):
@@ -288,8 +315,7 @@ def _check_run(ck: _Checker, node: Any, *, identification: bool = False) -> dict
     defaults = {"fps": 30, "width": 480, "height": 360, "every": 1}
     video = ck.mapping(section.get("video"), (*path, "video"), tuple(defaults),
                        what="run.video") or {}
-    run["video"] = {key: ck.number(video.get(key, default), (*path, "video", key), integer=True,
-                                   minimum=16 if key in ("width", "height") else 1)
+    run["video"] = {key: sized(key, video.get(key, default), VIDEO_RANGES, (*path, "video"))
                     for key, default in defaults.items()}
     return run
 
@@ -309,7 +335,8 @@ def _check_optimizer(ck: _Checker, tree: dict, seed: int) -> dict:
         if "optimizer" in tree else {}
     if isinstance(tree.get("optimizer"), dict):
         optimizer["iterations"] = ck.number(tree["optimizer"].get("iterations", 100),
-                                            ("optimizer", "iterations"), integer=True, minimum=1)
+                                            ("optimizer", "iterations"), integer=True, minimum=1,
+                                            maximum=MAX_ITERATIONS)
     return optimizer
 
 
@@ -332,7 +359,7 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
         if "measurement" in section else {}
     batch_size = section.get("batch_size")
     out["batch_size"] = None if batch_size is None else ck.number(
-        batch_size, (*path, "batch_size"), integer=True, minimum=1)
+        batch_size, (*path, "batch_size"), integer=True, minimum=1, maximum=MAX_BATCH_SIZE)
     out["fit_initial_state"] = ck.flag(section.get("fit_initial_state", False),
                                        (*path, "fit_initial_state"))
     return out
@@ -341,11 +368,9 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
 def _validate_tree(tree: dict, registry, base_dir: Path) -> tuple[dict, list[ConfigIssue]]:
     ck = _Checker(tree, registry)
     identification = "identification" in tree
+    ck.unknown([key for key in tree if key not in SECTIONS], (), SECTIONS, "section")
     for key in tree:
-        if key not in SECTIONS:
-            ck.error((key,), f"unknown section {key!r}{suggest(key, SECTIONS)}; allowed: "
-                             f"{', '.join(SECTIONS)}")
-        elif identification and key in _NOT_IN_IDENTIFICATION:
+        if identification and key in _NOT_IN_IDENTIFICATION:
             ck.error((key,), f"an identification experiment has no {key!r} section: the "
                              "recordings' actions are replayed open loop and the loss is the "
                              "tracking error through identification.measurement; remove it")
@@ -382,13 +407,13 @@ def validate_config(raw: RawConfig, registry) -> ExperimentConfig:
     base_dir = source_folder(raw.source)
     data, issues = _validate_tree(without(raw.tree, "quick"), registry, base_dir)
     if not raw.quick and isinstance(raw.base.get("quick"), dict):
-        merged = deep_merge(without(raw.base, "quick"), raw.base["quick"])
+        merged = deep_merge(without(raw.base, "quick"), raw.base["quick"], origin="quick")
         _, quick_issues = _validate_tree(merged, registry, base_dir)
         seen = {str(i) for i in issues}
         issues += [i for i in quick_issues if str(i) not in seen]
     if "quick" in raw.base and not isinstance(raw.base["quick"], dict | None):
-        issues.append(ConfigIssue("quick", line_of(raw.base, ("quick",)),
-                                  "quick must be a mapping (a partial experiment)"))
+        issues.append(issue_at(raw.base, ("quick",),
+                               "quick must be a mapping (a partial experiment)"))
     if issues:
         issues.sort(key=lambda issue: issue.line or 0)  # file order; whole-file issues first
         raise ConfigError(issues, source=raw.source)

@@ -12,9 +12,12 @@ the search distribution is pulled back inside.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 
+from ..limits import MAX_POPULATION
+from ..options import Range
 from .base import Callback, IterationInfo, ObjectiveFunction, OptimizeResult
 
 __all__ = ["CMAES", "OnePlusOneES"]
@@ -38,7 +41,8 @@ class CMAES:
         tolerance: stop (converged) when ``σ · √(largest eigenvalue of C)`` falls below this.
     """
 
-    def __init__(self, *, population_size: int = 0, sigma0: float = 0.3, seed: int = 0,
+    def __init__(self, *, population_size: Annotated[int, Range(0, MAX_POPULATION)] = 0,
+                 sigma0: float = 0.3, seed: int = 0,
                  bound_penalty: float = 1.0, tolerance: float = 1e-10):
         if population_size < 0 or population_size == 1:
             raise ValueError(f"CMAES: population_size must be 0 (default) or >= 2, "
