@@ -323,7 +323,8 @@ def test_a_diverging_simulation_leaves_nothing_behind(tmp_path, manager):
 
 
 def test_a_failed_run_removes_the_folders_it_created(tmp_path, manager):
-    path = write_experiment(tmp_path, **{"{target: 0.2}": "{target: .nan}"})
+    path = write_experiment(tmp_path, **{"{target: 0.2}": "{target: 1.0e+154}",  # loss 2e308
+                                         "weight: 1.0": "weight: 2.0"})
     with pytest.raises(SimulationError, match="non-finite objective values"):
         run(path, tmp_path / "runs" / "spring" / "run", manager)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["exp.yaml"]
