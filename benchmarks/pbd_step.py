@@ -22,7 +22,7 @@ off, the URDF's damping 0.7 N m s/rad, gravity, released at rest from a bent pos
 
 and finally, in a fresh process, the peak memory of a reverse sweep of ``--memory-steps``
 steps through ``codesign.Rollout`` (√N checkpointing) at the default settings, from
-tracemalloc (NumPy allocations) and the process's maximum resident set size.
+tracemalloc (NumPy allocations) and the process's peak resident set size.
 
 sim_pbd runs through its simulator (``PBDSimulator.step`` and ``step_vjp``, the hand-derived
 adjoint). The peer's forward is timed without a graph (``torch.no_grad``), its step + VJP as
@@ -396,6 +396,19 @@ def time_all(impls: dict, errors: dict, rounds_count: int) -> None:
               f"{'met' if met else 'NOT met'} (sim_pbd takes {1 / ratio:.3g}x MuJoCo's time)")
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident set size [MiB]: Linux's VmHWM, which exec resets (the
+    maximum RSS of getrusage keeps the forking parent's, here one that loaded torch)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
 def memory_sweep(steps: int) -> None:
     """Peak memory of one checkpointed reverse sweep of ``steps`` steps (default settings)."""
     from codesign import Objective, OpenLoopController, Rollout
@@ -412,18 +425,19 @@ def memory_sweep(steps: int) -> None:
     objective = Objective.of(TrajectoryTracking(observer=observer, targets=targets))
     weights = controller.parameter_space().defaults()
     state_kb = sum(np.asarray(a).nbytes for a in vars(sim.initial_state(design)).values()) / 1024
+    before = peak_rss_mib()
     tracemalloc.start()
     start = time.perf_counter()
     result, (gradient,) = rollout.value_and_grad(design, weights, objective)
     seconds = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    rss = peak_rss_mib()
     print(f"\n== memory: reverse sweep of {steps} steps ({steps * DT:g} s), default settings ==")
     print(f"  checkpoint interval {rollout.checkpoint_every}, at most {result.peak_states_held} "
           f"states held ({state_kb:.2f} KiB each)")
-    print(f"  peak traced NumPy memory {peak / 2**20:.1f} MiB, max RSS {rss:.0f} MiB, "
-          f"{seconds:.0f} s")
+    print(f"  peak traced NumPy memory {peak / 2**20:.1f} MiB, max RSS {rss:.0f} MiB "
+          f"({before:.0f} MiB before the sweep: the imports), {seconds:.0f} s")
     norm = float(np.linalg.norm(gradient.weights["table"]))
     print(f"  |d(final joint state²)/d(torques)| {norm:.3e}")
 
