@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -145,3 +147,16 @@ def models():
 def any_model(request) -> PBDModel:
     """Each hand-built model in turn."""
     return MODELS[request.param]()
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """The reference library's helpers (``reference.py``: Pinocchio's Baxter models and
+    their integration); skips where Pinocchio is not installed."""
+    pytest.importorskip("pinocchio", reason="the reference library pin (Pinocchio) is a dev "
+                                            "dependency: uv sync installs it")
+    spec = importlib.util.spec_from_file_location("sim_pbd_reference",
+                                                  Path(__file__).with_name("reference.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -47,19 +47,6 @@ def chain(*extra: str) -> str:
 # -- against the reference library -----------------------------------------------------------
 
 
-def _pinocchio_baxter():
-    """Pinocchio and its full Baxter model. Its reduced-model builder refuses fixed joints
-    that share a link's name (Baxter's left_hand, ...), so those are renamed first."""
-    pin = pytest.importorskip("pinocchio", reason="the reference library pin (Pinocchio) is "
-                                                  "a dev dependency: uv sync installs it")
-    root = ET.parse(BAXTER).getroot()
-    link_names = {element.get("name") for element in root.findall("link")}
-    for element in root.findall("joint"):
-        if element.get("name") in link_names:
-            element.set("name", element.get("name") + "_joint")
-    return pin, pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
-
-
 def _assert_matches_pinocchio(model, reference):
     """Per joint: the child link's merged mass, COM and inertia, and the joint's placement
     in its parent's frame, axis, limits and damping, as Pinocchio's model has them."""
@@ -92,33 +79,26 @@ def _assert_matches_pinocchio(model, reference):
         np.testing.assert_allclose(model.joint_damping[i], reference.damping[joint_model.idx_v])
 
 
-def test_baxter_left_arm_matches_pinocchio_reduced_model():
-    pin, full = _pinocchio_baxter()
-    locked = [full.getJointId(name) for name in full.names[1:] if name not in LEFT_ARM]
-    reference = pin.buildReducedModel(full, locked, pin.neutral(full))
+def test_baxter_left_arm_matches_pinocchio_reduced_model(reference):
+    expected = reference.reduced_baxter(LEFT_ARM)
     model = load_urdf(BAXTER, joints=LEFT_ARM)
     assert model.joint_names == tuple(LEFT_ARM)
-    _assert_matches_pinocchio(model, reference)
+    _assert_matches_pinocchio(model, expected)
 
 
-def test_baxter_whole_robot_matches_pinocchio():
-    _, reference = _pinocchio_baxter()
+def test_baxter_whole_robot_matches_pinocchio(reference):
+    expected = reference.baxter_model()
     model = load_urdf(BAXTER)
     assert model.joint_names[0] == "head_pan" and model.joint_count == 15
-    _assert_matches_pinocchio(model, reference)
+    _assert_matches_pinocchio(model, expected)
 
 
-def test_frozen_joints_at_nonzero_positions_match_pinocchio():
-    pin, full = _pinocchio_baxter()
+def test_frozen_joints_at_nonzero_positions_match_pinocchio(reference):
     kept = ["left_s0", "left_e1", "left_w2"]
     frozen = {"left_s1": -0.6, "left_e0": 0.4, "left_w0": 1.1, "left_w1": -0.3}
-    q = pin.neutral(full)
-    for name, value in frozen.items():
-        q[full.joints[full.getJointId(name)].idx_q] = value
-    locked = [full.getJointId(name) for name in full.names[1:] if name not in kept]
-    reference = pin.buildReducedModel(full, locked, q)
+    expected = reference.reduced_baxter(kept, frozen)
     model = load_urdf(BAXTER, joints=kept, initial_positions={**frozen, "left_e1": 0.2})
-    _assert_matches_pinocchio(model, reference)
+    _assert_matches_pinocchio(model, expected)
     np.testing.assert_allclose(model.joint_rest, [0.0, 0.2, 0.0])
 
 
