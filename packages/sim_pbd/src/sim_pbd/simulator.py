@@ -46,7 +46,8 @@ class PBDSimulator:
 
     def __init__(self, model: PBDModel, *, substeps: int = _DEFAULT.substeps,
                  iterations: int = _DEFAULT.iterations, solver: str = _DEFAULT.solver,
-                 kernels: str = _DEFAULT.kernels, view: str = _DEFAULT.view, window=None, joint_tolerance: float = 1e-3):
+                 kernels: str = _DEFAULT.kernels, view: str = _DEFAULT.view, window=None,
+                 joint_tolerance: float = 1e-3):
         self.model = model
         PBDOptions(solver=solver, kernels=kernels)  # checks the choices
         self.settings = dict(substeps=int(substeps), iterations=int(iterations),

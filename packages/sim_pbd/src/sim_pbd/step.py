@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import kernels as compiled
 from .constraints import (
     Body,
     BodyGrad,
@@ -68,7 +69,6 @@ from .kinematics import (
     joint_jacobian,
     joint_jacobian_vjp,
 )
-from . import kernels as compiled
 from .model import PARAMETERS, PBDModel
 from .options import KERNELS
 from .rotations import (
