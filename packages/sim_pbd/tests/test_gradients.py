@@ -1,5 +1,5 @@
-"""step_vjp against central finite differences over rollouts of 1, 10 and 100 steps, both
-solvers, with damping, compliance, friction and active joint limits."""
+"""step_vjp against central finite differences over rollouts of 1, 10, 100 and 1000 steps,
+both solvers, with damping, compliance, friction and active joint limits."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from sim_pbd.kinematics import joint_positions
 from sim_pbd.step import step, step_vjp
 
 # Finite-difference steps per input (fourth-order stencil): large enough that the step's
-# round-off (amplified by the projections) stays far below 1e-6 of small derivatives, small
-# enough for the inertias (down to 2e-4 kg m² here) and compliances (1e-4).
-EPS = {"link_inertia": 1e-6, "joint_compliance": 1e-7}
+# round-off (amplified by the projections: ~1e-13 of a loss near 1, the positions' round-off
+# over the substep in the velocities) stays far below 1e-6 of small derivatives, small
+# enough for the inertias (down to 2e-4 kg m² here) and compliances (1e-4; a step of 1e-7
+# left derivatives near 0.5 with round-off errors of 1e-6).
+EPS = {"link_inertia": 1e-6, "joint_compliance": 1e-6}
 FIELDS = ("link_x", "link_q", "link_v", "link_w")
 
 
@@ -85,6 +87,16 @@ def test_hundred_steps(models, solver):
     model = models.chain(2)
     state, action = _moving(models, model, seed=2)
     _check(model, state, 0.2 * action, steps=100, substeps=1, iterations=1, solver=solver,
+           directions=1)
+
+
+@pytest.mark.parametrize("solver", ["gauss_seidel", "jacobi"])
+def test_thousand_steps(models, solver):
+    # 10 s of a damped double pendulum swinging under its torques, through the compiled
+    # kernels (a few seconds; the NumPy reference would take minutes)
+    model = models.chain(2)
+    state, action = _moving(models, model, seed=5)
+    _check(model, state, 0.2 * action, steps=1000, substeps=1, iterations=1, solver=solver,
            directions=1)
 
 

@@ -21,7 +21,7 @@ def test_every_option_is_declared_with_a_doc_and_listed():
     specs = PBDOptions.specs()
     assert {"urdf", "base_link", "joints", "floating_base", "initial_positions", "gravity",
             "substeps", "iterations", "solver", "compliance", "joint_limits", "damping",
-            "view", "view_window", "base_dir"} == {s.name for s in specs}
+            "kernels", "view", "view_window", "base_dir"} == {s.name for s in specs}
     assert all(spec.doc for spec in specs)
     listing = format_options(PBDOptions)
     assert all(spec.name in listing for spec in specs)
@@ -30,7 +30,8 @@ def test_every_option_is_declared_with_a_doc_and_listed():
 
 @pytest.mark.parametrize("values, name", [
     ({"substeps": 0}, "substeps"), ({"iterations": 0}, "iterations"),
-    ({"solver": "newton"}, "solver"), ({"compliance": -1.0}, "compliance"),
+    ({"solver": "newton"}, "solver"), ({"kernels": "cuda"}, "kernels"),
+    ({"compliance": -1.0}, "compliance"),
     ({"damping": [0.7, -0.1]}, "damping"), ({"view": "back"}, "view"),
     ({"gravity": [0.0, 0.0, float("nan")]}, "gravity"),
 ])

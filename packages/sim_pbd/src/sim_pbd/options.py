@@ -12,11 +12,14 @@ import dataclasses
 
 from codesign.options import Options, option
 
-__all__ = ["PBDOptions", "SOLVERS", "VIEWS"]
+__all__ = ["KERNELS", "PBDOptions", "SOLVERS", "VIEWS"]
 
 SOLVERS = ("gauss_seidel", "jacobi")
 """Constraint projection orders: one constraint after another (Gauss-Seidel) or all from the
 same positions, corrections averaged (Jacobi, the paper's)."""
+
+KERNELS = ("numba", "numpy")
+"""Step implementations: compiled (numba, one call per step) or the NumPy reference."""
 
 VIEWS = ("front", "side", "top")
 """Render projections: front (the y-z plane seen from +x), side (x-z seen from -y), top (x-y
@@ -47,6 +50,8 @@ class PBDOptions(Options):
     iterations: int = option(2, lower=1, upper=1000,
                              doc="constraint projection sweeps per substep")
     solver: str = option("gauss_seidel", choices=SOLVERS, doc="constraint projection order")
+    kernels: str = option("numba", choices=KERNELS,
+                          doc="compiled step kernels or the NumPy reference they equal")
     compliance: float = option(0.0, unit="m/N or rad/(N m)", lower=0.0,
                                doc="XPBD compliance (inverse stiffness) of every joint "
                                    "constraint; 0 is rigid")

@@ -87,4 +87,5 @@ def make_simulator(options: PBDOptions) -> PBDSimulator:
     :class:`~sim_pbd.options.PBDOptions` (as keywords)."""
     o = options
     return PBDSimulator(build_model(o), substeps=o.substeps, iterations=o.iterations,
-                        solver=o.solver, view=o.view, window=_window(o.view_window))
+                        solver=o.solver, kernels=o.kernels, view=o.view,
+                        window=_window(o.view_window))

@@ -29,6 +29,10 @@ actuation's, where applied after it they would move the child alone against its 
 :func:`step_vjp` replays the forward pass recording each operation's inputs (per substep,
 iteration and constraint) and runs the operations' hand-written adjoints in reverse.
 
+``kernels`` picks the implementation: ``"numba"`` (default) runs the whole step, or its VJP,
+in one compiled call (:mod:`sim_pbd.kernels`); ``"numpy"`` runs this module's code, the
+readable reference the compiled kernels equal to round-off.
+
 ``params`` is a dict with the entries of :data:`sim_pbd.model.PARAMETERS` (the model's
 values or a design's): ``link_mass`` (n,) [kg], ``link_inertia`` (n, 3, 3) [kg m²] (its
 symmetric part is used), ``joint_parent_x``, ``joint_child_x`` (m, 3) [m], ``joint_damping``
@@ -41,6 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import kernels as compiled
 from .constraints import (
     Body,
     BodyGrad,
@@ -65,6 +70,7 @@ from .kinematics import (
     joint_jacobian_vjp,
 )
 from .model import PARAMETERS, PBDModel
+from .options import KERNELS
 from .rotations import (
     quat_conjugate,
     quat_integrate,
@@ -106,9 +112,11 @@ class _Setup(NamedTuple):
 
 
 def _checked(model: PBDModel, state: PBDState, action, params, dt, substeps, iterations,
-             solver) -> np.ndarray:
+             solver, kernels) -> np.ndarray:
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
     for name, value in (("substeps", substeps), ("iterations", iterations)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -126,6 +134,8 @@ def _checked(model: PBDModel, state: PBDState, action, params, dt, substeps, ite
     if missing:
         raise ValueError(f"params lacks {missing}; pass model.parameters() or a design "
                          "holding every entry of sim_pbd.PARAMETERS")
+    if np.any(np.asarray(params["link_mass"]) <= 0):
+        raise ValueError(f"link_mass must be positive, got {params['link_mass']}")
     if np.shape(state.link_x) != (model.link_count, 3):
         raise ValueError(f"state.link_x has shape {np.shape(state.link_x)}, the model has "
                          f"{model.link_count} links: expected ({model.link_count}, 3)")
@@ -135,8 +145,6 @@ def _checked(model: PBDModel, state: PBDState, action, params, dt, substeps, ite
 def _setup(model: PBDModel, params, dt: float, substeps: int) -> _Setup:
     h = float(dt) / int(substeps)
     mass = np.asarray(params["link_mass"], dtype=np.float64)
-    if np.any(mass <= 0):
-        raise ValueError(f"link_mass must be positive, got {mass}")
     inertia = np.asarray(params["link_inertia"], dtype=np.float64)
     inertia = 0.5 * (inertia + np.swapaxes(inertia, 1, 2))
     lower = np.asarray(model.joint_lower, dtype=np.float64)
@@ -408,12 +416,15 @@ def _start(state: PBDState):
 
 
 def step(model: PBDModel, state: PBDState, action, params, dt: float, *, substeps: int,
-         iterations: int, solver: str = "gauss_seidel") -> PBDState:
+         iterations: int, solver: str = "gauss_seidel", kernels: str = "numba") -> PBDState:
     """The state after ``dt`` [s] under joint torques/forces ``action`` (m,) [N m or N].
 
     ``substeps`` XPBD substeps of ``iterations`` constraint passes each with ``solver``
-    (one of :data:`SOLVERS`); ``params`` as in the module docstring."""
-    action = _checked(model, state, action, params, dt, substeps, iterations, solver)
+    (one of :data:`SOLVERS`); ``params`` and ``kernels`` as in the module docstring."""
+    action = _checked(model, state, action, params, dt, substeps, iterations, solver, kernels)
+    if kernels == "numba":
+        return compiled.step(model, state, action, params, dt, substeps=substeps,
+                             iterations=iterations, solver=solver)
     setup = _setup(model, params, dt, substeps)
     x, q, v, w = _start(state)
     for _ in range(substeps):
@@ -683,10 +694,14 @@ def _substep_vjp(setup: _Setup, grads: _Grads, tape, action) -> None:
 
 
 def step_vjp(model: PBDModel, state: PBDState, action, params, dt: float, g_next: PBDState, *,
-             substeps: int, iterations: int, solver: str = "gauss_seidel"):
+             substeps: int, iterations: int, solver: str = "gauss_seidel",
+             kernels: str = "numba"):
     """(∂L/∂state as a PBDState, ∂L/∂action (m,), ∂L/∂params dict like ``params``) of
     :func:`step` given ∂L/∂(next state) ``g_next``."""
-    action = _checked(model, state, action, params, dt, substeps, iterations, solver)
+    action = _checked(model, state, action, params, dt, substeps, iterations, solver, kernels)
+    if kernels == "numba":
+        return compiled.step_vjp(model, state, action, params, dt, g_next, substeps=substeps,
+                                 iterations=iterations, solver=solver)
     setup = _setup(model, params, dt, substeps)
     x, q, v, w = _start(state)
     tapes = []
