@@ -652,3 +652,19 @@ def test_annotated_ranges_bound_population_sizes_and_other_counts(registry):
     _, problems = check_options(factory, {"sizes": [2, 30]})
     assert problems == [(("sizes",), "option 'sizes' of component: 30 lies outside [1, 10], "
                                      "codesign's limit for it")]
+
+
+def test_an_empty_term_entry_is_reported_not_a_traceback(registry):
+    text = BASE.replace("""objective:
+  - term: final_position
+    options: {target: 0.2}
+""", """objective:
+  terms:
+    - term: final_position
+  constraints:
+    - terms: [null]
+      at_most: 0.5
+""")
+    (error,) = errors_of(text, registry)
+    assert error.startswith("objective.constraints[0].terms[0] (line 11): missing required key "
+                            "'term'"), error

@@ -229,7 +229,7 @@ def _check_terms(ck: _Checker, node: Any, path: tuple, *, what: str) -> list:
         entry_path = (*path, index)
         resolved = ck.component(entry, entry_path, "terms", injected=("simulator",),
                                 name_key="term", extra_keys=("weight", "name"))
-        if not resolved:
+        if resolved.get("name") is None:  # not a mapping, or no term (reported above)
             continue
         weight = ck.number(entry.get("weight", 1.0), (*entry_path, "weight"))
         name = entry.get("name", entry.get("term"))
