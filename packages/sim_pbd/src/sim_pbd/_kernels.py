@@ -34,6 +34,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from .constraints import MAX_DAMPING_PER_SUBSTEP
+
 __all__ = ["ModelArrays", "Params", "step", "step_vjp"]
 
 _POS, _ANG, _LIM = 0, 1, 2
@@ -856,17 +858,19 @@ def _slot(slot, m):
 
 @numba.njit(cache=True)
 def _joint_impulse(jd, h, bp, bc, v_p, w_p, v_c, w_c):
-    """(lin, ang_c, ang_p, weight, rate, sliding, impulse) of the joint's explicit damping
-    and Coulomb friction (step._joint_impulse)."""
+    """(lin, ang_c, ang_p, weight, rate, gain, capped, sliding, impulse) of the joint's
+    explicit damping and Coulomb friction (step._joint_impulse)."""
     lin, ang_c, ang_p, weight = _joint_mass(jd, bp, bc)
     rate = _dot(lin, _sub(v_c, v_p)) + _dot(ang_c, w_c) - _dot(ang_p, w_p)
     bh = jd.damping * h
-    impulse = -bh * rate
-    target = bh * rate - rate / weight
+    capped = bh * weight > MAX_DAMPING_PER_SUBSTEP
+    gain = MAX_DAMPING_PER_SUBSTEP / weight if capped else bh
+    impulse = -gain * rate
+    target = gain * rate - rate / weight
     cap = jd.friction * h
     sliding = abs(target) >= cap
     impulse += min(max(target, -cap), cap)
-    return lin, ang_c, ang_p, weight, rate, sliding, impulse
+    return lin, ang_c, ang_p, weight, rate, gain, capped, sliding, impulse
 
 
 @numba.njit(cache=True)
@@ -879,20 +883,24 @@ def _joint_impulse_vjp(jd, h, bp, bc, v_p, w_p, v_c, w_c, g_v_p, g_w_p, g_v_c, g
     """The cotangents the joint's velocity impulse adds: (to g_v_p, g_w_p, g_v_c, g_w_c,
     body gradient of parent, of child, g_joint_child_x, g_damping) given the velocities'
     cotangents after it (step._joint_velocity_vjp)."""
-    lin, ang_c, ang_p, weight, rate, sliding, impulse = _joint_impulse(jd, h, bp, bc, v_p, w_p,
-                                                                      v_c, w_c)
+    lin, ang_c, ang_p, weight, rate, gain, capped, sliding, impulse = _joint_impulse(
+        jd, h, bp, bc, v_p, w_p, v_c, w_c)
     corr = _impulse_correction(lin, ang_c, ang_p, impulse)
     g_corr, grad_p, grad_c = _response_vjp(bp, bc, corr, g_v_p, g_w_p, g_v_c, g_w_c)
     g_p, g_tau_c, g_tau_p = g_corr
     g_impulse = _dot(lin, g_p) + _dot(ang_c, g_tau_c) + _dot(ang_p, g_tau_p)
-    b = jd.damping
-    g_rate = -b * h * g_impulse
-    g_damping = -h * rate * g_impulse
+    g_rate = -gain * g_impulse
+    g_gain = -rate * g_impulse
     g_weight = 0.0
     if not sliding:  # the friction impulse is the target
-        g_rate += g_impulse * (b * h - 1.0 / weight)
-        g_damping += g_impulse * h * rate
+        g_rate += g_impulse * (gain - 1.0 / weight)
+        g_gain += g_impulse * rate
         g_weight = g_impulse * rate / weight**2
+    g_damping = 0.0
+    if capped:
+        g_weight -= g_gain * MAX_DAMPING_PER_SUBSTEP / weight**2
+    else:
+        g_damping = g_gain * h
     g_lin = _add(_mul(impulse, g_p), _mul(g_rate, _sub(v_c, v_p)))
     g_ang_c = _add(_mul(impulse, g_tau_c), _mul(g_rate, w_c))
     g_ang_p = _sub(_mul(impulse, g_tau_p), _mul(g_rate, w_p))
@@ -915,7 +923,8 @@ def _joint_velocity_terms(joints, links, order, h, x, q, v, w, record, joint_v):
             for row, value in enumerate((v_p, w_p, v_c, w_c)):
                 _put3(joint_v[k], row, value)
         bp, bc = _body(_link(links, x, q, p)), _body(_link(links, x, q, c))
-        lin, ang_c, ang_p, _, _, _, impulse = _joint_impulse(jd, h, bp, bc, v_p, w_p, v_c, w_c)
+        lin, ang_c, ang_p, _, _, _, _, _, impulse = _joint_impulse(jd, h, bp, bc, v_p, w_p, v_c,
+                                                                   w_c)
         dv_p, dw_p, dv_c, dw_c = _response(bp, bc, _impulse_correction(lin, ang_c, ang_p,
                                                                        impulse))
         _acc3(v, c, dv_c)

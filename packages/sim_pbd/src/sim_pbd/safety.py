@@ -5,11 +5,8 @@ XPBD projects its constraints implicitly, so no time step makes it blow up the w
 explicit spring does; what a too-large substep h loses is the swing itself. A link hanging
 from its joint at distance d from its centre of mass swings at ω² = m g d / (I + m d²) (I
 about the joint axis), and its swing is resolved while h ω ≤ :data:`MAX_PHASE_PER_SUBSTEP`.
-Joint damping is an explicit impulse (:mod:`sim_pbd.step`), stable while b h w <
-:data:`MAX_DAMPING_PER_SUBSTEP` for every joint (w the joint's generalized inverse mass, its
-two links as free bodies, which bounds the articulated one from above). Joints that do not
-close (the two links' copies of a joint origin apart) mean too few iterations or substeps for
-the masses and compliances involved.
+Joints that do not close (the two links' copies of a joint origin apart) mean too few
+iterations or substeps for the masses and compliances involved.
 """
 
 from __future__ import annotations
@@ -18,23 +15,16 @@ import numpy as np
 
 from codesign.simulator import SimulationError, UnstableTimeStepError
 
-from .constraints import Body, joint_mass, world_body
-from .kinematics import forward_kinematics, joint_frames, joint_origins
+from .kinematics import joint_origins
 from .model import JOINT_TYPES, PBDModel
-from .rotations import quat_rotate_rows, quat_to_matrix
+from .rotations import quat_rotate_rows
 from .state import PBDState
 
-__all__ = ["MAX_DAMPING_PER_SUBSTEP", "MAX_PHASE_PER_SUBSTEP", "check_state",
-           "check_step_inputs", "check_time_step", "damping_rate", "joint_gaps",
-           "swing_frequency"]
+__all__ = ["MAX_PHASE_PER_SUBSTEP", "check_state", "check_step_inputs", "check_time_step",
+           "joint_gaps", "swing_frequency"]
 
 MAX_PHASE_PER_SUBSTEP = 0.5
 """Largest h ω [rad] a substep may take of the fastest link's swing under gravity."""
-
-MAX_DAMPING_PER_SUBSTEP = 2.0
-"""The explicit damping impulse's stability limit on b h w: beyond it each substep reverses
-a joint's rate by more than it had (Baxter's arm, 10 substeps of 10 ms: stable at 2.18, its
-wrist diverges at 2.32)."""
 
 
 def swing_frequency(model: PBDModel, params: dict) -> float:
@@ -51,43 +41,12 @@ def swing_frequency(model: PBDModel, params: dict) -> float:
     return float(np.sqrt(np.max(omega2, initial=0.0)))
 
 
-def damping_rate(model: PBDModel, params: dict) -> float:
-    """The largest b w [1/s] over the joints: damping ``params["joint_damping"]`` times the
-    joint's generalized inverse mass w with its two links as free bodies, at the rest pose
-    (a revolute joint's w is the same in every pose); 0 without damping."""
-    link_x, link_q = forward_kinematics(model, params, model.joint_rest)
-    inv_inertia = np.linalg.inv(np.asarray(params["link_inertia"], dtype=np.float64))
-    inv_mass = 1.0 / np.asarray(params["link_mass"], dtype=np.float64)
-    frames = joint_frames(model)
-
-    def body(link):
-        if link < 0:
-            return world_body()
-        r = quat_to_matrix(link_q[link])
-        return Body(link_x[link], r, r @ inv_inertia[link] @ r.T, float(inv_mass[link]))
-
-    rates = [float(params["joint_damping"][j])
-             * joint_mass(frames, j, body(model.joint_parent[j]), body(model.joint_child[j]),
-                          np.asarray(params["joint_child_x"][j], dtype=np.float64))[3]
-             for j in range(model.joint_count)]
-    return max(rates, default=0.0)
-
-
 def check_time_step(model: PBDModel, params: dict, dt: float, *, substeps: int) -> None:
-    """Raise UnstableTimeStepError when ``dt`` [s] is not a positive number, its substeps do
-    not resolve the fastest swing (h ω > :data:`MAX_PHASE_PER_SUBSTEP`) or make a joint's
-    explicit damping unstable (h b w >= :data:`MAX_DAMPING_PER_SUBSTEP`,
-    :func:`damping_rate`), naming the largest such dt and the substeps that would do."""
+    """Raise UnstableTimeStepError when ``dt`` [s] is not a positive number or its substeps
+    do not resolve the fastest swing (h ω > :data:`MAX_PHASE_PER_SUBSTEP`), naming the
+    largest such dt and the substeps that would do."""
     if not (np.isfinite(dt) and dt > 0):
         raise UnstableTimeStepError(f"dt must be a positive number of seconds, got {dt!r}")
-    rate = damping_rate(model, params)
-    if rate * dt / substeps >= MAX_DAMPING_PER_SUBSTEP:
-        needed = int(np.floor(rate * dt / MAX_DAMPING_PER_SUBSTEP)) + 1
-        raise UnstableTimeStepError(
-            f"dt = {dt:g} s in {substeps} substeps makes the joint damping unstable (damping "
-            f"over a joint's inertia, b w ≈ {rate:.3g} 1/s, needs substeps shorter than "
-            f"{MAX_DAMPING_PER_SUBSTEP / rate:.3g} s); use dt < "
-            f"{MAX_DAMPING_PER_SUBSTEP * substeps / rate:.3g} s or substeps >= {needed}")
     omega = swing_frequency(model, params)
     if omega * dt / substeps > MAX_PHASE_PER_SUBSTEP:
         largest = MAX_PHASE_PER_SUBSTEP * substeps / omega

@@ -7,9 +7,10 @@ paper's Algorithm 1:
    joint, force [N] per prismatic joint, applied equal and opposite on the joint's two links,
    :func:`sim_pbd.kinematics.joint_jacobian`) and the gyroscopic term ``-ω × Iω`` integrate
    the velocities (symplectic Euler); joint damping and Coulomb friction then act on them as
-   velocity impulses along each joint, in tree order: damping explicit, J = -b h ċ, then
-   friction removes at most μ h of impulse and never more than stops the joint (w the
-   joint's generalized inverse mass, its two links as free bodies); the
+   velocity impulses along each joint, in tree order: damping explicit, J = -k ċ with
+   k = min(b h, :data:`~sim_pbd.constraints.MAX_DAMPING_PER_SUBSTEP` / w), then friction removes at most μ h of
+   impulse and never more than stops the joint (w the joint's generalized inverse mass, its
+   two links as free bodies); the
    velocities move the positions, x̃ = x + h v, q̃ = normalize(q + ½ h (0, ω) ⊗ q);
 2. project: ``iterations`` passes over the joints, each projecting every joint's positional
    and angular constraint with its compliance, then the violated joint limits
@@ -30,9 +31,12 @@ Damping is explicit because the projection turns an impulse on the two free link
 articulated response w_art J (w_art, the joint-space inverse inertia, is below the free-body
 w): an impulse per unit rate of b h, whatever w_art, leaves the joint rate a damped motion
 settles at, ċ = τ / b, right, where the implicit form -b h ċ / (1 + b h w) settled at
-(1 + b h w) τ / b and halved the damping of Baxter's light wrist (b h w ≈ 1.5 at 1 ms
-substeps): 8× the joint-angle error of a damped swing. It is stable while b h w < 2
-(:func:`sim_pbd.safety.check_time_step` refuses substeps beyond that).
+(1 + b h w) τ / b and halved the damping of Baxter's light wrist (b h w ≈ 1.45 at 1 ms
+substeps): 8× the joint-angle error of a damped swing. Explicit damping diverges once
+b h w_art > 2 (Baxter's wrist: at b h w ≈ 2.3); capping k w at 1.5 keeps every substep
+stable (a joint's rate shrinks each substep, overshooting zero by at most half) and only
+weakens damping too stiff for the substep (b h w > 1.5: Baxter's arm at fewer than 10
+substeps of 10 ms).
 
 :func:`step_vjp` replays the forward pass recording each operation's inputs (per substep,
 iteration and constraint) and runs the operations' hand-written adjoints in reverse.
@@ -55,6 +59,7 @@ import numpy as np
 
 from . import kernels as compiled
 from .constraints import (
+    MAX_DAMPING_PER_SUBSTEP,
     Body,
     BodyGrad,
     Correction,
@@ -350,7 +355,8 @@ class _JointImpulse(NamedTuple):
     ang_p: np.ndarray
     weight: float
     rate: float
-    target: float
+    gain: float
+    capped: bool
     sliding: bool
     impulse: float
 
@@ -365,13 +371,15 @@ def _joint_impulse(setup: _Setup, j: int, body_p: Body, body_c: Body, v, w) -> _
                                            setup.joint_child_x[j])
     rate = float(lin @ (v[c] - _velocity(v, p)) + ang_c @ w[c] - ang_p @ _velocity(w, p))
     bh = setup.damping[j] * setup.h
-    impulse = -bh * rate
+    capped = bh * weight > MAX_DAMPING_PER_SUBSTEP
+    gain = MAX_DAMPING_PER_SUBSTEP / weight if capped else bh
+    impulse = -gain * rate
     # the friction impulse that stops the joint after damping: -(ċ + w J) / w
-    target = bh * rate - rate / weight
+    target = gain * rate - rate / weight
     cap = setup.friction[j] * setup.h
     sliding = abs(target) >= cap
     impulse += float(np.clip(target, -cap, cap))
-    return _JointImpulse(lin, ang_c, ang_p, weight, rate, target, sliding, impulse)
+    return _JointImpulse(lin, ang_c, ang_p, weight, rate, gain, capped, sliding, impulse)
 
 
 def _joint_velocity_terms(setup: _Setup, x, q, v, w, tape):
@@ -566,15 +574,17 @@ def _joint_velocity_vjp(setup: _Setup, grads: _Grads, entry) -> None:
     g_lin = term.impulse * g_corr.p
     g_ang_c = term.impulse * g_corr.tau_c
     g_ang_p = term.impulse * g_corr.tau_p
-    h, b = setup.h, setup.damping[j]
-    g_rate = -b * h * g_impulse
-    g_damping = -h * term.rate * g_impulse
+    g_rate = -term.gain * g_impulse
+    g_gain = -term.rate * g_impulse
     g_weight = 0.0
     if not term.sliding:  # the friction impulse is the target
-        g_rate += g_impulse * (b * h - 1.0 / term.weight)
-        g_damping += g_impulse * h * term.rate
+        g_rate += g_impulse * (term.gain - 1.0 / term.weight)
+        g_gain += g_impulse * term.rate
         g_weight = g_impulse * term.rate / term.weight**2
-    grads.damping[j] += g_damping
+    if term.capped:
+        g_weight -= g_gain * MAX_DAMPING_PER_SUBSTEP / term.weight**2
+    else:
+        grads.damping[j] += g_gain * setup.h
     g_lin = g_lin + g_rate * (v[c] - _velocity(v, p))
     g_ang_c = g_ang_c + g_rate * w[c]
     g_ang_p = g_ang_p - g_rate * _velocity(w, p)
