@@ -8,9 +8,9 @@ paper's Algorithm 1:
    :func:`sim_pbd.kinematics.joint_jacobian`) and the gyroscopic term ``-ω × Iω`` integrate
    the velocities (symplectic Euler); joint damping and Coulomb friction then act on them as
    velocity impulses along each joint, in tree order: damping explicit, J = -k ċ with
-   k = min(b h, :data:`~sim_pbd.constraints.MAX_DAMPING_PER_SUBSTEP` / w), then friction removes at most μ h of
-   impulse and never more than stops the joint (w the joint's generalized inverse mass, its
-   two links as free bodies); the
+   k = min(b h, :data:`~sim_pbd.constraints.MAX_DAMPING_PER_SUBSTEP` / w), then friction
+   removes at most μ h of impulse and never more than stops the joint (w the joint's
+   generalized inverse mass, its two links as free bodies); the
    velocities move the positions, x̃ = x + h v, q̃ = normalize(q + ½ h (0, ω) ⊗ q);
 2. project: ``iterations`` passes over the joints, each projecting every joint's positional
    and angular constraint with its compliance, then the violated joint limits
