@@ -11,9 +11,10 @@ from its pose, Δt = 0.01 s) run to 2 s; the reference is Pinocchio's ABA integr
   1e-6 rad start error grows to ~0.5 rad in 2 s) and the energy lost over 2 s [J] (the
   reference keeps it to 1e-9 J), from Pinocchio's energy at our joint angles and rates.
 
-The NumPy step makes a row of 10 substeps take ~30 s; the whole default grid, ~15 minutes.
+and the cost of a step at those settings [µs] (the compiled ``sim_pbd.step.step``, best of
+5 runs of the 200-step damped release).
 
-Usage: ``python benchmarks/pbd_accuracy.py [--substeps 5 10 20 40] [--iterations 1 2 4]
+Usage: ``python benchmarks/pbd_accuracy.py [--substeps 10 20 40] [--iterations 1 2 4]
 [--jacobi]`` (``--jacobi`` adds the paper's settings: 1 substep, 30 Jacobi iterations).
 """
 
@@ -22,10 +23,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
 from sim_pbd.kinematics import joint_positions
+from sim_pbd.step import step
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,6 +51,23 @@ def release(damping: float, **settings):
     return np.array([q for q, _ in rows]), np.array([qd for _, qd in rows])
 
 
+def step_cost(**settings) -> float:
+    """µs per step of the damped release with the compiled step (best of 5 runs)."""
+    sim = simulator(**settings)
+    design = sim.design_space().defaults()
+    params = sim.parameters(design)
+    start = sim.initial_state(design)
+    action = np.zeros(7)
+    best = np.inf
+    for _ in range(5):
+        state = start
+        began = time.perf_counter()
+        for _ in range(int(round(DURATION / DT))):
+            state = step(sim.model, state, action, params, DT, **settings)
+        best = min(best, (time.perf_counter() - began) / (DURATION / DT))
+    return best * 1e6
+
+
 def _undamped(**settings):
     from sim_pbd.scene import make_simulator
 
@@ -57,7 +77,7 @@ def _undamped(**settings):
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--substeps", type=int, nargs="+", default=[5, 10, 20, 40])
+    parser.add_argument("--substeps", type=int, nargs="+", default=[10, 20, 40])
     parser.add_argument("--iterations", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--jacobi", action="store_true")
     args = parser.parse_args(argv)
@@ -73,20 +93,19 @@ def main(argv=None) -> None:
           f"energy drift undamped {drift:.1e} J")
     windows = " ".join(f"{f'≤{w:g} s':>9s}" for w in WINDOWS)
     print(f"{'substeps':>8s} {'iter':>4s} {'solver':>12s} | damped max error [rad] {windows} | "
-          f"undamped ≤0.25 s [rad], energy lost in 2 s [J]")
+          f"undamped ≤0.25 s [rad], energy lost in 2 s [J] | µs/step")
     grid = [(s, i, "gauss_seidel") for s in args.substeps for i in args.iterations]
     if args.jacobi:
         grid.append((PAPER["substeps"], PAPER["iterations"], PAPER["solver"]))
     for substeps, iterations, solver in grid:
         settings = dict(substeps=substeps, iterations=iterations, solver=solver)
         error = reference.angle_error(release(DAMPING, **settings)[0], damped).max(axis=1)
-        worst = [error[: int(round(w / DT)) + 1].max() for w in WINDOWS]
+        worst = " ".join(f"{error[: int(round(w / DT)) + 1].max():9.2e}" for w in WINDOWS)
         ours_q, ours_qd = release(0.0, **settings)
         early = reference.angle_error(ours_q, free_q)[: int(round(0.25 / DT)) + 1].max()
         lost = start - reference.energy(arm, ours_q[-1], ours_qd[-1])
-        print(f"{substeps:>8d} {iterations:>4d} {solver:>12s} | {'':22s} "
-              + " ".join(f"{w:9.2e}" for w in worst) + f" | {early:9.2e} {lost:9.3f}",
-              flush=True)
+        print(f"{substeps:>8d} {iterations:>4d} {solver:>12s} | {'':22s} {worst} | "
+              f"{early:9.2e} {lost:9.3f} | {step_cost(**settings):7.1f}", flush=True)
 
 
 if __name__ == "__main__":

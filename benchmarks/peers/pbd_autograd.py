@@ -141,13 +141,14 @@ class TorchPBD:
         w_body = w_body + h * _mv(inv_inertia, _mv(r.transpose(1, 2), torque)
                                   - torch.linalg.cross(w_body, momentum))
         w = torch.cat([_mv(r, w_body), torch.zeros(1, 3, dtype=self.dtype)])
-        # implicit damping, one joint after another in tree order (velocity level)
+        # explicit damping capped at k w = 1.5, one joint after another in tree order
+        # (velocity level), as sim_pbd's
         for j in self.order:
             c, pj = int(child[j]), int(parent[j])
             a_c, a_p = _mv(a_world[c], axis[j]), _mv(a_world[pj], axis[j])
             weight = axis[j] @ a_c + axis[j] @ a_p
-            bh = p["joint_damping"][j] * h
-            impulse = -bh * (axis[j] @ (w[c] - w[pj])) / (1.0 + bh * weight)
+            gain = torch.minimum(p["joint_damping"][j] * h, 1.5 / weight)
+            impulse = -gain * (axis[j] @ (w[c] - w[pj]))
             w = w.index_add(0, torch.tensor([c, pj]), torch.stack([a_c, -a_p]) * impulse)
         w = w[:n]
         x, q = x0 + h * v, _turn(q0, h * w)

@@ -136,3 +136,12 @@ def test_sliding_friction(models):
                                     child_x=base.joint_child_x[0])])
     state = models.state_at(model, [0.4], [2.0])
     _check(model, state, np.array([0.5]), steps=5, substeps=2, iterations=1)
+
+
+@pytest.mark.parametrize("steps", [1, 10])
+def test_damping_capped_for_the_substep(models, steps):
+    # b h w of 15 and 29 (60 N m s/rad, 5 ms substeps): both joints' damping impulses
+    # capped at k w = 1.5, so they depend on the inverse inertias and not on the damping
+    model = models.chain(2, damping=60.0)
+    state, action = _moving(models, model, seed=6)
+    _check(model, state, action, steps=steps, substeps=2, iterations=2)

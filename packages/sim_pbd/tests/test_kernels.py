@@ -59,6 +59,7 @@ CASES = {
     "limit": lambda m: (_limited(m), [0.31, 0.2], [0.0, 1.5], [5.0, 0.1]),
     "friction_holding": lambda m: (_with_friction(m, 0.5), [0.4], [0.0], [0.1]),
     "friction_sliding": lambda m: (_with_friction(m, 0.2), [0.4], [2.0], [0.5]),
+    "stiff_damping": lambda m: (m.chain(2, damping=60.0), [0.4, -0.3], [1.0, -2.0], [0.5, 0.1]),
     "floating_base": lambda m: (_floating(m.chain_3d()), [0.0, -0.3, 0.05], [0.0, 1.0, 0.2],
                                 [-0.2, 1.0]),
 }

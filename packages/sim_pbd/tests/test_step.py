@@ -99,6 +99,19 @@ def test_damped_joint_decays_exponentially(models):
     assert rates[1] / rates[0] == pytest.approx(decay, rel=5e-4)
 
 
+def test_damping_too_stiff_for_the_substep_stays_stable(models):
+    # b h w = 36 (100 N m s/rad on a light pendulum, 1 ms substeps): explicit damping would
+    # flip and grow the rate 35x a substep; capped at k w = 1.5 it decays
+    base = models.pendulum()
+    model = models.make_model([(base.link_mass[0], base.link_inertia[0])],
+                              [dict(type="revolute", parent=-1, child=0, damping=100.0,
+                                    child_x=base.joint_child_x[0])], gravity=(0.0, 0.0, 0.0))
+    states = _rollout(model, models.state_at(model, [0.0], [2.0]), 5)
+    rates = [abs(joint_positions(model, model.parameters(), s)[1][0]) for s in states]
+    assert all(later <= earlier for earlier, later in zip(rates, rates[1:], strict=False))
+    assert rates[-1] < 1e-6
+
+
 def test_prismatic_joint_slides_at_gravity_along_its_axis(models):
     tilt = 0.6
     axis = np.array([np.sin(tilt), 0.0, np.cos(tilt)])

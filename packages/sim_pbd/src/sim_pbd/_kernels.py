@@ -34,6 +34,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from .constraints import MAX_DAMPING_PER_SUBSTEP
+
 __all__ = ["ModelArrays", "Params", "step", "step_vjp"]
 
 _POS, _ANG, _LIM = 0, 1, 2
@@ -856,19 +858,19 @@ def _slot(slot, m):
 
 @numba.njit(cache=True)
 def _joint_impulse(jd, h, bp, bc, v_p, w_p, v_c, w_c):
-    """(lin, ang_c, ang_p, weight, rate, denominator, damped_rate, sliding, impulse) of the
-    joint's implicit damping and Coulomb friction (step._joint_impulse)."""
+    """(lin, ang_c, ang_p, weight, rate, gain, capped, sliding, impulse) of the joint's
+    explicit damping and Coulomb friction (step._joint_impulse)."""
     lin, ang_c, ang_p, weight = _joint_mass(jd, bp, bc)
     rate = _dot(lin, _sub(v_c, v_p)) + _dot(ang_c, w_c) - _dot(ang_p, w_p)
     bh = jd.damping * h
-    denominator = 1.0 + bh * weight
-    impulse = -bh * rate / denominator
-    damped_rate = rate / denominator
-    target = -damped_rate / weight
+    capped = bh * weight > MAX_DAMPING_PER_SUBSTEP
+    gain = MAX_DAMPING_PER_SUBSTEP / weight if capped else bh
+    impulse = -gain * rate
+    target = gain * rate - rate / weight
     cap = jd.friction * h
     sliding = abs(target) >= cap
     impulse += min(max(target, -cap), cap)
-    return lin, ang_c, ang_p, weight, rate, denominator, damped_rate, sliding, impulse
+    return lin, ang_c, ang_p, weight, rate, gain, capped, sliding, impulse
 
 
 @numba.njit(cache=True)
@@ -881,22 +883,24 @@ def _joint_impulse_vjp(jd, h, bp, bc, v_p, w_p, v_c, w_c, g_v_p, g_w_p, g_v_c, g
     """The cotangents the joint's velocity impulse adds: (to g_v_p, g_w_p, g_v_c, g_w_c,
     body gradient of parent, of child, g_joint_child_x, g_damping) given the velocities'
     cotangents after it (step._joint_velocity_vjp)."""
-    lin, ang_c, ang_p, weight, rate, den, damped_rate, sliding, impulse = _joint_impulse(
+    lin, ang_c, ang_p, weight, rate, gain, capped, sliding, impulse = _joint_impulse(
         jd, h, bp, bc, v_p, w_p, v_c, w_c)
     corr = _impulse_correction(lin, ang_c, ang_p, impulse)
     g_corr, grad_p, grad_c = _response_vjp(bp, bc, corr, g_v_p, g_w_p, g_v_c, g_w_c)
     g_p, g_tau_c, g_tau_p = g_corr
     g_impulse = _dot(lin, g_p) + _dot(ang_c, g_tau_c) + _dot(ang_p, g_tau_p)
+    g_rate = -gain * g_impulse
+    g_gain = -rate * g_impulse
     g_weight = 0.0
-    g_damped = 0.0
-    if not sliding:
-        g_damped = -g_impulse / weight
-        g_weight += g_impulse * damped_rate / weight**2
-    b = jd.damping
-    den2 = den**2
-    g_rate = -b * h * g_impulse / den + g_damped / den
-    g_damping = -h * rate * g_impulse / den2 - rate * h * weight * g_damped / den2
-    g_weight += (b * h) ** 2 * rate * g_impulse / den2 - rate * b * h * g_damped / den2
+    if not sliding:  # the friction impulse is the target
+        g_rate += g_impulse * (gain - 1.0 / weight)
+        g_gain += g_impulse * rate
+        g_weight = g_impulse * rate / weight**2
+    g_damping = 0.0
+    if capped:
+        g_weight -= g_gain * MAX_DAMPING_PER_SUBSTEP / weight**2
+    else:
+        g_damping = g_gain * h
     g_lin = _add(_mul(impulse, g_p), _mul(g_rate, _sub(v_c, v_p)))
     g_ang_c = _add(_mul(impulse, g_tau_c), _mul(g_rate, w_c))
     g_ang_p = _sub(_mul(impulse, g_tau_p), _mul(g_rate, w_p))

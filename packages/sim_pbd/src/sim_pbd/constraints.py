@@ -41,6 +41,7 @@ from .kinematics import (
 from .rotations import skew, skew_vjp
 
 __all__ = [
+    "MAX_DAMPING_PER_SUBSTEP",
     "Body",
     "BodyGrad",
     "Correction",
@@ -56,6 +57,12 @@ __all__ = [
     "joint_mass",
     "joint_mass_vjp",
 ]
+
+
+MAX_DAMPING_PER_SUBSTEP = 1.5
+"""The cap on k w of a joint's damping impulse -k ċ (:mod:`sim_pbd.step`): the share of the
+joint's rate one substep's impulse removes from the two free links (explicit damping
+diverges beyond 2)."""
 
 
 class Body(NamedTuple):
