@@ -83,7 +83,7 @@ from .kinematics import (
     joint_jacobian_vjp,
 )
 from .model import PARAMETERS, PBDModel
-from .options import KERNELS
+from .options import KERNELS, SOLVERS
 from .rotations import (
     quat_conjugate,
     quat_integrate,
@@ -97,10 +97,7 @@ from .rotations import (
 )
 from .state import PBDState
 
-__all__ = ["SOLVERS", "step", "step_vjp"]
-
-SOLVERS = ("gauss_seidel", "jacobi")
-"""Constraint solvers: sequential (Gauss-Seidel) or the paper's Jacobi."""
+__all__ = ["step", "step_vjp"]
 
 _POS, _ANG, _LIM = 0, 1, 2
 
