@@ -7,24 +7,13 @@ process at a known point of the optimization; 0 runs normally.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
-
-
-def _fixtures():
-    name = "_codesign_tests_fixtures_plugin"
-    spec = importlib.util.spec_from_file_location(
-        name, Path(__file__).with_name("fixtures_plugin.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 if __name__ == "__main__":
+    from plugin_fixture import fixtures_plugin
+
     from codesign.cli import main
 
-    fixtures = _fixtures()
+    fixtures = fixtures_plugin()
     fixtures.HANG_AFTER = int(sys.argv[1])
     sys.exit(main(sys.argv[2:], plugin_manager=fixtures.plugin_manager()))

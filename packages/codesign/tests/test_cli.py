@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plugin_fixture import fixtures_plugin
 
 from codesign.cli import main
 from codesign.config import ConfigError
@@ -21,19 +21,7 @@ from codesign.outputs import read_npz
 from codesign.plugins import get_plugin_manager
 
 HERE = Path(__file__).parent
-
-
-def _fixtures():
-    name = "_codesign_tests_fixtures_plugin"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / "fixtures_plugin.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fx = _fixtures()
+fx = fixtures_plugin()
 
 
 @pytest.fixture(autouse=True)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
 import pytest
+from plugin_fixture import fixtures_plugin
 
 from codesign import DesignError, DesignSpace, Parameter
 from codesign.config import (
@@ -37,19 +36,7 @@ from codesign.plugins import get_registry
 from codesign.problem import DesignOverrideError, apply_overrides
 from codesign.validation import validate_config
 
-
-def _fixtures():
-    name = "_codesign_tests_fixtures_plugin"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("fixtures_plugin.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fx = _fixtures()
+fx = fixtures_plugin()
 
 BASE = """\
 simulator:

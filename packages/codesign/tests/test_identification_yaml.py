@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from plugin_fixture import fixtures_plugin
 
 from codesign.cli import main
 from codesign.config import ConfigError, load_config
@@ -30,19 +29,7 @@ from codesign.recordings import (
 from codesign.runs import RunInterrupted, partial_dir, run_experiment
 from codesign.validation import validate_config
 
-
-def _fixtures():
-    name = "_codesign_tests_fixtures_plugin"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("fixtures_plugin.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fx = _fixtures()
+fx = fixtures_plugin()
 
 EXPERIMENT = """\
 simulator: {name: spring, options: {q0: 1.0}}

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from plugin_fixture import fixtures_plugin
 
 from codesign import SimulationError
 from codesign.optim.base import Evaluation
@@ -26,19 +25,7 @@ from codesign.plugins import get_registry
 from codesign.run_directory import plugin_table
 from codesign.runs import RunError, RunInterrupted, partial_dir, run_experiment
 
-
-def _fixtures():
-    name = "_codesign_tests_fixtures_plugin"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("fixtures_plugin.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fx = _fixtures()
+fx = fixtures_plugin()
 RUN_FILES = {"config.yaml", "plugins.json", "inputs.json", "environment.json", "history.json",
              "parameters.npz", "loss.png", "summary.json"}
 

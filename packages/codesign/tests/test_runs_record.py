@@ -4,7 +4,6 @@ the environment (libraries, platform, git, command line); and resume refusing ch
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import platform
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plugin_fixture import fixtures_plugin
 
 from codesign.config import load_config
 from codesign.environment import LIBRARIES, git_state, library_versions, run_environment
@@ -25,19 +25,7 @@ from codesign.recordings import save_recordings, synthetic_recordings
 from codesign.runs import RunError, RunInterrupted, partial_dir, run_experiment
 from codesign.validation import validate_config
 
-
-def _fixtures():
-    name = "_codesign_tests_fixtures_plugin"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, Path(__file__).with_name("fixtures_plugin.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-fx = _fixtures()
+fx = fixtures_plugin()
 
 IDENTIFY_FROM_FILE = """\
 simulator: {name: spring, options: {q0: 1.0}}
