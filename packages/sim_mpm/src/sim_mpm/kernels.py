@@ -36,13 +36,12 @@ pure, but one simulator must not be stepped from two threads at once.
 
 from __future__ import annotations
 
-import sys
 import weakref
 
 import numba
 import numpy as np
-from numba.core import event
-from tqdm import tqdm
+
+from codesign.compile_notice import announce_compiles
 
 from ._grid_kernels import Grid, boundary_table, grid_pass, grid_pass_vjp
 from ._particle_kernels import (
@@ -137,28 +136,7 @@ class _Records:
 COMPILE_NOTICE = "sim_mpm: compiling kernels (first run only)"
 
 
-class _CompileNotice(event.Listener):
-    """Prints :data:`COMPILE_NOTICE` to stderr when a sim_mpm kernel starts compiling, once
-    per process: numba fires ``numba:compile`` only when the disk cache misses, so a warm
-    cache stays quiet. Through ``tqdm.write``, which keeps a progress bar that is running
-    (the first optimizer iteration's) below the line instead of splitting it."""
-
-    def __init__(self):
-        self.said = False
-
-    def on_start(self, ev):
-        dispatcher = (ev.data or {}).get("dispatcher")
-        # functions made by exec have no module
-        module = getattr(getattr(dispatcher, "py_func", None), "__module__", None) or ""
-        if not self.said and module.startswith("sim_mpm."):
-            self.said = True
-            tqdm.write(COMPILE_NOTICE, file=sys.stderr)
-
-    def on_end(self, ev):
-        pass
-
-
-event.register("numba:compile", _CompileNotice())
+_COMPILES = announce_compiles(f"{__package__}.", COMPILE_NOTICE)
 
 _RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # by constants, (n, chunks)
 

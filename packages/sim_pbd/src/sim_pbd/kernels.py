@@ -14,12 +14,11 @@ beside the sources or in ``NUMBA_CACHE_DIR``); while that happens, stderr says
 
 from __future__ import annotations
 
-import sys
 import weakref
 
 import numpy as np
-from numba.core import event
-from tqdm import tqdm
+
+from codesign.compile_notice import announce_compiles
 
 from . import _kernels
 from .kinematics import joint_frames
@@ -32,26 +31,7 @@ __all__ = ["COMPILE_NOTICE", "model_arrays", "step", "step_vjp"]
 COMPILE_NOTICE = "sim_pbd: compiling kernels (first run only)"
 
 
-class _CompileNotice(event.Listener):
-    """Prints :data:`COMPILE_NOTICE` to stderr when a sim_pbd kernel starts compiling, once
-    per process: numba fires ``numba:compile`` only when its disk cache misses. Through
-    ``tqdm.write``, which keeps a running progress bar below the line."""
-
-    def __init__(self):
-        self.said = False
-
-    def on_start(self, ev):
-        dispatcher = (ev.data or {}).get("dispatcher")
-        module = getattr(getattr(dispatcher, "py_func", None), "__module__", None) or ""
-        if not self.said and module.startswith("sim_pbd."):
-            self.said = True
-            tqdm.write(COMPILE_NOTICE, file=sys.stderr)
-
-    def on_end(self, ev):
-        pass
-
-
-event.register("numba:compile", _CompileNotice())
+_COMPILES = announce_compiles(f"{__package__}.", COMPILE_NOTICE)
 
 _MODEL_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
