@@ -9,11 +9,14 @@ costs one sweep however many pieces SciPy asks for.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.optimize
 
 from .base import Callback, Evaluation, IterationInfo, ObjectiveFunction, OptimizeResult
+
+if TYPE_CHECKING:
+    import scipy.optimize
 
 __all__ = ["LBFGSB", "SLSQP", "TrustConstr", "EvaluationCache"]
 
@@ -66,8 +69,16 @@ class _Stop(Exception):
     """Raised inside SciPy's callback to end the run (the callback asked, or max_iterations)."""
 
 
+def _scipy_optimize():
+    """scipy.optimize, imported on first use: it takes half a second, which a run with
+    another optimizer need not pay before its first iteration."""
+    import scipy.optimize
+
+    return scipy.optimize
+
+
 def _bounds(function: ObjectiveFunction) -> scipy.optimize.Bounds:
-    return scipy.optimize.Bounds(np.asarray(function.lower, float),
+    return _scipy_optimize().Bounds(np.asarray(function.lower, float),
                                  np.asarray(function.upper, float))
 
 
@@ -110,7 +121,7 @@ class _ScipyOptimizer:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
         try:
-            result = scipy.optimize.minimize(
+            result = _scipy_optimize().minimize(
                 cache.loss, x_start, jac=cache.grad, method=self.method,
                 bounds=_bounds(function), constraints=self._constraints(function, cache),
                 callback=on_iteration, options={"maxiter": max_iterations, **self._options()},
@@ -206,12 +217,13 @@ class TrustConstr(_ScipyOptimizer):
                 "xtol": self.step_tolerance}
 
     def _extra(self) -> dict:
-        return {"hess": scipy.optimize.BFGS()}
+        return {"hess": _scipy_optimize().BFGS()}
 
     def _constraints(self, function, cache):
         low = np.asarray(function.constraint_lower, float)
         if low.size == 0:
             return ()
-        return [scipy.optimize.NonlinearConstraint(
+        optimize = _scipy_optimize()
+        return [optimize.NonlinearConstraint(
             cache.constraints, low, np.asarray(function.constraint_upper, float),
-            jac=cache.constraint_jac, hess=scipy.optimize.BFGS())]
+            jac=cache.constraint_jac, hess=optimize.BFGS())]

@@ -17,7 +17,6 @@ import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.optimize
 
 from codesign import Parameter
 
@@ -94,6 +93,8 @@ def start_pose_from_keypoints(model: VineModel, points, *,
     absolute = np.interp(pin_arc, 0.5 * (arc[1:] + arc[:-1]), headings)
     start = np.diff(np.concatenate([[model.base[2]], absolute]))
     x0 = np.concatenate([start, [0.0]]) if fit_length else start
+    import scipy.optimize  # on first use: half a second every run would pay at start-up
+
     solution = scipy.optimize.least_squares(residual, x0, method="lm", xtol=1e-12, ftol=1e-12)
     return pose(solution.x)
 
