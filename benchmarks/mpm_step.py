@@ -24,7 +24,8 @@ pool); Warp's CPU backend runs kernels on one thread. The reverse substep of eac
 reverse sweep over many substeps pays per substep: sim_mpm's ``step_vjp`` and Taichi's
 diffmpm-style reverse recompute the grid from the particle state (neither stores grids),
 Warp's ``Tape.backward`` replays adjoint kernels over the grids its tape keeps. Peers run only
-when importable: ``pip install 'sim_mpm[benchmark]'`` (warp-lang, taichi).
+when importable: ``pip install ./packages/codesign './packages/sim_mpm[benchmark]'``
+(warp-lang, taichi).
 
 Usage: ``python benchmarks/mpm_step.py [--scenes 2d_6400,3d_8000] [--threads 1]
 [--memory-substeps 0]``.

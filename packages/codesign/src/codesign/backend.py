@@ -49,7 +49,8 @@ def get_array_module(name: str | None = None) -> ModuleType:
     except ImportError as exc:
         raise BackendError(
             "backend 'cupy' was requested but CuPy is not installed; install it with "
-            "`pip install 'codesign[gpu]'` on a machine with CUDA, or use backend 'numpy'"
+            "`pip install './packages/codesign[gpu]'` (from a checkout) on a machine with CUDA, "
+            "or use backend 'numpy'"
         ) from exc
     try:
         cupy.cuda.runtime.getDeviceCount()

@@ -111,7 +111,8 @@ def _casadi():
     except ImportError as exc:
         raise EstimationError(
             "joint state and parameter estimation needs CasADi (bundled IPOPT); install the "
-            "fit extra: pip install 'sim_vine[fit]' (or pip install casadi)") from exc
+            "fit extra: pip install ./packages/codesign './packages/sim_vine[fit]' from a "
+            "checkout (or pip install casadi)") from exc
     return casadi
 
 
