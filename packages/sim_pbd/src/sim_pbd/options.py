@@ -59,6 +59,9 @@ class PBDOptions(Options):
     damping: float | list[float] | None = option(
         None, unit="N m s/rad or N s/m", lower=0.0,
         doc="joint viscous damping, one value or one per joint (default the URDF's)")
+    springs: list[dict] = option(
+        [], doc="joint-space springs, each {joint, stiffness N/m, rest_length m, lever_parent "
+                "m, lever_child m, angle rad, offset rad} (sim_pbd.springs, the paper's Eq. 31)")
     view: str = option("front", choices=VIEWS, doc="render projection")
     view_window: list[float] | None = option(
         None, unit="m", doc="render window [u_min, u_max, v_min, v_max] in the projection "

@@ -16,9 +16,10 @@ import numpy as np
 
 from codesign.options import options_factory
 
-from .model import PBDModel
+from .model import JOINT_TYPES, PBDModel
 from .options import PBDOptions
 from .simulator import PBDSimulator
+from .springs import springs_from
 from .urdf import load_urdf
 
 __all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "make_simulator", "urdf_path"]
@@ -86,6 +87,12 @@ def make_simulator(options: PBDOptions) -> PBDSimulator:
     """Build a :class:`~sim_pbd.simulator.PBDSimulator` from the options of
     :class:`~sim_pbd.options.PBDOptions` (as keywords)."""
     o = options
-    return PBDSimulator(build_model(o), substeps=o.substeps, iterations=o.iterations,
-                        solver=o.solver, kernels=o.kernels, view=o.view,
-                        window=_window(o.view_window))
+    model = build_model(o)
+    try:
+        springs = springs_from(o.springs, model.joint_names,
+                               model.joint_type == JOINT_TYPES.index("revolute"))
+    except ValueError as exc:
+        raise SceneError(str(exc)) from exc
+    return PBDSimulator(model, substeps=o.substeps, iterations=o.iterations, solver=o.solver,
+                        kernels=o.kernels, view=o.view, window=_window(o.view_window),
+                        springs=springs)

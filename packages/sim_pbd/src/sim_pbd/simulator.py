@@ -14,13 +14,20 @@ from __future__ import annotations
 import numpy as np
 
 from codesign import DesignSpace, Parameter
+from codesign.tree import tree_add
 
 from . import safety
 from . import step as pbd_step
-from .kinematics import forward_kinematics, forward_kinematics_vjp
+from .kinematics import (
+    forward_kinematics,
+    forward_kinematics_vjp,
+    joint_positions,
+    joint_positions_vjp,
+)
 from .model import PBDModel
 from .options import PBDOptions
 from .render import default_view, render_frame
+from .springs import Springs, spring_torques, spring_torques_vjp
 from .state import PBDState
 
 __all__ = ["DESIGN_FIELDS", "PBDSimulator"]
@@ -42,13 +49,16 @@ class PBDSimulator:
         kernels: "numba" (compiled step and VJP) or "numpy" (the reference they equal).
         view, window: what ``render`` shows (see :func:`render_frame`).
         joint_tolerance: largest joint gap [m] ``check_state`` accepts.
+        springs: joint-space springs (:mod:`sim_pbd.springs`), whose torques join the
+            action every step; their stiffness and offset are design parameters.
     """
 
     def __init__(self, model: PBDModel, *, substeps: int = _DEFAULT.substeps,
                  iterations: int = _DEFAULT.iterations, solver: str = _DEFAULT.solver,
                  kernels: str = _DEFAULT.kernels, view: str = _DEFAULT.view, window=None,
-                 joint_tolerance: float = 1e-3):
+                 joint_tolerance: float = 1e-3, springs: Springs | None = None):
         self.model = model
+        self.springs = springs if springs is not None and springs.count else None
         PBDOptions(solver=solver, kernels=kernels)  # checks the choices
         self.settings = dict(substeps=int(substeps), iterations=int(iterations),
                              solver=str(solver), kernels=str(kernels))
@@ -63,7 +73,8 @@ class PBDSimulator:
     # -- contract -----------------------------------------------------------------------
 
     def design_space(self) -> DesignSpace:
-        """Link masses and inertias, joint origins, damping and compliance."""
+        """Link masses and inertias, joint origins, damping and compliance; springs'
+        stiffness and offset."""
         return self._design_space
 
     def _build_design_space(self) -> DesignSpace:
@@ -87,7 +98,18 @@ class PBDSimulator:
                                  scale=max(float(np.mean(m.joint_damping)), 0.01)),
             PBDOptions.parameter("compliance", name="joint.compliance", shape=(j,),
                                  default=m.joint_compliance, entity="joint", scale=1e-6),
+            *self._spring_parameters(),
         ])
+
+    def _spring_parameters(self) -> list[Parameter]:
+        sp = self.springs
+        if sp is None:
+            return []
+        return [Parameter("spring.stiffness", (sp.count,), sp.stiffness, lower=0.0,
+                          unit="N/m", scale=max(float(np.mean(sp.stiffness)), 1.0),
+                          entity="spring", doc="spring stiffness k"),
+                Parameter("spring.offset", (sp.count,), sp.offset, unit="rad", scale=0.1,
+                          entity="spring", doc="spring offset angle α₂ (Eq. 31)")]
 
     def parameters(self, design: dict) -> dict[str, np.ndarray]:
         """The model's :data:`~sim_pbd.model.PARAMETERS` with the design's values in place
@@ -123,6 +145,13 @@ class PBDSimulator:
                                              self.model.joint_rest, g_x, g_q)
         return self.design_gradient(g_params)
 
+    def _spring_torques(self, state: PBDState, design: dict, params: dict):
+        """(joint positions (m,), the springs' joint torques (m,)) at ``state``."""
+        sp = self.springs
+        joint_q, _ = joint_positions(self.model, params, state)
+        return joint_q, spring_torques(sp, joint_q, design.get("spring.stiffness", sp.stiffness),
+                                       design.get("spring.offset", sp.offset))
+
     def design_gradient(self, g_params: dict) -> dict:
         """∂L/∂design from ∂L/∂params (entries of :data:`~sim_pbd.model.PARAMETERS`)."""
         return {name: np.asarray(g_params[field], dtype=np.float64)
@@ -132,6 +161,8 @@ class PBDSimulator:
         """Advance by ``dt`` [s]; pure."""
         action = safety.check_step_inputs(self.model, state, action)
         params = self._stepped_params = self.parameters(design)
+        if self.springs is not None:
+            action = action + self._spring_torques(state, design, params)[1]
         return pbd_step.step(self.model, state, action, params, float(dt), **self.settings)
 
     def step_vjp(self, state: PBDState, action, design: dict, dt: float, g_next: PBDState):
@@ -141,10 +172,24 @@ class PBDSimulator:
         g_next = PBDState(*(np.zeros((n, width)) if g is None else np.asarray(g, np.float64)
                             for g, width in ((g_next.link_x, 3), (g_next.link_q, 4),
                                              (g_next.link_v, 3), (g_next.link_w, 3))))
+        params = self.parameters(design)
+        if self.springs is not None:
+            joint_q, tau = self._spring_torques(state, design, params)
+            action = action + tau
         g_state, g_action, g_params = pbd_step.step_vjp(
-            self.model, state, action, self.parameters(design), float(dt), g_next,
-            **self.settings)
-        return g_state, g_action, self.design_gradient(g_params)
+            self.model, state, action, params, float(dt), g_next, **self.settings)
+        g_design = self.design_gradient(g_params)
+        if self.springs is not None:  # the torques read the state's joint angles
+            sp = self.springs
+            g_joint_q, g_design["spring.stiffness"], g_design["spring.offset"] = (
+                spring_torques_vjp(sp, joint_q, design.get("spring.stiffness", sp.stiffness),
+                                   design.get("spring.offset", sp.offset), g_action))
+            g_from_q, g_origins = joint_positions_vjp(self.model, params, state, g_joint_q,
+                                                      np.zeros_like(g_joint_q))
+            g_state = tree_add(g_state, g_from_q)
+            for name, value in self.design_gradient(g_origins).items():
+                g_design[name] = g_design[name] + value
+        return g_state, g_action, g_design
 
     def check_time_step(self, design: dict, dt: float) -> None:
         """Raise UnstableTimeStepError when the substeps do not resolve the fastest swing."""
