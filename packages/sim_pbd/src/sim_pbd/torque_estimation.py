@@ -171,10 +171,23 @@ class HorizonProblem:
         return [self.evaluate(x, grad=grad) for x in xs]
 
     def jacobian(self, x, states: list[PBDState]) -> np.ndarray:
-        """∂r/∂x (3 H m, H m), a reverse sweep per residual (the torque-change rows are
-        constant, but one code path keeps them consistent)."""
-        eye = np.eye(3 * self.size)
-        return np.array([self.residuals_vjp(x, states, row) for row in eye])
+        """∂r/∂x (3 H m, H m): a reverse sweep per angle and rate residual of positive
+        weight (the rows of a zero weight are zero), the torque-change rows in closed form
+        (s3 times the difference matrix of :meth:`_changes`)."""
+        n = self.size
+        rows = np.zeros((3 * n, n))
+        for block in (0, 1):
+            if self.weights[block] > 0:
+                for k in range(block * n, (block + 1) * n):
+                    seed = np.zeros(3 * n)
+                    seed[k] = 1.0
+                    rows[k] = self.residuals_vjp(x, states, seed)
+        m = self.sim.model.joint_count
+        difference = np.eye(n) - np.eye(n, k=-m)
+        if self.previous is None:
+            difference[:m] = 0.0
+        rows[2 * n:] = self._scale[2] * difference
+        return rows
 
 
 def _gauss_newton(problem: HorizonProblem, x0, *, iterations: int, tolerance: float):
