@@ -128,6 +128,22 @@ def test_track_torques_recovers_known_torques(init, horizon):
     np.testing.assert_allclose(tracking.joint_q, recorded_q, atol=1e-9)
 
 
+def test_gravity_start_defaults_to_holding_torques():
+    """Without ``gravity_torques`` the gravity start is the holding torque at each recorded
+    angle: with no optimizer iterations the estimate is the start itself (zero for the
+    zero start)."""
+    sim = _sim()
+    design = sim.design_space().defaults()
+    recorded = np.tile(POSES[0], (2, 1))
+    holding = holding_torque(sim, design, POSES[0], dt=DT)
+    tracking = track_torques(sim, design, recorded, np.zeros_like(recorded), dt=DT,
+                             init="gravity", iterations=0)
+    np.testing.assert_allclose(tracking.torques[0], holding, rtol=1e-12)
+    zero = track_torques(sim, design, recorded, np.zeros_like(recorded), dt=DT, init="zero",
+                         iterations=0)
+    np.testing.assert_array_equal(zero.torques[0], np.zeros(7))
+
+
 def test_bad_inputs_are_named():
     sim = _sim()
     design = sim.design_space().defaults()
