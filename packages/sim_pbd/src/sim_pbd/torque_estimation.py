@@ -18,8 +18,9 @@ and K = H m (m joints). Its gradient comes from ``sim.step_vjp`` and
 Two optimizers: ``"gauss_newton"`` (default) solves the least-squares problem with the
 residuals' Jacobian assembled from one reverse sweep per weighted angle or rate residual
 (the map from torques to the next joint state is nearly linear over a step, so it
-converges in two or three iterations, whatever the start); ``"adam"`` is the paper's (the core's Adam with a fixed
-iteration budget), where the start (zero, previous, gravity compensation) matters.
+converges in two or three iterations, whatever the start); ``"adam"`` is the paper's (the
+core's Adam with a fixed iteration budget), where the start (zero, previous, gravity
+compensation) matters.
 """
 
 from __future__ import annotations
