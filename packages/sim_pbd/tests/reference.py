@@ -1,10 +1,11 @@
 """The reference rigid-body library of the sim_pbd tests and benchmarks: Pinocchio (``pin``).
 
 Baxter's URDF as Pinocchio models (the whole robot, or reduced to the kept joints with every
-other joint locked), and the released motion of a model integrated by classical RK4 on
-Pinocchio's articulated-body algorithm with the joint damping torque ``-b q̇``: at the
-default 0.25 ms step its own error is below 1e-8 rad over 2 s of Baxter's damped left arm
-(``test_accuracy.py`` checks it against half the step), far below what it judges.
+other joint locked), and the released (or torque-driven) motion of a model integrated by
+classical RK4 on Pinocchio's articulated-body algorithm with the joint damping torque
+``-b q̇``: at the default 0.25 ms step its own error is below 1e-8 rad over 2 s of Baxter's
+damped left arm (``test_accuracy.py`` checks it against half the step), far below what it
+judges.
 
 Import only where Pinocchio is installed (a dev dependency of the workspace, not of sim_pbd).
 """
@@ -51,20 +52,34 @@ def release(model: pin.Model, joint_q, *, damping, duration: float, sample: floa
     (``damping`` [N m s/rad], one value or (nv,)) for ``duration`` [s]: arrays of shape
     (K + 1, nq) and (K + 1, nv), K = duration / sample, row 0 the start. Classical RK4 with
     step ``dt`` [s] (which must divide ``sample``) on revolute/prismatic joints (q̇ = v)."""
-    every = int(round(sample / dt))
     samples = int(round(duration / sample))
-    if not np.isclose(every * dt, sample) or not np.isclose(samples * sample, duration):
-        raise ValueError(f"dt {dt} must divide sample {sample}, and sample duration {duration}")
+    if not np.isclose(samples * sample, duration):
+        raise ValueError(f"sample {sample} must divide duration {duration}")
+    return drive(model, joint_q, lambda k, q, v: np.zeros(model.nv), samples,
+                 damping=damping, sample=sample, dt=dt)[:2]
+
+
+def drive(model: pin.Model, joint_q, torque, samples: int, *, damping, sample: float = 0.01,
+          dt: float = 2.5e-4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``model`` started at rest at ``joint_q`` and driven for ``samples`` intervals of
+    ``sample`` [s] by joint torques held over each (zero-order hold, as a robot's controller
+    applies them): ``torque(k, q, v)`` [N m] (nv,) at the start of interval k, from its
+    positions and rates, plus gravity and ``-damping q̇`` as in :func:`release`. Returns
+    positions (K + 1, nq), rates (K + 1, nv) and the torques (K, nv), K = ``samples``."""
+    every = int(round(sample / dt))
+    if not np.isclose(every * dt, sample):
+        raise ValueError(f"dt {dt} must divide sample {sample}")
     data = model.createData()
     b = np.broadcast_to(np.asarray(damping, dtype=np.float64), (model.nv,))
-
-    def acceleration(q, v):
-        return pin.aba(model, data, q, v, -b * v)
-
     q = np.array(joint_q, dtype=np.float64)
     v = np.zeros(model.nv)
-    qs, vs = [q.copy()], [v.copy()]
-    for _ in range(samples):
+    qs, vs, taus = [q.copy()], [v.copy()], []
+    for k in range(samples):
+        tau = np.asarray(torque(k, q, v), dtype=np.float64)
+
+        def acceleration(q, v, tau=tau):
+            return pin.aba(model, data, q, v, tau - b * v)
+
         for _ in range(every):
             a1 = acceleration(q, v)
             v2 = v + 0.5 * dt * a1
@@ -77,7 +92,8 @@ def release(model: pin.Model, joint_q, *, damping, duration: float, sample: floa
             v = v + dt / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
         qs.append(q.copy())
         vs.append(v.copy())
-    return np.array(qs), np.array(vs)
+        taus.append(tau)
+    return np.array(qs), np.array(vs), np.array(taus)
 
 
 def energy(model: pin.Model, joint_q, joint_qd) -> float:
