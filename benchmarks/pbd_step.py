@@ -79,6 +79,16 @@ def load_reference():
     return module
 
 
+def reference_arm():
+    """(the reference helpers, Pinocchio's model of the left arm, its data): the examples'
+    ground truth; exits with the install hint without Pinocchio."""
+    reference = load_reference()
+    if reference is None:
+        raise SystemExit("the reference library is missing: pip install pin")
+    arm = reference.reduced_baxter(LEFT_ARM)
+    return reference, arm, arm.createData()
+
+
 def simulator(**settings):
     """The benchmark's arm in sim_pbd with ``settings`` (substeps, iterations, solver)."""
     return make_simulator(urdf="baxter", joints=LEFT_ARM, joint_limits=False,

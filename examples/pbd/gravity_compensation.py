@@ -27,7 +27,7 @@ from sim_pbd.torque_estimation import holding_torque
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-from pbd_step import LEFT_ARM, load_reference  # noqa: E402
+from pbd_step import LEFT_ARM, reference_arm  # noqa: E402
 
 PAPER = {"left_s1": (-29.0, -11.6, -39.1, 0.669), "left_e1": (-10.8, -3.99, -14.2, 0.431),
          "left_w1": (-1.20, -0.5096, -1.56, 0.698)}
@@ -49,13 +49,9 @@ def main(argv=None) -> None:
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--dt", type=float, default=0.01)
     args = parser.parse_args(argv)
-    reference = load_reference()
-    if reference is None:
-        raise SystemExit("the reference library is missing: pip install pin")
+    reference, arm, data = reference_arm()
     import pinocchio as pin
 
-    arm = reference.reduced_baxter(LEFT_ARM)
-    data = arm.createData()
     poses = np.random.default_rng(0).uniform(arm.lowerPositionLimit, arm.upperPositionLimit,
                                              size=(args.poses, arm.nq))
     gravity = np.array([pin.computeGeneralizedGravity(arm, data, q) for q in poses])

@@ -32,7 +32,7 @@ from sim_pbd.torque_estimation import track_torques
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-from pbd_step import DAMPING, DT, LEFT_ARM, POSE, load_reference  # noqa: E402
+from pbd_step import DAMPING, DT, LEFT_ARM, POSE, reference_arm  # noqa: E402
 
 AMPLITUDE = np.array([4.0, 6.0, 4.0, 4.0, 1.0, 1.0, 0.2])  # [N m]
 FREQUENCY = np.array([0.5, 0.4, 0.7, 0.6, 1.0, 0.8, 0.9])  # [Hz]
@@ -82,13 +82,9 @@ def main(argv=None) -> None:
     parser.add_argument("--no-mpc", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    reference = load_reference()
-    if reference is None:
-        raise SystemExit("the reference library is missing: pip install pin")
+    reference, arm, data = reference_arm()
     import pinocchio as pin
 
-    arm = reference.reduced_baxter(LEFT_ARM)
-    data = arm.createData()
     _, _, true, recorded_q, recorded_qd = record(reference, arm, duration=args.duration,
                                                  noise_q=args.noise_q,
                                                  noise_qd=args.noise_qd, seed=args.seed)
