@@ -24,17 +24,7 @@ HERE = Path(__file__).parent
 fx = fixtures_plugin()
 
 
-@pytest.fixture(autouse=True)
-def _reset_fake_plugin():
-    fx.HANG_AFTER = fx.INTERRUPT_AFTER = 0
-    fx.reset_calls()
-    yield
-    fx.HANG_AFTER = fx.INTERRUPT_AFTER = 0
-
-
-@pytest.fixture(scope="module")
-def manager():
-    return fx.plugin_manager()
+pytestmark = pytest.mark.usefixtures("reset_fake_plugin")
 
 
 def codesign(args, manager, capsys):

@@ -54,17 +54,7 @@ quick:
 QUICK_COUNT = "  identification: {recordings: {options: {count: 2}}}\n"
 
 
-@pytest.fixture(autouse=True)
-def _reset_fake_plugin():
-    fx.HANG_AFTER = fx.INTERRUPT_AFTER = 0
-    fx.reset_calls()
-    yield
-    fx.HANG_AFTER = fx.INTERRUPT_AFTER = 0
-
-
-@pytest.fixture(scope="module")
-def manager():
-    return fx.plugin_manager()
+pytestmark = pytest.mark.usefixtures("reset_fake_plugin")
 
 
 def write(tmp_path, text=EXPERIMENT, **replacements) -> Path:

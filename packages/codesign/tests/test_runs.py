@@ -30,17 +30,7 @@ RUN_FILES = {"config.yaml", "plugins.json", "inputs.json", "environment.json", "
              "parameters.npz", "loss.png", "summary.json"}
 
 
-@pytest.fixture(autouse=True)
-def _reset_fake_plugin():
-    fx.HANG_AFTER = fx.INTERRUPT_AFTER = 0
-    fx.reset_calls()
-    yield
-    fx.HANG_AFTER = fx.INTERRUPT_AFTER = 0
-
-
-@pytest.fixture(scope="module")
-def manager():
-    return fx.plugin_manager()
+pytestmark = pytest.mark.usefixtures("reset_fake_plugin")
 
 
 def run(path, out, manager, *, quick=False, resume=False):

@@ -39,17 +39,7 @@ run: {steps: 10, substeps: 2, dt: 0.01, video: {fps: 10, width: 32, height: 24, 
 """
 
 
-@pytest.fixture(autouse=True)
-def _reset_fake_plugin():
-    fx.HANG_AFTER = fx.INTERRUPT_AFTER = 0
-    fx.reset_calls()
-    yield
-    fx.HANG_AFTER = fx.INTERRUPT_AFTER = 0
-
-
-@pytest.fixture(scope="module")
-def manager():
-    return fx.plugin_manager()
+pytestmark = pytest.mark.usefixtures("reset_fake_plugin")
 
 
 def run(path, out, manager, *, resume=False):
