@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -46,6 +45,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from peers.memory import peak_rss_mib  # noqa: E402
 from peers.scene import SCENES, BenchmarkScene, build_sim_mpm  # noqa: E402
 
 # (forward substeps timed, reverse substeps timed) per scene
@@ -201,7 +201,7 @@ def memory_sweep(substeps: int) -> None:
     seconds = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    rss = peak_rss_mib()
     print(f"\n== memory: reverse sweep of {substeps} substeps, {scene.name}, float32 ==")
     print(f"  checkpoint interval {rollout.checkpoint_every}, at most {result.peak_states_held} "
           f"states held ({state_mb / 2**20:.1f} MiB each)")

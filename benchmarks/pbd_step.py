@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -55,6 +54,8 @@ from sim_pbd.simulator import DESIGN_FIELDS
 from sim_pbd.state import PBDState
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from peers.memory import peak_rss_mib  # noqa: E402
 
 LEFT_ARM = ["left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"]
 POSE = [0.3, -0.5, 0.8, 1.0, -0.6, 0.9, 0.2]  # [rad], the release pose of test_accuracy.py
@@ -404,19 +405,6 @@ def time_all(impls: dict, errors: dict, rounds_count: int) -> None:
         met = ratio >= _TARGETS["MuJoCo"]
         print(f"  target: forward within 2x of MuJoCo's step at matched accuracy: "
               f"{'met' if met else 'NOT met'} (sim_pbd takes {1 / ratio:.3g}x MuJoCo's time)")
-
-
-def peak_rss_mib() -> float:
-    """This process's peak resident set size [MiB]: Linux's VmHWM, which exec resets (the
-    maximum RSS of getrusage keeps the forking parent's, here one that loaded torch)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
 
 def memory_sweep(steps: int) -> None:
