@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import types
 from pathlib import Path
@@ -135,12 +136,20 @@ MODELS = {
 }
 
 
+def floating(model: PBDModel) -> PBDModel:
+    """``model`` with the joint of its root link to the world removed: a floating base."""
+    keep = slice(1, None)
+    joint_fields = {f.name: getattr(model, f.name)[keep] for f in dataclasses.fields(model)
+                    if f.name.startswith("joint_")}
+    return type(model)(**{**vars(model), **joint_fields, "floating_base": True})
+
+
 @pytest.fixture
 def models():
     """The builders above: ``models.pendulum()``, ``models.chain(3)``, ``models.state_at``."""
     return types.SimpleNamespace(make_model=make_model, pendulum=pendulum, chain=chain,
                                  prismatic_chain=prismatic_chain, chain_3d=chain_3d,
-                                 state_at=state_at, rod_inertia=rod_inertia)
+                                 floating=floating, state_at=state_at, rod_inertia=rod_inertia)
 
 
 @pytest.fixture(params=sorted(MODELS))

@@ -5,8 +5,6 @@ damping, friction, compliance, prismatic joints and a floating base; the simulat
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -22,14 +20,6 @@ ROUND_OFF = 1e-11
 """Largest difference accepted, relative to the reference's largest entry (at least 1): a
 few steps' round-off, amplified by the projections and, in the gradients, by the inverse
 inertias and the 1/h² of the compliances."""
-
-
-def _floating(model):
-    """``model`` with the joint of its root link to the world removed: a floating base."""
-    keep = slice(1, None)
-    joint_fields = {f.name: getattr(model, f.name)[keep] for f in dataclasses.fields(model)
-                    if f.name.startswith("joint_")}
-    return type(model)(**{**vars(model), **joint_fields, "floating_base": True})
 
 
 def _limited(models):
@@ -58,7 +48,7 @@ CASES = {
     "friction_holding": lambda m: (_with_friction(m, 0.5), [0.4], [0.0], [0.1]),
     "friction_sliding": lambda m: (_with_friction(m, 0.2), [0.4], [2.0], [0.5]),
     "stiff_damping": lambda m: (m.chain(2, damping=60.0), [0.4, -0.3], [1.0, -2.0], [0.5, 0.1]),
-    "floating_base": lambda m: (_floating(m.chain_3d()), [0.0, -0.3, 0.05], [0.0, 1.0, 0.2],
+    "floating_base": lambda m: (m.floating(m.chain_3d()), [0.0, -0.3, 0.05], [0.0, 1.0, 0.2],
                                 [-0.2, 1.0]),
 }
 

@@ -51,3 +51,11 @@ def test_link_point_observer_and_its_vjp(moving):
     _check(observer, sim, state)
     with pytest.raises(ValueError, match="unknown link 'hand'"):
         LinkPointObserver(simulator=sim, link="hand")
+
+
+def test_a_point_on_a_floating_base_is_refused_by_name(models):
+    sim = PBDSimulator(models.floating(models.chain_3d()))
+    root = sim.model.link_names[0]
+    with pytest.raises(ValueError, match=rf"link {root!r} hangs on no joint"):
+        LinkPointObserver(simulator=sim, link=root)
+    LinkPointObserver(simulator=sim)  # the last link hangs on a joint

@@ -54,26 +54,29 @@ class LinkPointObserver:
         point = np.asarray(point, dtype=np.float64)
         if point.shape != (3,) or not np.all(np.isfinite(point)):
             raise ValueError(f"link_point: point must be [x, y, z] in metres, got {point}")
+        index = names.index(link)
+        parent_joint = np.flatnonzero(model.joint_child == index)
+        if parent_joint.size == 0:
+            raise ValueError(f"link_point: link {link!r} hangs on no joint (a floating base), "
+                             "so its URDF frame is not in the model; use a link below a joint")
         self.simulator = simulator
-        self.link = names.index(link)
+        self.link, self.joint = index, int(parent_joint[0])
         self.size = 3
         self._point = point
 
     def _offset(self, design) -> np.ndarray:
-        # the body frame sits at the centre of mass, where the link's parent joint origin
-        # is at joint_child_x: URDF-frame point = body point - joint_child_x of that joint
-        params = self.simulator.parameters(design)
-        joint = int(np.flatnonzero(self.simulator.model.joint_child == self.link)[0])
-        return self._point + params["joint_child_x"][joint], joint
+        # the body frame sits at the centre of mass and the link's URDF frame at its parent
+        # joint's origin, joint_child_x in the body frame: body point = point + joint_child_x
+        return self._point + self.simulator.parameters(design)["joint_child_x"][self.joint]
 
     def observe(self, state, design):
         """The point's world position [m], shape (3,)."""
-        offset, _ = self._offset(design)
+        offset = self._offset(design)
         return state.link_x[self.link] + quat_rotate(state.link_q[self.link], offset)
 
     def observe_vjp(self, state, design, g_observation):
         """(∂L/∂state, ∂L/∂joint.child_origin) given ∂L/∂position (3,)."""
-        offset, joint = self._offset(design)
+        offset = self._offset(design)
         g = np.asarray(g_observation, dtype=np.float64)
         g_q, g_offset = quat_rotate_vjp(state.link_q[self.link], offset, g)
         g_x = np.zeros_like(state.link_x)
@@ -81,6 +84,6 @@ class LinkPointObserver:
         g_link_q = np.zeros_like(state.link_q)
         g_link_q[self.link] = g_q
         g_child_x = np.zeros_like(self.simulator.model.joint_child_x)
-        g_child_x[joint] = g_offset
+        g_child_x[self.joint] = g_offset
         return (tree_zeros_with(state, link_x=g_x, link_q=g_link_q),
                 {"joint.child_origin": g_child_x})
