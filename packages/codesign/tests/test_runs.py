@@ -135,12 +135,37 @@ def test_each_frame_gets_the_action_applied_from_its_state():
 
     result = SimpleNamespace(states=["s0", "s1", "s2", "s3"],
                              actions=np.array([[0.1], [0.2], [0.3]]))
-    frames = _frames(render, result, {}, {"width": 8, "height": 8, "every": 1})
+    simulator = SimpleNamespace(render=render)
+    frames = _frames(simulator, result, {}, {"width": 8, "height": 8, "every": 1})
     assert len(frames) == 4
     assert calls == [("s0", 0.1), ("s1", 0.2), ("s2", 0.3), ("s3", None)]
     calls.clear()
-    _frames(render, result, {}, {"width": 8, "height": 8, "every": 2})
+    _frames(simulator, result, {}, {"width": 8, "height": 8, "every": 2})
     assert calls == [("s0", 0.1), ("s2", 0.3)]
+
+
+def test_a_render_sequence_hook_draws_the_whole_motion_at_once():
+    from types import SimpleNamespace
+
+    from codesign.run_directory import _frames
+
+    calls = []
+
+    def render_sequence(states, design, *, width, height, actions):
+        calls.append((list(states), [None if a is None else float(a[0]) for a in actions]))
+        return [np.full((height, width, 3), k, dtype=np.uint8) for k in range(len(states))]
+
+    def render(state, design, *, width, height, action=None):
+        raise AssertionError("render_sequence must be preferred")
+
+    result = SimpleNamespace(states=["s0", "s1", "s2"], actions=np.array([[0.1], [0.2]]))
+    simulator = SimpleNamespace(render=render, render_sequence=render_sequence)
+    frames = _frames(simulator, result, {}, {"width": 8, "height": 8, "every": 2})
+    assert calls == [(["s0", "s2"], [0.1, None])]
+    assert [int(frame[0, 0, 0]) for frame in frames] == [0, 1]
+    short = SimpleNamespace(render=render, render_sequence=lambda states, *a, **k: [])
+    with pytest.raises(ValueError, match="render_sequence returned 0 frames for 2 states"):
+        _frames(short, result, {}, {"width": 8, "height": 8, "every": 2})
 
 
 def test_gif_when_mp4_is_unavailable(tmp_path, manager, monkeypatch):

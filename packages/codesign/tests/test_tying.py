@@ -86,3 +86,28 @@ def test_a_start_state_adds_its_parameters_and_its_gradient():
     assert "start.scale" not in sim.expand(design)
     reports = run_conformance(sim, dt=0.01, action=np.array([0.5, -1.0, 0.25]))
     assert all(report.passed for report in reports)
+
+
+def test_render_sequence_reaches_the_inner_simulator_with_the_expanded_design():
+    inner, seen = three_inputs(), []
+
+    class Drawn(LinearSystem):
+        def render(self, state, design, *, width, height, action=None):
+            seen.append(("render", design["gain"].tolist(), action))
+            return np.zeros((height, width, 3), dtype=np.uint8)
+
+    sim = TiedSimulator(Drawn(inner.A, inner.B), ties=[Tie("gain")])
+    design = {"gain": np.asarray(2.0), "x0": np.zeros(3)}
+    frames = sim.render_sequence(["s0", "s1"], design, width=4, height=4, actions=[1.0, None])
+    assert len(frames) == 2
+    assert seen == [("render", [2.0] * 3, 1.0), ("render", [2.0] * 3, None)]
+
+    class Sequenced(Drawn):
+        def render_sequence(self, states, design, *, width, height, actions):
+            seen.append(("sequence", design["gain"].tolist(), list(states)))
+            return []
+
+    seen.clear()
+    sim = TiedSimulator(Sequenced(inner.A, inner.B), ties=[Tie("gain")])
+    sim.render_sequence(["s0"], design, width=4, height=4, actions=[None])
+    assert seen == [("sequence", [2.0] * 3, ["s0"])]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sim_pbd.options import VIEWS
-from sim_pbd.render import PROJECTIONS, link_polylines, render_frame
+from sim_pbd.render import PROJECTIONS, end_effector_path, link_polylines, render_frame
 from sim_pbd.simulator import PBDSimulator
 
 
@@ -49,3 +49,22 @@ def test_a_trace_is_drawn_and_bad_sizes_refused(models):
         render_frame(model, state, params=params, width=8, height=64)
     with pytest.raises(ValueError, match="unknown view"):
         render_frame(model, state, params=params, width=64, height=64, view="back")
+
+
+def test_a_motion_is_drawn_with_the_end_effector_path_behind_it(models):
+    model = models.chain(2)
+    sim = PBDSimulator(model)
+    design = sim.design_space().defaults()
+    states = [sim.initial_state(design)]
+    for _ in range(30):
+        states.append(sim.step(states[-1], np.full(sim.action_size, 5.0), design, 0.01))
+    params = model.parameters()
+    path = end_effector_path(model, states, params)
+    assert path.shape == (31, 3)
+    np.testing.assert_allclose(path[0], link_polylines(model, states[0], params)[-1][-1])
+    assert np.linalg.norm(path[-1] - path[0]) > 0.1  # driven by the torques, it swung
+    frames = sim.render_sequence(states, design, width=64, height=64, actions=[None] * 31)
+    assert len(frames) == 31
+    untraced = sim.render(states[-1], design, width=64, height=64)
+    assert not np.array_equal(frames[-1], untraced)  # the last frame carries the path
+    np.testing.assert_array_equal(frames[0], sim.render(states[0], design, width=64, height=64))

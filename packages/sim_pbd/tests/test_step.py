@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from codesign.simulator import SimulationError
 from sim_pbd import PBDState
 from sim_pbd.kinematics import joint_positions
 from sim_pbd.rotations import quat_rotate, quat_to_matrix
@@ -198,8 +199,7 @@ def test_unnormalized_orientation_is_normalized(models):
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"action": np.zeros(3)}, "one torque or force per joint"),
-    ({"action": np.array([np.nan])}, "non-finite"),
+    ({"action": np.zeros(3)}, "one torque .N m. or force .N. per joint"),
     ({"substeps": 0}, "substeps must be a positive integer"),
     ({"iterations": 1.5}, "iterations must be a positive integer"),
     ({"solver": "newton"}, "solver must be one of"),
@@ -211,3 +211,10 @@ def test_bad_input_is_named(models, change, message):
     with pytest.raises(ValueError, match=message):
         step(model, models.state_at(model, [0.0]), args.pop("action"), model.parameters(),
              args.pop("dt"), **args)
+
+
+def test_a_non_finite_action_stops_the_step_naming_the_joint(models):
+    model = models.pendulum()
+    with pytest.raises(SimulationError, match="NaN or inf at joint"):
+        step(model, models.state_at(model, [0.0]), np.array([np.nan]), model.parameters(),
+             0.01, **DEFAULT)

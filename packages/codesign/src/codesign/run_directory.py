@@ -134,22 +134,31 @@ def _result_arrays(experiment: Experiment | IdentificationExperiment,
     return arrays
 
 
-def _frames(render, result, design, video: dict) -> list[np.ndarray]:
-    """Every ``video["every"]``-th recorded state of ``result`` drawn by ``render``, each with
-    the action applied from it (None for the final state)."""
+def _frames(simulator, result, design, video: dict) -> list[np.ndarray]:
+    """Every ``video["every"]``-th recorded state of ``result`` drawn by the simulator's
+    ``render_sequence`` (when it has one) or ``render``, each with the action applied from it
+    (None for the final state)."""
     actions = list(result.actions) + [None]
     width, height = video["width"], video["height"]
-    pairs = list(zip(result.states, actions, strict=True))[:: video["every"]]
-    return [check_frame(render(state, design, width=width, height=height, action=action),
-                        width=width, height=height) for state, action in pairs]
+    states = list(result.states)[:: video["every"]]
+    actions = actions[:: video["every"]]
+    sequence = getattr(simulator, "render_sequence", None)
+    if sequence is not None:
+        frames = sequence(states, design, width=width, height=height, actions=actions)
+        if len(frames) != len(states):
+            raise ValueError(f"render_sequence returned {len(frames)} frames for "
+                             f"{len(states)} states")
+    else:
+        frames = [simulator.render(state, design, width=width, height=height, action=action)
+                  for state, action in zip(states, actions, strict=True)]
+    return [check_frame(frame, width=width, height=height) for frame in frames]
 
 
 def _render_video(experiment: Experiment | IdentificationExperiment, x: np.ndarray,
                   stem: Path) -> tuple[Path | None, str]:
     """Render the result at ``x`` (an identification: the fitted design replaying recording
     0); returns (video path or None, note)."""
-    render = getattr(experiment.simulator, "render", None)
-    if render is None:
+    if getattr(experiment.simulator, "render", None) is None:
         return None, "no video: the simulator has no render hook"
     problem = experiment.problem
     if isinstance(experiment, IdentificationExperiment):
@@ -162,7 +171,7 @@ def _render_video(experiment: Experiment | IdentificationExperiment, x: np.ndarr
         result = experiment.rollout.forward(design, weights, experiment.objective,
                                             experiment.constraints, record=True)
     video = experiment.config.data["run"]["video"]
-    frames = _frames(render, result, design, video)
+    frames = _frames(experiment.simulator, result, design, video)
     path = write_video(stem, frames, fps=video["fps"])
     return path, f"video: {shows}{len(frames)} frames at {video['fps']} fps ({path.suffix[1:]})"
 

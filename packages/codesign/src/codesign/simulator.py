@@ -15,6 +15,9 @@ Optional methods the core uses when present:
 - ``render(state, design, *, width, height, action=None) -> uint8 array (height, width,
   3)``: one video frame; ``action`` is the action applied from this state on (None for the
   final state), for drawing actuation.
+- ``render_sequence(states, design, *, width, height, actions) -> list of such frames``: a
+  whole motion's frames at once (``actions`` as above, one per state), for a simulator that
+  draws history (a trace); the core uses it in place of ``render`` when present.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .design import DesignSpace
 
 __all__ = ["Simulator", "SimulationError", "UnstableTimeStepError", "OPTIONAL_HOOKS"]
 
-OPTIONAL_HOOKS = ("check_time_step", "check_state", "render")
+OPTIONAL_HOOKS = ("check_time_step", "check_state", "render", "render_sequence")
 
 
 class SimulationError(RuntimeError):

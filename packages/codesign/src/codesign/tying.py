@@ -183,3 +183,13 @@ class TiedSimulator:
         """The wrapped simulator's video frame, uint8 (height, width, 3)."""
         return self.inner.render(state, self.expand(design), width=width, height=height,
                                  action=action)
+
+    def render_sequence(self, states, design, *, width: int, height: int, actions) -> list:
+        """The wrapped simulator's frames of a motion (its ``render_sequence``, else its
+        ``render`` per state)."""
+        inner = self.expand(design)
+        sequence = getattr(self.inner, "render_sequence", None)
+        if sequence is not None:
+            return sequence(states, inner, width=width, height=height, actions=actions)
+        return [self.inner.render(state, inner, width=width, height=height, action=action)
+                for state, action in zip(states, actions, strict=True)]

@@ -15,7 +15,8 @@ from .kinematics import joint_origins
 from .model import PBDModel
 from .state import PBDState
 
-__all__ = ["PROJECTIONS", "default_view", "link_polylines", "render_frame"]
+__all__ = ["PROJECTIONS", "default_view", "end_effector_path", "link_polylines", "render_frame",
+           "render_frames"]
 
 PROJECTIONS = {"front": np.array([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0]]),
                "side": np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]),
@@ -91,3 +92,24 @@ def render_frame(model: PBDModel, state: PBDState, *, width: int = 640, height: 
     for point in pixels(joint_origins(model, state, params)[1]):
         cv2.circle(image, tuple(map(int, point)), 16 * (thickness // 2 + 2), _JOINT, -1, **draw)
     return image
+
+
+def end_effector_path(model: PBDModel, states, params: dict) -> np.ndarray:
+    """The end of the last link's polyline (:func:`link_polylines`: its last joint origin or
+    its centre of mass) in each of ``states``, world positions [m], (k, 3)."""
+    return np.array([link_polylines(model, state, params)[-1][-1] for state in states])
+
+
+def render_frames(model: PBDModel, states, *, width: int = 640, height: int = 480,
+                  params: dict | None = None, view: str = "front", window=None) -> list:
+    """:func:`render_frame` of each of ``states`` (a motion, in order) with the end
+    effector's path up to that state drawn as its trace; one ``window`` for all (default
+    :func:`default_view` of the first state), so the camera holds still."""
+    params = model.parameters() if params is None else params
+    states = list(states)
+    if window is None and states:
+        window = default_view(model, states[0], params, view=view)
+    path = end_effector_path(model, states, params)
+    return [render_frame(model, state, width=width, height=height, params=params, view=view,
+                         window=window, trace=path[: k + 1])
+            for k, state in enumerate(states)]

@@ -63,8 +63,8 @@ def check_step_inputs(model: PBDModel, state: PBDState, action) -> np.ndarray:
     for name, width in (("link_x", 3), ("link_q", 4), ("link_v", 3), ("link_w", 3)):
         value = getattr(state, name)
         if np.shape(value) != (n, width):
-            raise ValueError(f"state.{name} must have shape ({n}, {width}), got "
-                             f"{np.shape(value)}")
+            raise ValueError(f"state.{name} has shape {np.shape(value)}: state.{name} must "
+                             f"have shape ({n}, {width}) for the model's {n} links")
         if not np.all(np.isfinite(value)):
             raise SimulationError(f"state.{name} holds NaN or inf")
     action = np.asarray(action, dtype=np.float64)

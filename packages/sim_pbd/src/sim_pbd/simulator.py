@@ -26,7 +26,7 @@ from .kinematics import (
 )
 from .model import PBDModel
 from .options import PBDOptions
-from .render import default_view, render_frame
+from .render import default_view, render_frame, render_frames
 from .springs import Springs, spring_torques, spring_torques_vjp
 from .state import PBDState
 
@@ -210,6 +210,15 @@ class PBDSimulator:
             window = self._rest_window(params)
         return render_frame(self.model, state, width=width, height=height, params=params,
                             view=self.view, window=window)
+
+    def render_sequence(self, states, design: dict, *, width: int, height: int,
+                        actions=None) -> list[np.ndarray]:
+        """Video frames of a motion, uint8 (height, width, 3) each, with the end effector's
+        path drawn behind the robot; ``actions`` is not drawn."""
+        params = self.parameters(design)
+        window = self._rest_window(params) if self.window is None else self.window
+        return render_frames(self.model, states, width=width, height=height, params=params,
+                             view=self.view, window=window)
 
     def _rest_window(self, params: dict):
         link_x, link_q = forward_kinematics(self.model, params, self.model.joint_rest)

@@ -95,6 +95,7 @@ from .rotations import (
     quat_to_matrix,
     quat_to_matrix_vjp,
 )
+from .safety import check_step_inputs
 from .state import PBDState
 
 __all__ = ["step", "step_vjp"]
@@ -132,23 +133,13 @@ def _checked(model: PBDModel, state: PBDState, action, params, dt, substeps, ite
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if not (np.isfinite(dt) and dt > 0):
         raise ValueError(f"dt must be a positive finite time step [s], got {dt!r}")
-    action = np.asarray(action, dtype=np.float64)
-    if action.shape != (model.joint_count,):
-        raise ValueError(f"action has shape {action.shape}; it must hold one torque or force "
-                         f"per joint, shape ({model.joint_count},), in the order "
-                         f"{list(model.joint_names)}")
-    if not np.all(np.isfinite(action)):
-        raise ValueError(f"action has non-finite entries at joints "
-                         f"{[model.joint_names[j] for j in np.flatnonzero(~np.isfinite(action))]}")
+    action = check_step_inputs(model, state, action)
     missing = [name for name in PARAMETERS if name not in params]
     if missing:
         raise ValueError(f"params lacks {missing}; pass model.parameters() or a design "
                          "holding every entry of sim_pbd.PARAMETERS")
     if np.any(np.asarray(params["link_mass"]) <= 0):
         raise ValueError(f"link_mass must be positive, got {params['link_mass']}")
-    if np.shape(state.link_x) != (model.link_count, 3):
-        raise ValueError(f"state.link_x has shape {np.shape(state.link_x)}, the model has "
-                         f"{model.link_count} links: expected ({model.link_count}, 3)")
     return action
 
 
