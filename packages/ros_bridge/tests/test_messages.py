@@ -6,6 +6,7 @@ import pytest
 from ros_bridge.messages import (
     JointNameError,
     MessageError,
+    deserialize,
     float64_array_message,
     float64_array_values,
     joint_indices,
@@ -94,3 +95,16 @@ def test_polygon_keypoints_round_trip_and_wrong_count():
         polygon_points(message, count=6)
     with pytest.raises(MessageError, match=r"\(n, 2\) or \(n, 3\)"):
         polygon_message(np.zeros((3, 4)), stamp=0.0)
+
+
+def test_deserialize_accepts_trailing_bytes_only_when_asked():
+    message = joint_state_message(JOINTS, stamp=1.0, position=[1, 2, 3, 4])
+    data = bytes(typestore().serialize_cdr(message, "sensor_msgs/msg/JointState"))
+    with pytest.raises(MessageError, match="8 bytes follow"):
+        deserialize(data + bytes(8), "sensor_msgs/msg/JointState")
+    padded = deserialize(data + b"junkjunk", "sensor_msgs/msg/JointState", trailing_bytes=True)
+    np.testing.assert_array_equal(joint_sample(padded, JOINTS).position, [1, 2, 3, 4])
+    with pytest.raises(MessageError, match="not a CDR-encoded"):
+        deserialize(b"\x07\x07" + data[2:], "sensor_msgs/msg/JointState")
+    with pytest.raises(MessageError, match="cannot decode"):
+        deserialize(data[:20], "sensor_msgs/msg/JointState")

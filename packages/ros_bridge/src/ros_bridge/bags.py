@@ -23,6 +23,7 @@ from .messages import (
     JOINT_STATE,
     JointSample,
     MessageError,
+    deserialize,
     float64_array_values,
     joint_sample,
     typestore,
@@ -166,11 +167,10 @@ def read_bag(path: str | Path, topics: Sequence[str] | None = None) -> Iterator[
             raise BagError(f"bag {str(path)!r} has no topic(s) {missing}; it has "
                            f"{sorted(present) or 'no topics'}")
         wanted = [c for c in reader.connections if topics is None or c.topic in topics]
-        store = typestore()
         index = 0
         try:
             for connection, time_ns, raw in reader.messages(connections=wanted):
-                message = store.deserialize_cdr(raw, connection.msgtype)
+                message = deserialize(raw, connection.msgtype)
                 yield BagMessage(connection.topic, connection.msgtype, time_ns, message)
                 index += 1
         except _READ_ERRORS as exc:

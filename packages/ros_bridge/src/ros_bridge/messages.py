@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,6 +35,7 @@ __all__ = [
     "joint_indices",
     "joint_sample",
     "joint_state_message",
+    "deserialize",
     "polygon_message",
     "polygon_points",
     "stamp_seconds",
@@ -59,6 +61,33 @@ def typestore() -> Typestore:
     """The message types of ROS 2 Jazzy (the standard messages used here are the same in
     every ROS 2 release since Humble)."""
     return get_typestore(Stores.ROS2_JAZZY)
+
+
+def deserialize(data: bytes | memoryview, msgtype: str, *, trailing_bytes: bool = False):
+    """A CDR-serialized ``msgtype`` message as the typestore's class.
+
+    Args:
+        trailing_bytes: accept any bytes after the message. rclpy's ``serialize_message``
+            returns a buffer sized by rmw_fastrtps' estimate, with up to several bytes of
+            junk after the message (8 for a one-joint JointState); a message from the wire
+            or a bag ends within CDR's 4-byte padding, which is all the default accepts.
+
+    Raises:
+        MessageError: not CDR, cut short, or followed by more than padding.
+    """
+    store = typestore()
+    if len(data) < 4 or bytes(data[:2]) not in (b"\x00\x00", b"\x00\x01"):
+        raise MessageError(f"not a CDR-encoded {msgtype} (unknown encapsulation header)")
+    definition = store.get_msgdef(msgtype)
+    decode = definition.deserialize_cdr_le if data[1] else definition.deserialize_cdr_be
+    try:
+        message, end = decode(memoryview(data)[4:], 0, definition.cls, store)
+    except (IndexError, ValueError, UnicodeDecodeError, struct.error) as exc:
+        raise MessageError(f"cannot decode {msgtype}: {exc}") from None
+    if not trailing_bytes and len(data) - 4 - end > 3:
+        raise MessageError(f"{len(data) - 4 - end} bytes follow a {msgtype} message; the data "
+                           "holds something else")
+    return message
 
 
 def _message_type(name: str):
