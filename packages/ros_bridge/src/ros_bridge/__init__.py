@@ -1,0 +1,1 @@
+"""ros_bridge: ROS 2 messages, rosbag2 files and a safe impedance controller for codesign."""

@@ -1,0 +1,241 @@
+"""The impedance law, its limits and its watchdog, with known answers and an injected clock."""
+
+import numpy as np
+import pytest
+
+from ros_bridge.controller import JointListError, SafeImpedanceController
+from ros_bridge.impedance import (
+    NetTorqueMap,
+    impedance_torque,
+    inverse_dynamics_net_torque,
+    zero_net_torque,
+)
+from ros_bridge.limits import (
+    LimitError,
+    bounds_violation,
+    joint_limits,
+    limit_torque,
+    urdf_joint_limits,
+)
+from ros_bridge.messages import joint_state_message
+from ros_bridge.watchdog import Watchdog
+
+JOINTS = ["s0", "s1"]
+URDF = """<robot name="two">
+  <link name="base"/><link name="a"/><link name="b"/>
+  <joint name="s0" type="revolute"><parent link="base"/><child link="a"/>
+    <limit effort="50" velocity="2.0" lower="-1.5" upper="1.5"/></joint>
+  <joint name="s1" type="continuous"><parent link="a"/><child link="b"/>
+    <limit effort="15" velocity="4.0"/></joint>
+</robot>"""
+PERIOD = 0.002
+
+
+@pytest.fixture
+def urdf(tmp_path):
+    path = tmp_path / "two.urdf"
+    path.write_text(URDF)
+    return path
+
+
+def make(urdf, **overrides):
+    options = dict(joints=JOINTS, stiffness=[30.0, 10.0], damping=[2.0, 1.0],
+                   goal_q=[0.5, -0.2], goal_qd=[0.0, 0.0],
+                   limits=joint_limits(urdf, JOINTS, rate=5.0), period=PERIOD)
+    return SafeImpedanceController(**(options | overrides))
+
+
+def joint_state(q, qd, *, order=(0, 1), extra=True):
+    names = [JOINTS[i] for i in order] + (["head_pan"] if extra else [])
+    q = [q[i] for i in order] + ([9.0] if extra else [])
+    qd = [qd[i] for i in order] + ([9.0] if extra else [])
+    return joint_state_message(names, stamp=0.0, position=q, velocity=qd)
+
+
+# -- the law ------------------------------------------------------------------------------
+
+
+def test_law_known_answer_with_a_scaled_model():
+    def net(q, qd, goal_q, goal_qd):
+        return np.array([1.0, -2.0])
+    torque = impedance_torque([0.1, 0.2], [0.5, -1.0], goal_q=[0.3, 0.0], goal_qd=[0.0, 0.0],
+                              stiffness=[10.0, 20.0], damping=[2.0, 1.0], net_torque=net,
+                              scale=0.6)
+    # K(q_d − q) + D(q̇_d − q̇) + λ τ_net
+    np.testing.assert_allclose(torque, [10 * 0.2 - 2 * 0.5 + 0.6, 20 * -0.2 + 1.0 - 1.2])
+    pd = impedance_torque([0.1, 0.2], [0.5, -1.0], goal_q=[0.3, 0.0], goal_qd=[0.0, 0.0],
+                          stiffness=[10.0, 20.0], damping=[2.0, 1.0])
+    np.testing.assert_allclose(pd, [1.0, -3.0])
+    np.testing.assert_array_equal(zero_net_torque([1.0, 2.0], None, None, None), [0, 0])
+
+
+def test_inverse_dynamics_is_evaluated_at_the_goal_acceleration():
+    calls = []
+
+    def inverse_dynamics(q, qd, qdd):
+        calls.append(qdd)
+        return 2.0 * qdd + 0.5 * qd + 9.81 * np.sin(q)  # M q̈ + S q̇ + g
+    net = inverse_dynamics_net_torque(inverse_dynamics, goal_qdd=[1.0, -1.0])
+    np.testing.assert_allclose(net(np.array([0.0, np.pi / 2]), np.array([2.0, 0.0]), None, None),
+                               [2.0 + 1.0, -2.0 + 9.81])
+    np.testing.assert_allclose(inverse_dynamics_net_torque(inverse_dynamics)(
+        np.zeros(2), np.zeros(2), None, None), [0.0, 0.0])
+    np.testing.assert_array_equal(calls[-1], [0.0, 0.0])
+
+
+def test_net_torque_map_is_bilinear_and_clamped_at_its_edges():
+    torque = np.array([[[0.0, 1.0], [2.0, 3.0]]])  # one joint: τ = 2 e + t on the unit square
+    table = NetTorqueMap(angle_error=[0.0, 1.0], velocity=[0.0, 1.0], torque=torque)
+    # angle error = goal − q = 0.25, velocity 0.5 → 2·0.25 + 0.5
+    np.testing.assert_allclose(table([0.25], [0.5], [0.5], [0.0]), [1.0])
+    np.testing.assert_allclose(table([-5.0], [7.0], [0.0], [0.0]), [3.0])  # clamped corner
+    with pytest.raises(ValueError, match="increasing grid"):
+        NetTorqueMap(angle_error=[1.0, 0.0], velocity=[0.0, 1.0], torque=torque)
+    with pytest.raises(ValueError, match=r"shape \(joints, 2, 3\)"):
+        NetTorqueMap(angle_error=[0.0, 1.0], velocity=[0.0, 1.0, 2.0], torque=torque)
+
+
+# -- limits -------------------------------------------------------------------------------
+
+
+def test_urdf_limits_and_continuous_joints(urdf):
+    limits = urdf_joint_limits(urdf, ["s1", "s0"])
+    np.testing.assert_array_equal(limits["effort"], [15.0, 50.0])
+    np.testing.assert_array_equal(limits["lower"], [-np.inf, -1.5])
+    with pytest.raises(LimitError, match="has no joint 'e0'"):
+        urdf_joint_limits(urdf, ["e0"])
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"effort": [60.0, 10.0]}, "effort limit 60 of joint 's0' is looser than the URDF's 50"),
+    ({"velocity": 5.0}, "velocity limit 5 of joint 's0'"),
+    ({"lower": -2.0}, "lower limit -2 of joint 's0'"),
+    ({"rate": 0.0}, "must be positive"),
+])
+def test_limits_looser_than_the_urdf_are_refused(urdf, options, message):
+    with pytest.raises(LimitError, match=message):
+        joint_limits(urdf, JOINTS, **({"rate": 1.0} | options))
+
+
+def test_torque_is_clamped_to_effort_and_rate(urdf):
+    limits = joint_limits(urdf, JOINTS, rate=[5.0, 1.0], effort=[8.0, 15.0])
+    np.testing.assert_allclose(limit_torque([20.0, -3.0], np.array([6.0, 0.0]), limits),
+                               [8.0, -1.0])
+    np.testing.assert_allclose(limit_torque([2.0, 0.5], np.array([0.0, 0.0]), limits),
+                               [2.0, 0.5])
+
+
+def test_bounds_violation_names_the_joint(urdf):
+    limits = joint_limits(urdf, JOINTS, rate=1.0)
+    assert bounds_violation([0.0, 100.0], [0.0, 0.0], limits, JOINTS) is None
+    assert "joint 's0' at 1.6" in bounds_violation([1.6, 0.0], [0.0, 0.0], limits, JOINTS)
+    assert "'s1' moves at -4.5" in bounds_violation([0.0, 0.0], [0.0, -4.5], limits, JOINTS)
+
+
+# -- the watchdog -------------------------------------------------------------------------
+
+
+def test_watchdog_trips_after_two_missed_periods():
+    dog = Watchdog(period=0.01)
+    assert dog.stale(None, 0.0) == "no joint state received yet"
+    assert dog.stale(1.0, 1.0199) is None
+    assert "more than 2 control periods" in dog.stale(1.0, 1.0201)
+    assert "after now" in dog.stale(1.0, 0.99)
+    with pytest.raises(ValueError, match="positive"):
+        Watchdog(period=0.0)
+
+
+# -- the controller -----------------------------------------------------------------------
+
+
+def test_controller_follows_the_law_with_joints_by_name_and_ramps_at_the_rate(urdf):
+    controller = make(urdf, limits=joint_limits(urdf, JOINTS, rate=100.0))
+    state = controller.receive(controller.initial_state(),
+                               joint_state([0.4, 0.0], [0.1, -0.5], order=(1, 0)), now=1.0)
+    command, state = controller.command(state, now=1.001)
+    assert command.stop is None
+    np.testing.assert_allclose(command.torque, [30 * 0.1 - 2 * 0.1, 10 * -0.2 + 0.5])
+    slow = make(urdf)  # rate 5 N m per cycle
+    state = slow.receive(slow.initial_state(), joint_state([-1.0, 0.0], [0.0, 0.0]), now=1.0)
+    torques = []
+    for k in range(4):
+        command, state = slow.command(state, now=1.0 + 0.0005 * k)
+        torques.append(command.torque[0])
+    np.testing.assert_allclose(torques, [5.0, 10.0, 15.0, 20.0])  # toward 30·1.5 = 45
+
+
+def test_controller_zero_torque_within_two_missed_periods(urdf):
+    controller = make(urdf)
+    state = controller.initial_state()
+    command, state = controller.command(state, now=0.0)
+    assert command.stop == "no joint state received yet"
+    state = controller.receive(state, joint_state([0.4, 0.0], [0.0, 0.0]), now=1.0)
+    command, state = controller.command(state, now=1.0 + 2 * PERIOD - 1e-6)
+    assert command.stop is None and np.any(command.torque != 0)
+    command, state = controller.command(state, now=1.0 + 2 * PERIOD + 1e-6)
+    assert "old" in command.stop
+    np.testing.assert_array_equal(command.torque, [0.0, 0.0])
+    # fresh states resume control, ramping up from zero
+    state = controller.receive(state, joint_state([0.4, 0.0], [0.0, 0.0]), now=2.0)
+    command, state = controller.command(state, now=2.0)
+    assert command.stop is None and np.all(np.abs(command.torque) <= 5.0)
+
+
+@pytest.mark.parametrize("message, reason", [
+    (joint_state_message(["s0", "head_pan"], stamp=0.0, position=[0, 0], velocity=[0, 0]),
+     r"no joint\(s\) \['s1'\]"),
+    (joint_state_message(JOINTS, stamp=0.0, position=[np.nan, 0.0], velocity=[0, 0]), "NaN"),
+    (joint_state_message(JOINTS, stamp=0.0, position=[0.0, 0.0]), "no velocity"),
+])
+def test_unusable_joint_states_give_zero_until_a_good_one(urdf, message, reason):
+    controller = make(urdf)
+    state = controller.receive(controller.initial_state(),
+                               joint_state([0.4, 0.0], [0.0, 0.0]), now=1.0)
+    command, state = controller.command(state, now=1.0)
+    assert command.stop is None
+    state = controller.receive(state, message, now=1.001)
+    command, state = controller.command(state, now=1.001)
+    assert command.stop is not None and __import__("re").search(reason, command.stop)
+    np.testing.assert_array_equal(command.torque, [0.0, 0.0])
+    state = controller.receive(state, joint_state([0.4, 0.0], [0.0, 0.0]), now=1.002)
+    assert controller.command(state, now=1.002)[0].stop is None
+
+
+def test_leaving_the_joint_limits_latches_a_stop_until_reset(urdf):
+    controller = make(urdf)
+    state = controller.receive(controller.initial_state(),
+                               joint_state([1.6, 0.0], [0.0, 0.0]), now=1.0)
+    command, state = controller.command(state, now=1.0)
+    assert "outside its range" in command.stop
+    state = controller.receive(state, joint_state([0.4, 0.0], [0.0, 0.0]), now=1.001)
+    command, state = controller.command(state, now=1.001)
+    assert command.stop.startswith("stopped: joint 's0'")
+    np.testing.assert_array_equal(command.torque, [0.0, 0.0])
+    command, _ = controller.command(controller.reset(state), now=1.001)
+    assert command.stop is None
+
+
+@pytest.mark.parametrize("net_torque, reason", [
+    (lambda q, qd, gq, gqd: 1 / 0, "the model failed: ZeroDivisionError"),
+    (lambda q, qd, gq, gqd: np.array([np.nan, 0.0]), "the model gave torque"),
+])
+def test_a_dead_model_latches_zero_torque(urdf, net_torque, reason):
+    controller = make(urdf, net_torque=net_torque)
+    state = controller.receive(controller.initial_state(),
+                               joint_state([0.4, 0.0], [0.0, 0.0]), now=1.0)
+    command, state = controller.command(state, now=1.0)
+    assert reason in command.stop and state.latched
+    np.testing.assert_array_equal(command.torque, [0.0, 0.0])
+
+
+def test_joint_list_must_match_the_robot_and_shutdown_is_zero(urdf):
+    controller = make(urdf)
+    controller.check_joints(JOINTS)
+    with pytest.raises(JointListError, match="same joints in the same order"):
+        controller.check_joints(JOINTS[::-1])
+    with pytest.raises(JointListError, match="distinct"):
+        make(urdf, joints=["s0", "s0"])
+    with pytest.raises(ValueError, match="outside the joint limits"):
+        make(urdf, goal_q=[2.0, 0.0])
+    assert controller.shutdown().stop == "shutdown"
+    np.testing.assert_array_equal(controller.shutdown().torque, [0.0, 0.0])
