@@ -6,11 +6,15 @@
 
 Needs only Python 3.11+ and git. It installs uv into ``.bootstrap/`` when uv is not on PATH,
 syncs every workspace package and the dev tools into ``.venv/`` from ``uv.lock``, then runs.
+``test`` without paths also runs ros_bridge's rclpy tests (Linux x86_64, where the ROS 2
+wheels exist) in ``.venv-ros/``, an environment of their own: the wheels install a ``.pth``
+that re-executes every Python process of their environment.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -20,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 BOOTSTRAP = ROOT / ".bootstrap"
 VENV = ROOT / ".venv"
+ROS_VENV = ROOT / ".venv-ros"
+ROS_TESTS = "packages/ros_bridge/tests_ros"
 BIN = "Scripts" if os.name == "nt" else "bin"
 
 
@@ -43,6 +49,24 @@ def _sync() -> None:
                    check=True)
 
 
+def _ros_tests() -> int:
+    """Sync ros_bridge with its ``ros`` and ``test`` extras into .venv-ros and run its rclpy
+    tests there (loopback only)."""
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable,
+               UV_PROJECT_ENVIRONMENT=str(ROS_VENV))
+    subprocess.run([_uv(), "sync", "--package", "ros_bridge", "--extra", "ros", "--extra",
+                    "test", "--locked", "--quiet"], cwd=ROOT, env=env, check=True)
+    env = dict(os.environ, ROS_LOCALHOST_ONLY="1")
+    return subprocess.call([str(ROS_VENV / BIN / "python"), "-m", "pytest", "-q",
+                            "-p", "no:cacheprovider", ROS_TESTS], cwd=ROOT, env=env)
+
+
+def _runs_everything(pytest_args: list[str]) -> bool:
+    """Whether the pytest arguments select the whole suite: none names a file or folder."""
+    return not any((ROOT / arg.split("::")[0]).exists() for arg in pytest_args
+                   if not arg.startswith("-"))
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("demo", "test"):
         print(__doc__, file=sys.stderr)
@@ -51,7 +75,10 @@ def main(argv: list[str]) -> int:
     _sync()
     if command == "demo":
         return subprocess.call([str(VENV / BIN / "codesign"), "demo", *rest], cwd=ROOT)
-    return subprocess.call([str(VENV / BIN / "python"), "-m", "pytest", *rest], cwd=ROOT)
+    status = subprocess.call([str(VENV / BIN / "python"), "-m", "pytest", *rest], cwd=ROOT)
+    if _runs_everything(rest) and sys.platform == "linux" and platform.machine() == "x86_64":
+        status = _ros_tests() or status
+    return status
 
 
 if __name__ == "__main__":
