@@ -72,7 +72,7 @@ class StaticPoseProblem:
         unknown = [name for name in self.names if name not in space]
         if unknown or not self.names:
             raise ValueError(f"names must be design parameters of the simulator, got "
-                             f"{list(self.names)}; it has {space.names()}")
+                             f"{list(self.names)}; it has {space.names}")
         self.names = tuple(self.names)
         self.space = space.subset(self.names)
         self.weights = tuple(_weights(self.weights, 2))
