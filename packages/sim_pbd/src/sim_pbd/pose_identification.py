@@ -92,7 +92,7 @@ class StaticPoseProblem:
         design = self.design_at(x)
         params = self.sim.parameters(design)
         after, angles, rates = [], [], []
-        for pose, torque in zip(self.joint_q, self.torques):
+        for pose, torque in zip(self.joint_q, self.torques, strict=True):
             state = self.sim.step(rest_state(self.sim, design, pose), torque, design, self.dt)
             joint_q, joint_qd = joint_positions(self.sim.model, params, state)
             after.append(state)
