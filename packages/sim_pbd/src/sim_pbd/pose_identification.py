@@ -25,17 +25,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from codesign.optim.base import Evaluation
-
 from .kinematics import forward_kinematics_vjp, joint_positions, joint_positions_vjp
 from .state import PBDState
-from .torque_estimation import _gauss_newton, _weights, rest_state
+from .torque_estimation import LeastSquares, _gauss_newton, _weights, rest_state
 
 __all__ = ["Fit", "StaticPoseProblem", "fit_design"]
 
 
 @dataclasses.dataclass
-class StaticPoseProblem:
+class StaticPoseProblem(LeastSquares):
     """Eq. 26 at static poses as a function of the design parameters ``names``.
 
     Their flattened values x (the order of ``names``, each raveled) are the unknowns, so the
@@ -130,21 +128,6 @@ class StaticPoseProblem:
                 if name in gradient:
                     total[name] = total[name] + gradient[name]
         return self.space.flatten_gradient(total)
-
-    def loss(self, x) -> float:
-        """L(x)."""
-        r, _ = self.residuals(x)
-        return float(r @ r)
-
-    def evaluate(self, x, *, grad: bool = True) -> Evaluation:
-        """Loss and (optionally) its gradient (size,) at ``x``."""
-        r, after = self.residuals(x)
-        gradient = self.residuals_vjp(x, after, 2.0 * r) if grad else None
-        return Evaluation(loss=float(r @ r), grad=gradient)
-
-    def evaluate_many(self, xs, *, grad: bool = False) -> list[Evaluation]:
-        """:meth:`evaluate` at each of ``xs``."""
-        return [self.evaluate(x, grad=grad) for x in xs]
 
     def jacobian(self, x, after: list[PBDState]) -> np.ndarray:
         """∂r/∂x (2 P m, size): one reverse sweep through its pose per residual of positive

@@ -37,8 +37,8 @@ from codesign.tree import tree_add
 from .kinematics import forward_kinematics, joint_positions, joint_positions_vjp
 from .state import PBDState
 
-__all__ = ["OPTIMIZERS", "INITS", "HorizonProblem", "Tracking", "holding_torque", "rest_state",
-           "track_torques"]
+__all__ = ["OPTIMIZERS", "INITS", "HorizonProblem", "LeastSquares", "Tracking", "holding_torque",
+           "rest_state", "track_torques"]
 
 OPTIMIZERS = ("gauss_newton", "adam")
 INITS = ("zero", "previous", "gravity")
@@ -66,8 +66,29 @@ def _weights(weights, count: int) -> np.ndarray:
     return values
 
 
+class LeastSquares:
+    """The loss r·r of a problem's residuals r and its gradient 2 (∂r/∂x)ᵀ r, for the
+    problems here that define ``residuals(x) -> (r, rollout)`` and ``residuals_vjp(x,
+    rollout, g_r)``: the core's :class:`~codesign.optim.base.ObjectiveFunction` interface."""
+
+    def loss(self, x) -> float:
+        """L(x) = r·r (Eq. 26)."""
+        r, _ = self.residuals(x)
+        return float(r @ r)
+
+    def evaluate(self, x, *, grad: bool = True) -> Evaluation:
+        """Loss and (optionally) its gradient (the size of x) at ``x``."""
+        r, rollout = self.residuals(x)
+        gradient = self.residuals_vjp(x, rollout, 2.0 * r) if grad else None
+        return Evaluation(loss=float(r @ r), grad=gradient)
+
+    def evaluate_many(self, xs, *, grad: bool = False) -> list[Evaluation]:
+        """:meth:`evaluate` at each of ``xs``."""
+        return [self.evaluate(x, grad=grad) for x in xs]
+
+
 @dataclasses.dataclass
-class HorizonProblem:
+class HorizonProblem(LeastSquares):
     """Eq. 26 over ``len(target_q)`` steps from ``state``, as a function of the torques.
 
     Flattened torques x (H m,) [N m] are the unknowns, so the problem is also the core's
@@ -155,21 +176,6 @@ class HorizonProblem:
                                                      self.dt, g_next)
             g_actions[t] += g_action
         return g_actions.ravel()
-
-    def loss(self, x) -> float:
-        """L(x) of Eq. 26."""
-        r, _ = self.residuals(x)
-        return float(r @ r)
-
-    def evaluate(self, x, *, grad: bool = True) -> Evaluation:
-        """Loss and (optionally) its gradient (H m,) at torques ``x``."""
-        r, states = self.residuals(x)
-        gradient = self.residuals_vjp(x, states, 2.0 * r) if grad else None
-        return Evaluation(loss=float(r @ r), grad=gradient)
-
-    def evaluate_many(self, xs, *, grad: bool = False) -> list[Evaluation]:
-        """:meth:`evaluate` at each of ``xs``."""
-        return [self.evaluate(x, grad=grad) for x in xs]
 
     def jacobian(self, x, states: list[PBDState]) -> np.ndarray:
         """∂r/∂x (3 H m, H m): a reverse sweep per angle and rate residual of positive
