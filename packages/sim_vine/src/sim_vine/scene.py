@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from codesign.options import options_factory
+from codesign.options import check_options, options_factory
 from codesign.tying import Tie, TiedSimulator
 
 from .model import VineModel
@@ -72,6 +72,10 @@ def load_scene(scene: str, *, base_dir: Path | None = None) -> dict[str, Any]:
     if unknown:
         raise SceneError(f"scene file {path} sets unknown option(s) {unknown}; "
                          f"known: {sorted(known)}")
+    # the same type checks (and messages) as options given in an experiment file
+    _, problems = check_options(make_simulator, data, what=f"scene file {path}")
+    if problems:
+        raise SceneError("; ".join(message for _, message in problems))
     return data
 
 
