@@ -93,5 +93,6 @@ def make_simulator(options: VineOptions) -> VineSimulator | TiedSimulator:
         if view.shape != (4,) or not (view[0] < view[1] and view[2] < view[3]):
             raise SceneError(f"view must be [x_min, x_max, y_min, y_max] with min < max, "
                              f"got {o.view!r}")
-    simulator = VineSimulator(model, settings=settings, view=view)
+    simulator = VineSimulator(model, settings=settings, view=view,
+                              check_initial_pose=o.check_initial_pose)
     return TiedSimulator(simulator, ties=[Tie(name) for name in o.tie]) if o.tie else simulator
