@@ -12,6 +12,14 @@ banded LU (``dgbsv``) solves it in time linear in N. It works on the QP scaled a
 :meth:`sim_vine.qp.VineQP.scaled_data` (unit-size diagonals), with one step of iterative
 refinement. Inactive rows keep their place in the band, so the structure never changes.
 
+Redundant active rows (a tip stuck in a corner where two walls meet holds its two
+coordinates with up to four cone edges) make ``[P Aᵀ; A 0]`` singular, and a pivot of
+round-off size then gave multipliers and adjoints of 1e13 and more. The factorized matrix
+has ``−ε`` (:data:`DUAL_REGULARIZATION`, in the scaled units) on the active rows' diagonal:
+for independent rows the refinement step against the exact matrix removes its effect (the
+error shrinks as (ε/σ)², σ the rows' smallest singular value), for dependent ones the
+solution is the bounded one of least multiplier norm (the limit of the penalty method).
+
 :func:`exact_at` solves at an active set and checks that the solution is optimal there, in
 one compiled call. It lives in this file with the solve it calls: numba's on-disk cache
 checks only the cached function's own source file, so a call into another file's compiled
@@ -26,7 +34,10 @@ import numba
 import numpy as np
 import scipy.linalg.lapack as lapack
 
-__all__ = ["BandLayout", "BandedKKT", "exact_at", "optimal_at"]
+__all__ = ["BandLayout", "BandedKKT", "exact_at", "optimal_at", "DUAL_REGULARIZATION"]
+
+DUAL_REGULARIZATION = 1e-10
+"""−ε on the active rows' diagonal of the factorized KKT matrix (scaled units)."""
 
 
 class BandLayout(NamedTuple):
@@ -64,8 +75,7 @@ def _fill(band, Px, Ax, active, p_ij, p_ji, a_rc, a_cr, a_rows, dual_diag):
             flat[a_rc[k]] += Ax[k]
             flat[a_cr[k]] += Ax[k]
     for r in range(active.shape[0]):
-        if not active[r]:
-            flat[dual_diag[r]] = 1.0
+        flat[dual_diag[r]] = -DUAL_REGULARIZATION if active[r] else 1.0
 
 
 @numba.njit(cache=True)
@@ -151,7 +161,8 @@ def _band_lu_apply(band, kl, ku, pivots, b):
 
 @numba.njit(cache=True)
 def _solve(layout, Px, Ax, active, rhs):
-    """Fill, factor, solve and refine once; an empty result for a singular matrix."""
+    """Fill (regularized), factor, solve and refine once against the exact matrix; an empty
+    result for a singular matrix."""
     band, kl, ku, pi, pj, ai, aj, diag, position, p_rows, p_cols, a_rows, a_cols, n = layout
     size = rhs.shape[0]
     band[:, :] = 0.0
@@ -164,8 +175,7 @@ def _solve(layout, Px, Ax, active, rhs):
             band[ai[k], aj[k] - ai[k] + kl] += Ax[k]
             band[aj[k], ai[k] - aj[k] + kl] += Ax[k]
     for r in range(active.shape[0]):
-        if not active[r]:
-            band[diag[r], kl] = 1.0
+        band[diag[r], kl] = -DUAL_REGULARIZATION if active[r] else 1.0
     pivots = np.empty(size, dtype=np.int64)
     if not _band_lu(band, kl, ku, pivots):
         return np.empty(0)
@@ -187,22 +197,23 @@ def _solve(layout, Px, Ax, active, rhs):
 
 @numba.njit(cache=True)
 def optimal_at(row_bodies, rows, v, lower, active, scaled_y, contact_start, tolerance):
-    """True when a KKT solution at ``active`` solves the QP: every inactive contact row
-    holds (``A v ≥ l`` within ``tolerance · max(1, |l|)``) and no active one pulls
-    (scaled multiplier ≤ 1e-12; OSQP's sign, ≤ 0 on a lower bound)."""
+    """True when a KKT solution at ``active`` solves the QP: every contact row holds (``A v ≥
+    l`` within ``tolerance · max(1, |l|)``), active ones with equality (what the
+    regularized solve cannot meet when redundant rows disagree) and without pulling (scaled
+    multiplier ≤ 1e-12; OSQP's sign, ≤ 0 on a lower bound)."""
     for r in range(contact_start, row_bodies.shape[0]):
-        if active[r]:
-            if scaled_y[r] > 1e-12:
-                return False
-        else:
-            value = 0.0
-            for side in range(2):
-                body = row_bodies[r, side]
-                if body >= 0:
-                    for k in range(3):
-                        value += rows[r, 3 * side + k] * v[body, k]
-            if value - lower[r] < -tolerance * max(1.0, abs(lower[r])):
-                return False
+        if active[r] and scaled_y[r] > 1e-12:
+            return False
+        value = 0.0
+        for side in range(2):
+            body = row_bodies[r, side]
+            if body >= 0:
+                for k in range(3):
+                    value += rows[r, 3 * side + k] * v[body, k]
+        slack = value - lower[r]
+        allowed = tolerance * max(1.0, abs(lower[r]))
+        if slack < -allowed or (active[r] and slack > allowed):
+            return False
     return True
 
 

@@ -54,9 +54,13 @@ class SolverSettings:
             OSQP's iterate as it is.
         refine_iterations: most active-set changes the refinement may make.
         feasibility_tolerance: largest constraint violation [m/s] the refinement accepts.
-        reuse_active_set: first try the previous solve's active set (one banded KKT solve
-            and the optimality check) and call OSQP only when it is no longer optimal; the
-            accepted solution is the same exact KKT solution either way (with ``refine``).
+        reuse_active_set: first try the active set the step's own inputs suggest (one
+            banded KKT solve and the optimality check) and call OSQP only when it is not
+            optimal; the accepted solution is the same exact KKT solution either way (with
+            ``refine``).
+        guess_tolerance: a contact row is guessed active when the input velocity meets it
+            within this slack [m/s] (the rows that held the previous step, whose slack
+            is left only by the step's change of geometry and velocity).
     """
 
     eps_abs: float = 1e-4
@@ -67,9 +71,10 @@ class SolverSettings:
     refine_iterations: int = 50
     feasibility_tolerance: float = 1e-9
     reuse_active_set: bool = True
+    guess_tolerance: float = 5e-3
 
     def __post_init__(self):
-        for name in ("eps_abs", "eps_rel", "rho", "feasibility_tolerance"):
+        for name in ("eps_abs", "eps_rel", "rho", "feasibility_tolerance", "guess_tolerance"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"solver setting {name} must be a positive number, got {value!r}")
@@ -171,9 +176,7 @@ class VineQP:
                            max_iter=int(settings.max_iter), rho=settings.rho, polishing=False,
                            verbose=False, warm_starting=True, adaptive_rho_interval=25,
                            check_termination=2, scaling=0)
-        self._last_y = np.zeros(m)
-        self._last_active: np.ndarray | None = None
-        self.reused = 0  # solves answered by the previous active set (no OSQP call)
+        self.reused = 0  # solves answered by the guessed active set (no OSQP call)
         self._pair_bodies = np.stack([np.full(layout.pair_count, -1),
                                       layout.row_bodies[layout.contact][::2, 1]], axis=1)
         self._banded = BandedKKT(layout.row_bodies, self._p_rows, self._p_cols, self._a_rows,
@@ -235,12 +238,22 @@ class VineQP:
     # -- solving ----------------------------------------------------------------------
 
     def solve(self, problem: QPProblem, warm_v) -> QPSolution:
-        """Solve one step's QP; raise :class:`QPError` when OSQP or the refinement fails."""
+        """Solve one step's QP; raise :class:`QPError` when OSQP or the refinement fails.
+
+        A pure function of ``problem`` and ``warm_v`` (the step's input velocity): nothing
+        carries over from earlier solves (no active set, no multipliers, OSQP's step size
+        reset), so a step gives the same bits whatever ran before it, as reverse sweeps
+        that recompute states from checkpoints need. Where several active sets fit (a tip
+        stuck in a corner) an earlier solve's set would otherwise pick the result.
+        """
         Px, Ax, q, lower, upper, col_scale, row_scale = self.scaled_data(problem)
+        warm_v = np.asarray(warm_v, dtype=np.float64).reshape(-1, 3)
         if self.settings.refine and self.settings.reuse_active_set:
-            # Active sets change rarely between steps: when the last one is still optimal,
-            # its exact KKT solution is the QP's unique optimum and OSQP is not needed.
-            reused = self._reuse_active_set(problem, Px, Ax, q, lower, col_scale, row_scale)
+            # Active sets change rarely between steps: when the rows that the input velocity
+            # meets are still the optimal set, their exact KKT solution is the QP's unique
+            # optimum and OSQP is not needed.
+            reused = self._guessed_active_set(problem, Px, Ax, q, lower, col_scale,
+                                              row_scale, warm_v)
             if reused is not None:
                 return reused
         # The extension object's methods directly: the Python wrapper's update() and
@@ -249,8 +262,8 @@ class VineQP:
         solver = self._solver._solver
         solver.update_data_vec(q=q, l=lower, u=upper)
         solver.update_data_mat(P_x=Px, P_i=None, A_x=Ax, A_i=None)
-        solver.warm_start(np.asarray(warm_v, dtype=np.float64).reshape(-1) / col_scale,
-                          self._last_y)
+        solver.update_rho(self.settings.rho)  # adaptive rho would carry over otherwise
+        solver.warm_start(warm_v.reshape(-1) / col_scale, np.zeros(self.layout.size))
         solver.solve()
         info = solver.info
         status, status_val = info.status, info.status_val
@@ -258,13 +271,13 @@ class VineQP:
             raise QPError(f"OSQP reports '{status}' (for example, a growth rate or joint "
                           "constraint that contact makes impossible to meet)")
         x = np.array(solver.solution.x) * col_scale
-        self._last_y = np.array(solver.solution.y)
-        y = self._last_y * row_scale
+        scaled_y_osqp = np.array(solver.solution.y)
+        y = scaled_y_osqp * row_scale
         if not math.isfinite(float(np.sum(x))):
             raise QPError(f"OSQP returned a non-finite velocity (status '{status}')")
         iterations = int(info.iter)
         active = guess_active(self.layout.row_bodies, problem.row_values, x.reshape(-1, 3),
-                              problem.lower, row_scale, self._last_y,
+                              problem.lower, row_scale, scaled_y_osqp,
                               self.layout.equality_count, self.layout.contact.start,
                               problem.friction == 0.0, problem.tangent_rows)
         if not self.settings.refine:  # OSQP's own iterate, accurate to eps_abs/eps_rel only
@@ -276,12 +289,9 @@ class VineQP:
         exact = self._active_set_solution(problem, Px, Ax, q, lower, col_scale, row_scale,
                                           active, iterations)
         if exact is not None:
-            self._last_active = exact.active
             return exact
         refined = self.refine(problem, active)
         if refined is not None:
-            self._last_active = refined.active
-            self._last_y = refined.y / row_scale
             return refined
         if status_val != 1:
             raise QPError(f"OSQP stopped with '{status}' after {iterations} iterations "
@@ -290,21 +300,23 @@ class VineQP:
         return QPSolution(v=x.reshape(-1, 3), y=y, active=active, exact=False,
                           iterations=iterations, status=status)
 
-    def _reuse_active_set(self, problem: QPProblem, Px, Ax, q, lower, col_scale,
-                          row_scale) -> QPSolution | None:
-        """The exact solution at the previous solve's active set, if it is optimal now.
+    def _guessed_active_set(self, problem: QPProblem, Px, Ax, q, lower, col_scale, row_scale,
+                            warm_v) -> QPSolution | None:
+        """The exact solution at the rows the input velocity ``warm_v`` meets (within
+        ``guess_tolerance``), if that set is optimal now.
 
         At μ = 0 a pair's two cone edges coincide; the impulse must also sit on the edge
         that opposes the sliding (the convention the friction gradient relies on).
         """
-        active = self._last_active
-        if active is None:
-            return None
+        slack_allowed = -self.settings.guess_tolerance * row_scale
+        active = guess_active(self.layout.row_bodies, problem.row_values, warm_v,
+                              problem.lower, row_scale, slack_allowed,
+                              self.layout.equality_count, self.layout.contact.start,
+                              problem.friction == 0.0, problem.tangent_rows)
         solution = self._active_set_solution(problem, Px, Ax, q, lower, col_scale, row_scale,
                                              active, 0, edge_rule=problem.friction == 0.0)
         if solution is None:
             return None
-        self._last_y = solution.y / row_scale
         self.reused += 1
         return solution
 
