@@ -197,7 +197,7 @@ class VineSimulator:
         g_v = np.zeros((n, 3)) if g_next.body_qd is None else np.asarray(g_next.body_qd, float)
         q = np.asarray(state.body_q, dtype=np.float64)
         try:
-            grad = vine_step.step_vjp(self.model, self.layout, self.qp, q,
+            grad = vine_step.step_vjp(self.arrays, self.layout, self.qp, q,
                                       np.asarray(state.body_qd, dtype=np.float64), rate, params,
                                       dt, g_q, g_v)
         except QPError as exc:
