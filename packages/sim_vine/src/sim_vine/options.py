@@ -55,6 +55,11 @@ class VineOptions(Options):
                                                  "set; its KKT system is then solved exactly)")
     eps_rel: float = option(1e-4, lower=0.0, doc="OSQP relative tolerance")
     max_iter: int = option(10000, lower=1, doc="OSQP iteration limit per step")
+    contact_smoothing: float = option(
+        0.0, unit="J", lower=0.0,
+        doc="relaxed contact complementarity κ = impulse × separation rate; 0: hard contact; "
+            "> 0: every step smooth in its inputs (for fits whose gradients must hold across "
+            "contact events)")
     view: list[float] | None = option(
         None, unit="m", doc="render window [x_min, x_max, y_min, y_max] (framed automatically)")
     tie: list[str] | None = option(

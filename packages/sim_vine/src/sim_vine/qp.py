@@ -28,7 +28,7 @@ from codesign import SimulationError
 
 from ._kernels import guess_active, osqp_data, rows_times_fast
 from .constraints import RowLayout, rows_times
-from .kkt import BandedKKT, exact_at
+from .kkt import BandedKKT, exact_at, smoothed_at
 from .model import VineModel
 
 __all__ = ["SolverSettings", "QPProblem", "QPSolution", "VineQP", "QPError"]
@@ -61,6 +61,11 @@ class SolverSettings:
         guess_tolerance: a contact row is guessed active when the input velocity meets it
             within this slack [m/s] (the rows that held the previous step, whose slack
             is left only by the step's change of geometry and velocity).
+        contact_smoothing: κ [J]; 0 gives the hard contact QP; κ > 0 relaxes every contact
+            row's complementarity to ``impulse × separation rate = κ`` (solved by
+            :func:`sim_vine.kkt.smoothed_at`), so that a step is a smooth function of its
+            inputs and gradients hold across contact events.
+        smoothing_iterations: most interior-point iterations of a smoothed step.
     """
 
     eps_abs: float = 1e-4
@@ -72,12 +77,17 @@ class SolverSettings:
     feasibility_tolerance: float = 1e-9
     reuse_active_set: bool = True
     guess_tolerance: float = 5e-3
+    contact_smoothing: float = 0.0
+    smoothing_iterations: int = 200
 
     def __post_init__(self):
         for name in ("eps_abs", "eps_rel", "rho", "feasibility_tolerance", "guess_tolerance"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"solver setting {name} must be a positive number, got {value!r}")
+        if not (np.isfinite(self.contact_smoothing) and self.contact_smoothing >= 0):
+            raise ValueError("solver setting contact_smoothing must be a number ≥ 0 [J], got "
+                             f"{self.contact_smoothing!r}")
         if int(self.max_iter) < 1:
             raise ValueError(f"solver setting max_iter must be ≥ 1, got {self.max_iter!r}")
 
@@ -117,8 +127,11 @@ class QPSolution:
         y: row multipliers (impulses), shape (m,), OSQP's sign (≤ 0 on active contacts).
         active: rows held with equality, shape (m,) bool.
         exact: True when the active-set refinement converged (KKT satisfied to round-off).
-        iterations: OSQP iterations.
+        iterations: OSQP (or interior-point) iterations.
         status: OSQP's status text.
+        dual: the KKT matrix's diagonal on the rows, scaled as in
+            :meth:`VineQP.scaled_data` (``−s/u`` on smoothed contact rows), or None for the
+            hard QP (zero).
     """
 
     v: np.ndarray
@@ -127,6 +140,7 @@ class QPSolution:
     exact: bool
     iterations: int
     status: str
+    dual: np.ndarray | None = None
 
 
 class VineQP:
@@ -248,6 +262,8 @@ class VineQP:
         """
         Px, Ax, q, lower, upper, col_scale, row_scale = self.scaled_data(problem)
         warm_v = np.asarray(warm_v, dtype=np.float64).reshape(-1, 3)
+        if self.settings.contact_smoothing > 0:
+            return self._smoothed(Px, Ax, q, lower, col_scale, row_scale, warm_v)
         if self.settings.refine and self.settings.reuse_active_set:
             # Active sets change rarely between steps: when the rows that the input velocity
             # meets are still the optimal set, their exact KKT solution is the QP's unique
@@ -299,6 +315,19 @@ class VineQP:
                           "solver max_iter or loosen eps_abs/eps_rel")
         return QPSolution(v=x.reshape(-1, 3), y=y, active=active, exact=False,
                           iterations=iterations, status=status)
+
+    def _smoothed(self, Px, Ax, q, lower, col_scale, row_scale, warm_v) -> QPSolution:
+        """The relaxed-complementarity solution (:func:`sim_vine.kkt.smoothed_at`)."""
+        kappa, limit = self.settings.contact_smoothing, int(self.settings.smoothing_iterations)
+        ok, v, scaled_y, dual, iterations = smoothed_at(
+            tuple(self._banded.layout), Px, Ax, q, lower, col_scale,
+            self.layout.equality_count, kappa, warm_v, limit)
+        if not ok:
+            raise QPError(f"the smoothed contact solve (contact_smoothing {kappa:g} J) did not "
+                          f"converge in {limit} iterations; raise contact_smoothing or "
+                          "smoothing_iterations")
+        return QPSolution(v=v, y=scaled_y * row_scale, active=np.ones(self.layout.size, bool),
+                          exact=True, iterations=int(iterations), status="smoothed", dual=dual)
 
     def _guessed_active_set(self, problem: QPProblem, Px, Ax, q, lower, col_scale, row_scale,
                             warm_v) -> QPSolution | None:
@@ -360,19 +389,23 @@ class VineQP:
         return QPSolution(v=v, y=scaled_y * row_scale, active=active, exact=True,
                           iterations=iterations, status="active-set KKT")
 
-    def adjoint(self, problem: QPProblem, active, g_v) -> tuple[np.ndarray, np.ndarray]:
-        """``(w, z)`` with ``[P Aₐᵀ; Aₐ 0] [w; z] = [g_v; 0]``; z is zero on inactive rows.
+    def adjoint(self, problem: QPProblem, active, g_v, *, dual=None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """``(w, z)`` with ``[P Aₐᵀ; Aₐ D] [w; z] = [g_v; 0]``; z is zero on inactive rows.
 
-        The banded solve of the scaled system (``K⁻¹ = S K̃⁻¹ S``), or the sparse LU of
-        :meth:`kkt_solver` when the banded matrix is singular.
+        ``D``: the solution's row diagonal (:attr:`QPSolution.dual`, smoothed contact), zero
+        when None. The banded solve of the scaled system (``K⁻¹ = S K̃⁻¹ S``), or for the
+        hard QP the sparse LU of :meth:`kkt_solver` when the banded matrix is singular.
         """
         n = 3 * self.model.body_count
         Px, Ax, _, _, _, col_scale, row_scale = self.scaled_data(problem)
         rhs = np.zeros(n + self.layout.size)
         rhs[:n] = col_scale * np.asarray(g_v).reshape(-1)
-        solution = self._banded.solve(Px, Ax, active, rhs)
+        solution = self._banded.solve(Px, Ax, active, rhs, dual)
         if solution is not None and math.isfinite(float(np.sum(solution))):
             return col_scale * solution[:n], np.where(active, solution[n:], 0.0) * row_scale
+        if dual is not None:
+            raise QPError("the smoothed step's adjoint system is singular")
         rows = np.flatnonzero(active)
         solve = self.kkt_solver(problem, self.a_matrix(problem.row_values), active)
         x = solve(np.concatenate([np.asarray(g_v).reshape(-1), np.zeros(len(rows))]))

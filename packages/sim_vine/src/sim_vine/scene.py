@@ -86,7 +86,8 @@ def make_simulator(options: VineOptions) -> VineSimulator | TiedSimulator:
     options not given); ``tie`` wraps it in a :class:`codesign.tying.TiedSimulator`."""
     o = options
     model = VineModel.from_options(o)
-    settings = SolverSettings(eps_abs=o.eps_abs, eps_rel=o.eps_rel, max_iter=o.max_iter)
+    settings = SolverSettings(eps_abs=o.eps_abs, eps_rel=o.eps_rel, max_iter=o.max_iter,
+                              contact_smoothing=o.contact_smoothing)
     view = o.view
     if view is not None:
         view = np.asarray(view, dtype=np.float64)

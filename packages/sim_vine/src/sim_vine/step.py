@@ -144,7 +144,7 @@ def step_vjp(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: flo
     solution = qp.solve(problem, warm_v=v)
     g_q_next = np.asarray(g_q_next, dtype=np.float64)
     g_vstar = (np.asarray(g_v_next, dtype=np.float64) + dt * g_q_next).reshape(-1)
-    w, z = qp.adjoint(problem, solution.active, g_vstar)
+    w, z = qp.adjoint(problem, solution.active, g_vstar, dual=solution.dual)
     g_q, g_v, g_rate, g_stiffness, g_damping, g_friction, g_mass = step_backward(
         tuple(arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z, params.stiffness,
         params.damping, float(params.friction), params.mass, float(dt), layout.row_bodies,
@@ -168,7 +168,7 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     problem = assembly.problem
     n_body = model.body_count
     g_vstar = (g_v_next + dt * g_q_next).reshape(-1)
-    w, z = qp.adjoint(problem, solution.active, g_vstar)
+    w, z = qp.adjoint(problem, solution.active, g_vstar, dual=solution.dual)
     w = w.reshape(-1, 3)
     y = solution.y
     v_star = solution.v
