@@ -6,7 +6,6 @@ its VJP bounded and equal to finite differences.
 """
 
 import numpy as np
-import pytest
 
 from codesign.testing import check_step_gradients
 from sim_vine.state import VineState

@@ -3,7 +3,8 @@
     min_v  ½ vᵀ P v − bᵀ v   s.t.  A_eq v = r_eq (joints, growth),  A_c v ≥ l_c (contacts)
 
 The sparsity of P and A never changes, so :class:`VineQP` builds OSQP once and every step
-only ``update()``s the values, warm-started from the previous velocity and multipliers.
+only ``update()``s the values, warm-started from the step's input velocity (nothing from
+earlier solves carries over: a solve is a pure function of its problem and that velocity).
 OSQP's iterate tells which contact rows are active; the KKT system of that active set is
 then solved exactly by a banded LU (:mod:`sim_vine.kkt`, linear in N, in place of OSQP's
 polishing, which refactorizes a fresh reduced system every step) and accepted after checking
@@ -11,7 +12,9 @@ that inactive contact rows hold and active ones push. When the check fails, an a
 refinement (equilibrated sparse LU with iterative refinement) swaps rows whose multiplier
 has the wrong sign or that are violated until the QP's optimality conditions hold to
 round-off. Either way the solution depends only on the active set, which makes steps
-reproducible and lets :mod:`sim_vine.step` differentiate through the same KKT system.
+reproducible and lets :mod:`sim_vine.step` differentiate through the same KKT system. With
+``contact_smoothing`` κ > 0 the step is instead the relaxed-complementarity solution of
+:func:`sim_vine.kkt.smoothed_at` (every contact row with ``slack × impulse = κ``).
 """
 
 from __future__ import annotations
