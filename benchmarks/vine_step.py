@@ -17,6 +17,9 @@ at 0.1 m/s for 4 s (Δt 10 ms, 400 steps) toward one circular obstacle, discreti
   peer;
 - ``exact``: the share of our steps whose solution satisfies the KKT conditions at its
   active set to round-off;
+- ``vjp``: ms per call of ``VineSimulator.step_vjp`` over the same trajectory's states (a
+  reverse sweep's cost per step), best of ``--repeats``, and ``vjp/step``, its ratio to
+  ``ours``;
 
 then the least-squares slope of ms per step against bodies (the scaling).
 
@@ -50,6 +53,22 @@ def run_ours(sim, design):
         state = sim.step(state, action, design, DT)
         tips.append(tip_position(sim.model, state.body_q))
     return np.array(tips), (time.process_time() - start) / STEPS
+
+
+def run_vjp(sim, design):
+    """Seconds per ``step_vjp`` call over the states of the run (cotangent of the tip)."""
+    state = sim.initial_state(design)
+    action = np.array([RATE])
+    states = [state]
+    for _ in range(STEPS - 1):
+        states.append(sim.step(states[-1], action, design, DT))
+    g_q = np.zeros_like(state.body_q)
+    g_q[-1, :2] = 1.0
+    g_next = VineState(body_q=g_q, body_qd=np.zeros_like(g_q))
+    start = time.process_time()
+    for s in reversed(states):
+        g_next = sim.step_vjp(s, action, design, DT, g_next)[0]
+    return (time.process_time() - start) / STEPS
 
 
 def run_rebuild(sim, design):
@@ -94,7 +113,8 @@ def main(argv=None):
     print(f"runtime scene: growth {RATE} m/s for {STEPS * DT:g} s, dt {DT * 1e3:g} ms, "
           f"best of {args.repeats}")
     print(f"{'bodies':>6} {'ours ms':>9} {'rebuild ms':>11} {'speedup':>8} "
-          f"{'ours tip err mm':>16} {'rebuild tip err mm':>19} {'exact':>9}")
+          f"{'ours tip err mm':>16} {'rebuild tip err mm':>19} {'exact':>9} {'vjp ms':>8} "
+          f"{'vjp/step':>9}")
     sizes, times = [], []
     for bodies in args.bodies:
         sim = make_simulator(scene="runtime", bodies=bodies)
@@ -106,9 +126,10 @@ def main(argv=None):
         err_ours = np.max(np.linalg.norm(ours[0] - ref_tips, axis=1)) * 1e3
         err_peer = np.max(np.linalg.norm(peer[0] - ref_tips, axis=1)) * 1e3
         exact = _exact_fraction(sim, design)
+        vjp = min(run_vjp(sim, design) for _ in range(args.repeats))
         print(f"{bodies:>6} {ours[1] * 1e3:>9.3f} {peer[1] * 1e3:>11.3f} "
               f"{peer[1] / ours[1]:>7.1f}x {err_ours:>16.2e} {err_peer:>19.2e} "
-              f"{exact:>8.0%}")
+              f"{exact:>8.0%} {vjp * 1e3:>8.3f} {vjp / ours[1]:>8.1f}x")
         sizes.append(bodies)
         times.append(ours[1] * 1e3)
     if len(sizes) > 1:

@@ -54,3 +54,21 @@ def small_vine():
     """A 6-body vine without obstacles, slightly bent, under gravity."""
     return VineSimulator(VineModel(body_count=6, length=0.2, initial_angles=0.1,
                                    gravity=(0.0, -9.81)))
+
+
+@pytest.fixture
+def corner():
+    """An 8-body vine (μ 0.3, under gravity) hanging toward the corner where two walls meet
+    at a right angle, and its state after 49 steps of 10 ms growing at 0.05 m/s: the tip is
+    stuck in the corner, where its two coordinates meet up to four cone edges (two walls ×
+    two edges), so several active sets fit. Returns (simulator, states from t = 0 (50),
+    design, growth rate [m/s])."""
+    from sim_vine.obstacles import Wall
+
+    corner = np.array([0.02, -0.23])
+    walls = (Wall(corner + [-0.1, 0.1], corner, 0.01), Wall(corner + [0.1, 0.1], corner, 0.01))
+    sim = VineSimulator(VineModel(body_count=8, length=0.2, base=(0.0, 0.0, -np.pi / 2),
+                                  gravity=(0.0, -9.81), friction=0.3, obstacles=walls,
+                                  initial_angles=0.05))
+    states, design = run(sim, 49, rate=0.05)
+    return sim, states, design, 0.05

@@ -12,6 +12,7 @@ from sim_vine.fit.estimation import EstimationError, casadi_available, estimate
 from sim_vine.fit.shooting import (
     FitError,
     VideoRecording,
+    check_gradient,
     fit_shooting,
     frame_schedule,
     growth_rates,
@@ -43,6 +44,27 @@ def recording():
                                 growth_rate=0.0, schedule=schedule, frames=FRAMES,
                                 points=POINTS)
     return VideoRecording(keypoints=Keypoints(times=times, points=points), name="release")
+
+
+def test_a_broken_gradient_stops_the_fit_with_a_message(recording):
+    check_gradient(np.array([3.0, -1e9]), 0.5, np.zeros(2))  # steep, not broken
+    with pytest.raises(FitError, match=r"entry 1 is nan .* at the scaled point \[1\. 2\.\]"):
+        check_gradient(np.array([1.0, np.nan]), 0.5, np.array([1.0, 2.0]))
+    with pytest.raises(FitError, match="entry 0 is 1e\\+40"):
+        check_gradient(np.array([1e40, 1.0]), 0.5, np.zeros(2))
+    # through a fit: a step VJP that blows up (as the adjoint of a singular contact system
+    # did) ends the fit with the message instead of a "converged" starting point
+    sim = cantilever()
+    exact_vjp = sim.step_vjp
+
+    def broken_vjp(*args):
+        g_state, g_action, g_design = exact_vjp(*args)
+        return g_state, g_action, {k: 1e40 * v for k, v in g_design.items()}
+
+    sim.step_vjp = broken_vjp
+    with pytest.raises(FitError, match="the loss gradient broke down"):
+        fit_shooting(sim, [recording], max_iterations=3,
+                     overrides={"joint.stiffness": {"init": 0.035}})
 
 
 def test_frames_align_with_model_steps():

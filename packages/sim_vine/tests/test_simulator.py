@@ -67,6 +67,19 @@ def test_scene_loading_and_errors(tmp_path):
         make_simulator(view=[1.0, 0.0, 0.0, 1.0])
 
 
+def test_a_scene_field_of_the_wrong_type_gets_the_options_message(tmp_path):
+    scene = tmp_path / "ten.yaml"
+    scene.write_text("bodies: ten\nfriction: 0.1\n")
+    words = r"option 'bodies' of scene file .*ten.yaml must be an integer, got a string 'ten'"
+    with pytest.raises(SceneError, match=words):
+        load_scene(str(scene))
+    with pytest.raises(SceneError, match=words):
+        make_simulator(scene=str(scene))
+    scene.write_text("friction: 9.0\n")  # bounds too, named like an experiment's options
+    with pytest.raises(SceneError, match=r"option 'friction' of scene file .*outside"):
+        load_scene(str(scene))
+
+
 def test_a_scene_path_starts_in_the_experiment_folder(tmp_path, monkeypatch):
     (tmp_path / "scene.yaml").write_text("bodies: 7\n")
     (tmp_path / "elsewhere").mkdir()

@@ -94,3 +94,28 @@ def test_a_fixed_start_copies_its_state_as_step_zero_without_design_gradient():
     np.testing.assert_array_equal(state.body_q, q)
     np.testing.assert_array_equal(state.body_qd, given.body_qd)
     assert wrapped.initial_state_vjp(design, state) == {}
+
+
+def test_a_fit_checks_the_pose_it_starts_from_not_the_default_one():
+    # a post on the straight default pose; the recording starts bent away from it
+    post = [{"type": "circle", "center": [0.17, 0.0], "radius": 0.02}]
+    with pytest.raises(ValueError, match="the vine starts inside an obstacle"):
+        make_simulator(bodies=6, length=0.25, obstacles=post)
+    sim = make_simulator(bodies=6, length=0.25, obstacles=post, check_initial_pose=False)
+    bent = StartPose(angles=np.array([0.5, 0.2, 0.1]), extension=0.0)
+    frame_0 = keypoints(sim.model, bent.body_q(sim.model), 5)
+    start = StartPoses(sim, [start_pose_from_keypoints(sim.model, frame_0)])
+    design = TiedSimulator(sim, start=start).design_space().defaults()
+    q = start.state(design).body_q
+    np.testing.assert_allclose(keypoints(sim.model, q, 5), frame_0, atol=1e-9)
+    state = VineState(body_q=q, body_qd=np.zeros_like(q))
+    FixedStart(sim, state)  # a pose clear of the post is accepted
+    # the poses actually used are checked: the default one when initial_state uses it ...
+    with pytest.raises(ValueError, match="the vine starts inside an obstacle"):
+        sim.initial_state(sim.design_space().defaults())
+    straight = sim.model.initial_configuration()
+    # ... and a fit's start inside the post
+    with pytest.raises(ValueError, match="start pose 1 starts inside an obstacle"):
+        StartPoses(sim, [StartPose(bent.angles, 0.0), StartPose(np.zeros(3), 0.0)])
+    with pytest.raises(ValueError, match="the given start state starts inside an obstacle"):
+        FixedStart(sim, VineState(body_q=straight, body_qd=np.zeros_like(straight)))

@@ -93,26 +93,35 @@ def _segment(px, py, ax, ay, bx, by):
 
 @numba.njit(cache=True)
 def _distance(kind, params, vertices, normals, count, px, py):
-    """Signed distance and outward unit normal of one obstacle at point (px, py)."""
+    """Signed distance, outward unit normal and the normal's derivative ``∂N/∂point``
+    (symmetric: entries 00, 01, 11) [1/m] of one obstacle at point (px, py), as
+    :func:`sim_vine.obstacles.signed_distance`: radial ``(I − N Nᵀ)/|δ|`` from a centre, a
+    segment's end or a corner, zero beside a segment or face."""
     if kind == _CIRCLE:
         dx, dy = px - params[0], py - params[1]
         dist = np.sqrt(dx * dx + dy * dy)
         safe = max(dist, 1e-300)
-        return dist - params[2], dx / safe, dy / safe
+        nx, ny = dx / safe, dy / safe
+        return dist - params[2], nx, ny, (1 - nx * nx) / safe, -nx * ny / safe, \
+            (1 - ny * ny) / safe
     if kind == _WALL:
-        cx, cy, _ = _segment(px, py, params[0], params[1], params[2], params[3])
+        cx, cy, interior = _segment(px, py, params[0], params[1], params[2], params[3])
         dx, dy = px - cx, py - cy
         dist = np.sqrt(dx * dx + dy * dy)
         safe = max(dist, 1e-300)
-        return dist - 0.5 * params[4], dx / safe, dy / safe
+        nx, ny = dx / safe, dy / safe
+        if interior:
+            return dist - 0.5 * params[4], nx, ny, 0.0, 0.0, 0.0
+        return dist - 0.5 * params[4], nx, ny, (1 - nx * nx) / safe, -nx * ny / safe, \
+            (1 - ny * ny) / safe
     best_height, best_face = -np.inf, 0
     for k in range(count):
         h = (px - vertices[k, 0]) * normals[k, 0] + (py - vertices[k, 1]) * normals[k, 1]
         if h > best_height:
             best_height, best_face = h, k
     if best_height <= 0.0:
-        return best_height, normals[best_face, 0], normals[best_face, 1]
-    best, nx, ny = np.inf, 0.0, 0.0
+        return best_height, normals[best_face, 0], normals[best_face, 1], 0.0, 0.0, 0.0
+    best, nx, ny, radial = np.inf, 0.0, 0.0, False
     for k in range(count):
         k1 = (k + 1) % count
         cx, cy, interior = _segment(px, py, vertices[k, 0], vertices[k, 1], vertices[k1, 0],
@@ -121,12 +130,16 @@ def _distance(kind, params, vertices, normals, count, px, py):
         dist = np.sqrt(dx * dx + dy * dy)
         if dist < best:
             best = dist
+            radial = not interior
             if interior:
                 nx, ny = normals[k, 0], normals[k, 1]
             else:
                 safe = max(dist, 1e-300)
                 nx, ny = dx / safe, dy / safe
-    return best, nx, ny
+    if not radial:
+        return best, nx, ny, 0.0, 0.0, 0.0
+    safe = max(best, 1e-300)
+    return best, nx, ny, (1 - nx * nx) / safe, -nx * ny / safe, (1 - ny * ny) / safe
 
 
 @numba.njit(cache=True)
@@ -208,8 +221,8 @@ def _assemble(model, q, v, rate, stiffness, damping, friction, mass, dt, out):
         n_x, n_y = -t_y, t_x
         px, py = q[b, 0] + s * t_x, q[b, 1] + s * t_y
         for o in range(n_obs):
-            phi, nx, ny = _distance(obs_type[o], obs_params[o], poly_vertices[o],
-                                    poly_normals[o], poly_count[o], px, py)
+            phi, nx, ny, _, _, _ = _distance(obs_type[o], obs_params[o], poly_vertices[o],
+                                             poly_normals[o], poly_count[o], px, py)
             tx, ty = -ny, nx
             for k in range(2):
                 sign = 1.0 if k == 0 else -1.0
@@ -320,3 +333,164 @@ def guess_active(row_bodies, rows, v, lower, row_scale, scaled_y, equality_count
             active[r] = either and not sliding > 0.0
             active[r + 1] = either and sliding > 0.0
     return active
+
+
+@numba.njit(cache=True)
+def _joint_curvature(model, q, weights, direction, sign, out):
+    """``out += sign · ∂/∂q [λᵀ J(q) w]`` for the joint rows (``constraints.joint_curvature``)."""
+    d, pin_parent, pin_child, prism_a, prism_b = model[0], model[5], model[6], model[7], \
+        model[8]
+    n_pins = pin_parent.shape[0]
+    for j in range(n_pins):
+        a, b = pin_parent[j], pin_child[j]
+        l0, l1 = weights[2 * j], weights[2 * j + 1]
+        out[b, 2] -= sign * d * direction[b, 2] * (l0 * np.cos(q[b, 2]) + l1 * np.sin(q[b, 2]))
+        if a >= 0:
+            out[a, 2] -= sign * d * direction[a, 2] * (l0 * np.cos(q[a, 2])
+                                                       + l1 * np.sin(q[a, 2]))
+    for j in range(prism_a.shape[0]):
+        a, b = prism_a[j], prism_b[j]
+        l0, l1 = weights[2 * n_pins + 2 * j], weights[2 * n_pins + 2 * j + 1]
+        tax, tay = np.cos(q[a, 2]), np.sin(q[a, 2])
+        tbx, tby = np.cos(q[b, 2]), np.sin(q[b, 2])
+        dx, dy = q[b, 0] - q[a, 0], q[b, 1] - q[a, 1]
+        dvx, dvy = direction[b, 0] - direction[a, 0], direction[b, 1] - direction[a, 1]
+        wa, wb = direction[a, 2], direction[b, 2]
+        out[a, 2] += sign * l0 * (-(tax * dvx + tay * dvy) - wa * (-tay * dx + tax * dy))
+        out[b, 2] += sign * l1 * (-(tbx * dvx + tby * dvy) - wb * (-tby * dx + tbx * dy))
+        px = l0 * wa * tax + l1 * wb * tbx
+        py = l0 * wa * tay + l1 * wb * tby
+        out[b, 0] -= sign * px
+        out[b, 1] -= sign * py
+        out[a, 0] += sign * px
+        out[a, 1] += sign * py
+
+
+@numba.njit(cache=True)
+def _growth_curvature(model, q, weights, direction, sign, out):
+    """``out += sign · ∂/∂q [λᵀ G(q) w]`` for the growth rows (``growth_curvature``)."""
+    prism_a, prism_b = model[7], model[8]
+    for j in range(prism_a.shape[0]):
+        a, b = prism_a[j], prism_b[j]
+        tax, tay = np.cos(q[a, 2]), np.sin(q[a, 2])
+        nax, nay = -tay, tax
+        dx, dy = q[b, 0] - q[a, 0], q[b, 1] - q[a, 1]
+        dvx, dvy = direction[b, 0] - direction[a, 0], direction[b, 1] - direction[a, 1]
+        wa = direction[a, 2]
+        out[a, 2] += sign * weights[j] * (nax * dvx + nay * dvy - wa * (tax * dx + tay * dy))
+        px, py = weights[j] * wa * nax, weights[j] * wa * nay
+        out[b, 0] += sign * px
+        out[b, 1] += sign * py
+        out[a, 0] -= sign * px
+        out[a, 1] -= sign * py
+
+
+@numba.njit(cache=True)
+def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, friction, mass, dt,
+                  row_bodies, rows, contact_start, g_q_next):
+    """The cotangents of a step's inputs from the KKT adjoint ``(w (N, 3), z (m,))``, in one
+    pass: what ``sim_vine.step.step_vjp_reference`` computes with NumPy (its formulas and
+    the constraints' curvature terms of :mod:`sim_vine.constraints`).
+
+    Args:
+        model: ``tuple(ModelArrays)``; q, v: the step's input poses and velocities (N, 3);
+        v_star: its solution (N, 3); y: the solution's multipliers (m,); rows: the
+        constraint rows (m, 6) of ``row_bodies``; g_q_next: ∂L/∂q_next (N, 3).
+
+    Returns:
+        ``(g_q, g_v, g_rate, g_stiffness, g_damping, g_friction, g_mass)``.
+    """
+    (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w,
+     cp_body, cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count) = model
+    n = q.shape[0]
+    g_q = g_q_next.copy()
+    g_v = np.empty((n, 3))
+    g_mass = np.empty(n)
+    for i in range(n):
+        g_v[i, 0] = mass[i] * w[i, 0]
+        g_v[i, 1] = mass[i] * w[i, 1]
+        g_v[i, 2] = mass[i] * r2 * w[i, 2]
+        # ∂L/∂b = w with b = M v_k + Δt m g, and ∂L/∂P = −w v*ᵀ on the mass diagonal
+        g_mass[i] = (w[i, 0] * (v[i, 0] - v_star[i, 0]) + w[i, 1] * (v[i, 1] - v_star[i, 1])
+                     + r2 * w[i, 2] * (v[i, 2] - v_star[i, 2])
+                     + dt * (w[i, 0] * gravity[0] + w[i, 1] * gravity[1]))
+    n_pins = pin_parent.shape[0]
+    g_stiffness = np.empty(n_pins)
+    g_damping = np.zeros(n_pins)
+    for j in range(n_pins):
+        a, b = pin_parent[j], pin_child[j]
+        angle = q[b, 2] - (q[a, 2] if a >= 0 else base[2])
+        w_rate = w[b, 2] - (w[a, 2] if a >= 0 else 0.0)
+        g_stiffness[j] = -dt * angle * w_rate
+        torque = -dt * stiffness[j] * w_rate  # ∂L/∂b through τ = −K φ
+        g_q[b, 2] += torque
+        if a >= 0:
+            g_q[a, 2] -= torque
+        if implicit:
+            spring = w_rate * (v_star[b, 2] - (v_star[a, 2] if a >= 0 else 0.0))
+            g_stiffness[j] -= dt * dt * spring
+            g_damping[j] -= dt * spring
+        else:
+            g_damping[j] -= dt * (v[b, 2] - (v[a, 2] if a >= 0 else 0.0)) * w_rate
+            push = -dt * damping[j] * w_rate
+            g_v[b, 2] += push
+            if a >= 0:
+                g_v[a, 2] -= push
+    # ∂L/∂r = z: joint targets −c(q)/Δt, growth targets rate·weights
+    n_joint = 2 * (n_pins + prism_a.shape[0])
+    for r in range(n_joint):
+        for side in range(2):
+            body = row_bodies[r, side]
+            if body >= 0:
+                for k in range(3):
+                    g_q[body, k] -= rows[r, 3 * side + k] * z[r] / dt
+    g_rate = 0.0
+    for j in range(prism_a.shape[0]):
+        g_rate += z[n_joint + j] * growth_w[j]
+    # ∂L/∂A = −(y wᵀ + z v*ᵀ) through the rows' dependence on q (and μ)
+    _joint_curvature(model, q, y, w, -1.0, g_q)
+    _joint_curvature(model, q, z, v_star, -1.0, g_q)
+    _growth_curvature(model, q, y[n_joint:], w, -1.0, g_q)
+    _growth_curvature(model, q, z[n_joint:], v_star, -1.0, g_q)
+    g_friction = 0.0
+    n_obs = obs_type.shape[0]
+    pair = 0
+    for i in range(cp_body.shape[0]):
+        b, s = cp_body[i], cp_offset[i]
+        tx_b, ty_b = np.cos(q[b, 2]), np.sin(q[b, 2])
+        nx_b, ny_b = -ty_b, tx_b
+        px, py = q[b, 0] + s * tx_b, q[b, 1] + s * ty_b
+        for o in range(n_obs):
+            r0 = contact_start + 2 * pair
+            pair += 1
+            if y[r0] == 0.0 and y[r0 + 1] == 0.0 and z[r0] == 0.0 and z[r0 + 1] == 0.0:
+                continue  # an inactive pair: every term below vanishes
+            _, nx, ny, h00, h01, h11 = _distance(obs_type[o], obs_params[o], poly_vertices[o],
+                                                 poly_normals[o], poly_count[o], px, py)
+            tx, ty = -ny, nx
+            # ∂L/∂Φ through the lower bounds −Φ/Δt of both cone edges
+            z_pair = (z[r0] + z[r0 + 1]) / dt
+            g_q[b, 0] -= z_pair * nx
+            g_q[b, 1] -= z_pair * ny
+            g_q[b, 2] -= z_pair * s * (nx * nx_b + ny * ny_b)
+            for weights, direction in ((y, w), (z, v_star)):
+                cx = direction[b, 0] + s * direction[b, 2] * nx_b  # the point's velocity
+                cy = direction[b, 1] + s * direction[b, 2] * ny_b
+                for k in range(2):
+                    sign = 1.0 if k == 0 else -1.0
+                    lam = weights[r0 + k]
+                    if lam == 0.0:
+                        continue
+                    mu = sign * friction
+                    # (I + μ·rot) ∂N/∂p, transposed onto the point's velocity
+                    e00, e01 = h00 - mu * h01, h01 - mu * h11
+                    e10, e11 = mu * h00 + h01, mu * h01 + h11
+                    gx = lam * (e00 * cx + e10 * cy)
+                    gy = lam * (e01 * cx + e11 * cy)
+                    ex, ey = nx + mu * tx, ny + mu * ty
+                    g_q[b, 0] -= gx
+                    g_q[b, 1] -= gy
+                    g_q[b, 2] -= (s * (nx_b * gx + ny_b * gy)
+                                  - lam * s * direction[b, 2] * (ex * tx_b + ey * ty_b))
+                    g_friction -= sign * lam * (tx * cx + ty * cy)
+    return g_q, g_v, g_rate, g_stiffness, g_damping, g_friction, g_mass

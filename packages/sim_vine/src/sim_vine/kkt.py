@@ -12,6 +12,14 @@ banded LU (``dgbsv``) solves it in time linear in N. It works on the QP scaled a
 :meth:`sim_vine.qp.VineQP.scaled_data` (unit-size diagonals), with one step of iterative
 refinement. Inactive rows keep their place in the band, so the structure never changes.
 
+Redundant active rows (a tip stuck in a corner where two walls meet holds its two
+coordinates with up to four cone edges) make ``[P Aᵀ; A 0]`` singular, and a pivot of
+round-off size then gave multipliers and adjoints of 1e13 and more. The factorized matrix
+has ``−ε`` (:data:`DUAL_REGULARIZATION`, in the scaled units) on the active rows' diagonal:
+for independent rows the refinement step against the exact matrix removes its effect (the
+error shrinks as (ε/σ)², σ the rows' smallest singular value), for dependent ones the
+solution is the bounded one of least multiplier norm (the limit of the penalty method).
+
 :func:`exact_at` solves at an active set and checks that the solution is optimal there, in
 one compiled call. It lives in this file with the solve it calls: numba's on-disk cache
 checks only the cached function's own source file, so a call into another file's compiled
@@ -26,7 +34,11 @@ import numba
 import numpy as np
 import scipy.linalg.lapack as lapack
 
-__all__ = ["BandLayout", "BandedKKT", "exact_at", "optimal_at"]
+__all__ = ["BandLayout", "BandedKKT", "exact_at", "optimal_at", "smoothed_at",
+           "DUAL_REGULARIZATION"]
+
+DUAL_REGULARIZATION = 1e-10
+"""−ε on the active rows' diagonal of the factorized KKT matrix (scaled units)."""
 
 
 class BandLayout(NamedTuple):
@@ -64,13 +76,13 @@ def _fill(band, Px, Ax, active, p_ij, p_ji, a_rc, a_cr, a_rows, dual_diag):
             flat[a_rc[k]] += Ax[k]
             flat[a_cr[k]] += Ax[k]
     for r in range(active.shape[0]):
-        if not active[r]:
-            flat[dual_diag[r]] = 1.0
+        flat[dual_diag[r]] = -DUAL_REGULARIZATION if active[r] else 1.0
 
 
 @numba.njit(cache=True)
-def _multiply(x, Px, Ax, active, p_i, p_j, a_rows, a_cols, n):
-    """K x in the natural order (velocities, then rows) for the masked KKT matrix."""
+def _multiply(x, Px, Ax, active, p_i, p_j, a_rows, a_cols, n, dual):
+    """K x in the natural order (velocities, then rows) for the masked KKT matrix, whose
+    active rows have ``dual`` (m,) on the diagonal (zero for the hard QP)."""
     out = np.zeros(x.shape[0])
     for k in range(Px.shape[0]):
         i, j = p_i[k], p_j[k]
@@ -83,8 +95,7 @@ def _multiply(x, Px, Ax, active, p_i, p_j, a_rows, a_cols, n):
             out[n + r] += Ax[k] * x[a_cols[k]]
             out[a_cols[k]] += Ax[k] * x[n + r]
     for r in range(active.shape[0]):
-        if not active[r]:
-            out[n + r] += x[n + r]
+        out[n + r] += (dual[r] if active[r] else 1.0) * x[n + r]
     return out
 
 
@@ -150,8 +161,10 @@ def _band_lu_apply(band, kl, ku, pivots, b):
 
 
 @numba.njit(cache=True)
-def _solve(layout, Px, Ax, active, rhs):
-    """Fill, factor, solve and refine once; an empty result for a singular matrix."""
+def _solve(layout, Px, Ax, active, rhs, dual):
+    """Fill (regularized), factor, solve and refine once against the exact matrix, whose
+    active rows have ``dual`` (m,) on the diagonal (zero for the hard QP, ``−s/u`` for the
+    smoothed contact rows of :func:`smoothed_at`); an empty result for a singular matrix."""
     band, kl, ku, pi, pj, ai, aj, diag, position, p_rows, p_cols, a_rows, a_cols, n = layout
     size = rhs.shape[0]
     band[:, :] = 0.0
@@ -164,8 +177,7 @@ def _solve(layout, Px, Ax, active, rhs):
             band[ai[k], aj[k] - ai[k] + kl] += Ax[k]
             band[aj[k], ai[k] - aj[k] + kl] += Ax[k]
     for r in range(active.shape[0]):
-        if not active[r]:
-            band[diag[r], kl] = 1.0
+        band[diag[r], kl] = dual[r] - DUAL_REGULARIZATION if active[r] else 1.0
     pivots = np.empty(size, dtype=np.int64)
     if not _band_lu(band, kl, ku, pivots):
         return np.empty(0)
@@ -176,7 +188,7 @@ def _solve(layout, Px, Ax, active, rhs):
     out = np.empty(size)
     for i in range(size):
         out[i] = b[position[i]]
-    residual = rhs - _multiply(out, Px, Ax, active, p_rows, p_cols, a_rows, a_cols, n)
+    residual = rhs - _multiply(out, Px, Ax, active, p_rows, p_cols, a_rows, a_cols, n, dual)
     for i in range(size):
         b[position[i]] = residual[i]
     _band_lu_apply(band, kl, ku, pivots, b)
@@ -187,22 +199,23 @@ def _solve(layout, Px, Ax, active, rhs):
 
 @numba.njit(cache=True)
 def optimal_at(row_bodies, rows, v, lower, active, scaled_y, contact_start, tolerance):
-    """True when a KKT solution at ``active`` solves the QP: every inactive contact row
-    holds (``A v ≥ l`` within ``tolerance · max(1, |l|)``) and no active one pulls
-    (scaled multiplier ≤ 1e-12; OSQP's sign, ≤ 0 on a lower bound)."""
+    """True when a KKT solution at ``active`` solves the QP: every contact row holds (``A v ≥
+    l`` within ``tolerance · max(1, |l|)``), active ones with equality (what the
+    regularized solve cannot meet when redundant rows disagree) and without pulling (scaled
+    multiplier ≤ 1e-12; OSQP's sign, ≤ 0 on a lower bound)."""
     for r in range(contact_start, row_bodies.shape[0]):
-        if active[r]:
-            if scaled_y[r] > 1e-12:
-                return False
-        else:
-            value = 0.0
-            for side in range(2):
-                body = row_bodies[r, side]
-                if body >= 0:
-                    for k in range(3):
-                        value += rows[r, 3 * side + k] * v[body, k]
-            if value - lower[r] < -tolerance * max(1.0, abs(lower[r])):
-                return False
+        if active[r] and scaled_y[r] > 1e-12:
+            return False
+        value = 0.0
+        for side in range(2):
+            body = row_bodies[r, side]
+            if body >= 0:
+                for k in range(3):
+                    value += rows[r, 3 * side + k] * v[body, k]
+        slack = value - lower[r]
+        allowed = tolerance * max(1.0, abs(lower[r]))
+        if slack < -allowed or (active[r] and slack > allowed):
+            return False
     return True
 
 
@@ -225,7 +238,7 @@ def exact_at(layout, Px, Ax, q, lower, col_scale, active, row_bodies, rows, row_
     for r in range(m):
         if active[r]:
             rhs[n + r] = lower[r]
-    out = _solve(layout, Px, Ax, active, rhs)
+    out = _solve(layout, Px, Ax, active, rhs, np.zeros(m))
     v = np.empty((n // 3, 3))
     scaled_y = np.zeros(m)
     if out.shape[0] == 0:
@@ -251,6 +264,83 @@ def exact_at(layout, Px, Ax, q, lower, col_scale, active, row_bodies, rows, row_
             if (active[r] and sliding > 0.0) or (active[r + 1] and not sliding > 0.0):
                 return False, v, scaled_y
     return True, v, scaled_y
+
+
+@numba.njit(cache=True)
+def smoothed_at(layout, Px, Ax, q, lower, col_scale, equality_count, kappa, v0, max_iter):
+    """The step QP with relaxed contact complementarity, by a primal-dual interior point at
+    the fixed barrier ``kappa`` [J]: every contact row has slack ``s > 0`` and impulse
+    ``u = −y > 0`` with ``s u = κ`` (impulse [N s] × separation rate [m/s], the same in the
+    scaled units), the joint and growth rows hold exactly.
+
+    Each Newton step solves the banded KKT system with every row in it and ``−s/u`` on the
+    contact rows' diagonal (the augmented system), the matrix :func:`step_vjp`'s adjoint
+    solves with at the solution. Starts from the input velocity ``v0`` (N, 3) (a pure
+    function of the inputs). Returns ``(ok, v (N, 3) [m/s], scaled multipliers (m,), the
+    rows' diagonal (m,), iterations)``.
+    """
+    band, kl, ku, pi, pj, ai, aj, diag, position, p_rows, p_cols, a_rows, a_cols, n = layout
+    m = lower.shape[0]
+    everything = np.ones(m, dtype=np.bool_)
+    x = np.zeros(n + m)
+    for i in range(n):
+        x[i] = v0[i // 3, i % 3] / col_scale[i]
+    zero = np.zeros(m)
+    row_values = _multiply(x, Px, Ax, everything, p_rows, p_cols, a_rows, a_cols, n, zero)
+    slack = np.zeros(m)
+    impulse = np.zeros(m)
+    root = np.sqrt(kappa)
+    for r in range(equality_count, m):
+        slack[r] = max(row_values[n + r] - lower[r], root)
+        impulse[r] = kappa / slack[r]
+        x[n + r] = -impulse[r]
+    size = 1.0 + np.max(np.abs(q)) + np.max(np.abs(lower))
+    dual = np.zeros(m)
+    rhs = np.zeros(n + m)
+    for iteration in range(max_iter):
+        product = _multiply(x, Px, Ax, everything, p_rows, p_cols, a_rows, a_cols, n, zero)
+        worst = 0.0
+        for i in range(n):
+            rhs[i] = -(product[i] + q[i])
+            worst = max(worst, abs(rhs[i]))
+        for r in range(m):
+            if r < equality_count:
+                rhs[n + r] = lower[r] - product[n + r]
+                worst = max(worst, abs(rhs[n + r]))
+                dual[r] = 0.0
+            else:
+                primal = product[n + r] - slack[r] - lower[r]
+                worst = max(worst, abs(primal))
+                rhs[n + r] = kappa / impulse[r] - slack[r] - primal
+                dual[r] = -slack[r] / impulse[r]
+        centred = True
+        for r in range(equality_count, m):
+            centred = centred and abs(slack[r] * impulse[r] - kappa) <= 1e-9 * kappa
+        if worst <= 1e-13 * size and centred:
+            v = np.empty((n // 3, 3))
+            for i in range(n):
+                v[i // 3, i % 3] = x[i] * col_scale[i]
+            return True, v, x[n:].copy(), dual, iteration
+        step = _solve(layout, Px, Ax, everything, rhs, dual)
+        if step.shape[0] == 0:
+            break
+        # ds = A dv + (A v − s − l) keeps the rows' primal equation; du = −dy
+        products = _multiply(step, Px, Ax, everything, p_rows, p_cols, a_rows, a_cols, n,
+                             zero)
+        step_slack = np.zeros(m)
+        alpha = 1.0
+        for r in range(equality_count, m):
+            step_slack[r] = products[n + r] + product[n + r] - slack[r] - lower[r]
+            if step_slack[r] < 0.0:
+                alpha = min(alpha, -0.99 * slack[r] / step_slack[r])
+            if step[n + r] > 0.0:  # the impulse u = −y falls
+                alpha = min(alpha, 0.99 * impulse[r] / step[n + r])
+        for i in range(n + m):
+            x[i] += alpha * step[i]
+        for r in range(equality_count, m):
+            slack[r] += alpha * step_slack[r]
+            impulse[r] = -x[n + r]
+    return False, np.empty((n // 3, 3)), x[n:].copy(), dual, max_iter
 
 
 class BandedKKT:
@@ -294,15 +384,16 @@ class BandedKKT:
             aj=aj, diag=diag, position=position, p_rows=p_rows, p_cols=p_cols, a_rows=a_rows,
             a_cols=a_cols, n=n)
 
-    def solve(self, Px, Ax, active, rhs):
+    def solve(self, Px, Ax, active, rhs, dual=None):
         """Solve ``K x = rhs`` (natural order); None when the matrix is singular.
 
         ``Px``, ``Ax``: scaled CSC data of P's upper triangle and of A; ``active``: (m,)
-        bool; ``rhs``: (n + m,), with zeros on inactive rows. A compiled banded LU with
-        partial pivoting and one refinement step; :meth:`solve_lapack` is the same through
-        LAPACK's ``dgbsv``.
+        bool; ``rhs``: (n + m,), with zeros on inactive rows; ``dual``: the active rows'
+        diagonal (m,), zero when None. A compiled banded LU with partial pivoting and one
+        refinement step; :meth:`solve_lapack` is the same through LAPACK's ``dgbsv``.
         """
-        out = _solve(tuple(self.layout), Px, Ax, active, rhs)
+        dual = np.zeros(self.m) if dual is None else np.asarray(dual, dtype=np.float64)
+        out = _solve(tuple(self.layout), Px, Ax, active, rhs, dual)
         return out if out.size else None
 
     def solve_lapack(self, Px, Ax, active, rhs):
@@ -318,7 +409,7 @@ class BandedKKT:
         out = np.empty(self.size)
         out[:] = x[layout.position, 0]
         residual = rhs - _multiply(out, Px, Ax, active, layout.p_rows, layout.p_cols,
-                                   layout.a_rows, layout.a_cols, self.n)
+                                   layout.a_rows, layout.a_cols, self.n, np.zeros(self.m))
         b[layout.position] = residual
         correction, info = lapack.dgbtrs(lu, self.kl, self.ku, b[:, None], piv)
         if info != 0:

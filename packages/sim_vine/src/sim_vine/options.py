@@ -46,11 +46,20 @@ class VineOptions(Options):
     obstacles: list[dict] = option([], doc="obstacle mappings (see sim_vine.obstacles)")
     initial_angles: float | list[float] = option(
         0.0, unit="rad", doc="pin angles at t = 0, a number or one per pin")
+    check_initial_pose: bool = option(
+        True, doc="refuse, when built, an initial_angles pose inside an obstacle; a fit that "
+                  "starts from recorded poses sets false (its start poses are checked, and "
+                  "this pose when initial_state uses it)")
     implicit_springs: bool = option(True, doc="implicit spring and damper torques")
     eps_abs: float = option(1e-4, lower=0.0, doc="OSQP absolute tolerance (finds the active "
                                                  "set; its KKT system is then solved exactly)")
     eps_rel: float = option(1e-4, lower=0.0, doc="OSQP relative tolerance")
     max_iter: int = option(10000, lower=1, doc="OSQP iteration limit per step")
+    contact_smoothing: float = option(
+        0.0, unit="J", lower=0.0,
+        doc="relaxed contact complementarity κ = impulse × separation rate; 0: hard contact; "
+            "> 0: every step smooth in its inputs (for fits whose gradients must hold across "
+            "contact events)")
     view: list[float] | None = option(
         None, unit="m", doc="render window [x_min, x_max, y_min, y_max] (framed automatically)")
     tie: list[str] | None = option(

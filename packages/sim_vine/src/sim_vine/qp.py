@@ -3,7 +3,8 @@
     min_v  ½ vᵀ P v − bᵀ v   s.t.  A_eq v = r_eq (joints, growth),  A_c v ≥ l_c (contacts)
 
 The sparsity of P and A never changes, so :class:`VineQP` builds OSQP once and every step
-only ``update()``s the values, warm-started from the previous velocity and multipliers.
+only ``update()``s the values, warm-started from the step's input velocity (nothing from
+earlier solves carries over: a solve is a pure function of its problem and that velocity).
 OSQP's iterate tells which contact rows are active; the KKT system of that active set is
 then solved exactly by a banded LU (:mod:`sim_vine.kkt`, linear in N, in place of OSQP's
 polishing, which refactorizes a fresh reduced system every step) and accepted after checking
@@ -11,7 +12,9 @@ that inactive contact rows hold and active ones push. When the check fails, an a
 refinement (equilibrated sparse LU with iterative refinement) swaps rows whose multiplier
 has the wrong sign or that are violated until the QP's optimality conditions hold to
 round-off. Either way the solution depends only on the active set, which makes steps
-reproducible and lets :mod:`sim_vine.step` differentiate through the same KKT system.
+reproducible and lets :mod:`sim_vine.step` differentiate through the same KKT system. With
+``contact_smoothing`` κ > 0 the step is instead the relaxed-complementarity solution of
+:func:`sim_vine.kkt.smoothed_at` (every contact row with ``slack × impulse = κ``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from codesign import SimulationError
 
 from ._kernels import guess_active, osqp_data, rows_times_fast
 from .constraints import RowLayout, rows_times
-from .kkt import BandedKKT, exact_at
+from .kkt import BandedKKT, exact_at, smoothed_at
 from .model import VineModel
 
 __all__ = ["SolverSettings", "QPProblem", "QPSolution", "VineQP", "QPError"]
@@ -54,9 +57,18 @@ class SolverSettings:
             OSQP's iterate as it is.
         refine_iterations: most active-set changes the refinement may make.
         feasibility_tolerance: largest constraint violation [m/s] the refinement accepts.
-        reuse_active_set: first try the previous solve's active set (one banded KKT solve
-            and the optimality check) and call OSQP only when it is no longer optimal; the
-            accepted solution is the same exact KKT solution either way (with ``refine``).
+        reuse_active_set: first try the active set the step's own inputs suggest (one
+            banded KKT solve and the optimality check) and call OSQP only when it is not
+            optimal; the accepted solution is the same exact KKT solution either way (with
+            ``refine``).
+        guess_tolerance: a contact row is guessed active when the input velocity meets it
+            within this slack [m/s] (the rows that held the previous step, whose slack
+            is left only by the step's change of geometry and velocity).
+        contact_smoothing: κ [J]; 0 gives the hard contact QP; κ > 0 relaxes every contact
+            row's complementarity to ``impulse × separation rate = κ`` (solved by
+            :func:`sim_vine.kkt.smoothed_at`), so that a step is a smooth function of its
+            inputs and gradients hold across contact events.
+        smoothing_iterations: most interior-point iterations of a smoothed step.
     """
 
     eps_abs: float = 1e-4
@@ -67,12 +79,18 @@ class SolverSettings:
     refine_iterations: int = 50
     feasibility_tolerance: float = 1e-9
     reuse_active_set: bool = True
+    guess_tolerance: float = 5e-3
+    contact_smoothing: float = 0.0
+    smoothing_iterations: int = 200
 
     def __post_init__(self):
-        for name in ("eps_abs", "eps_rel", "rho", "feasibility_tolerance"):
+        for name in ("eps_abs", "eps_rel", "rho", "feasibility_tolerance", "guess_tolerance"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"solver setting {name} must be a positive number, got {value!r}")
+        if not (np.isfinite(self.contact_smoothing) and self.contact_smoothing >= 0):
+            raise ValueError("solver setting contact_smoothing must be a number ≥ 0 [J], got "
+                             f"{self.contact_smoothing!r}")
         if int(self.max_iter) < 1:
             raise ValueError(f"solver setting max_iter must be ≥ 1, got {self.max_iter!r}")
 
@@ -112,8 +130,11 @@ class QPSolution:
         y: row multipliers (impulses), shape (m,), OSQP's sign (≤ 0 on active contacts).
         active: rows held with equality, shape (m,) bool.
         exact: True when the active-set refinement converged (KKT satisfied to round-off).
-        iterations: OSQP iterations.
+        iterations: OSQP (or interior-point) iterations.
         status: OSQP's status text.
+        dual: the KKT matrix's diagonal on the rows, scaled as in
+            :meth:`VineQP.scaled_data` (``−s/u`` on smoothed contact rows), or None for the
+            hard QP (zero).
     """
 
     v: np.ndarray
@@ -122,6 +143,7 @@ class QPSolution:
     exact: bool
     iterations: int
     status: str
+    dual: np.ndarray | None = None
 
 
 class VineQP:
@@ -171,9 +193,7 @@ class VineQP:
                            max_iter=int(settings.max_iter), rho=settings.rho, polishing=False,
                            verbose=False, warm_starting=True, adaptive_rho_interval=25,
                            check_termination=2, scaling=0)
-        self._last_y = np.zeros(m)
-        self._last_active: np.ndarray | None = None
-        self.reused = 0  # solves answered by the previous active set (no OSQP call)
+        self.reused = 0  # solves answered by the guessed active set (no OSQP call)
         self._pair_bodies = np.stack([np.full(layout.pair_count, -1),
                                       layout.row_bodies[layout.contact][::2, 1]], axis=1)
         self._banded = BandedKKT(layout.row_bodies, self._p_rows, self._p_cols, self._a_rows,
@@ -235,12 +255,24 @@ class VineQP:
     # -- solving ----------------------------------------------------------------------
 
     def solve(self, problem: QPProblem, warm_v) -> QPSolution:
-        """Solve one step's QP; raise :class:`QPError` when OSQP or the refinement fails."""
+        """Solve one step's QP; raise :class:`QPError` when OSQP or the refinement fails.
+
+        A pure function of ``problem`` and ``warm_v`` (the step's input velocity): nothing
+        carries over from earlier solves (no active set, no multipliers, OSQP's step size
+        reset), so a step gives the same bits whatever ran before it, as reverse sweeps
+        that recompute states from checkpoints need. Where several active sets fit (a tip
+        stuck in a corner) an earlier solve's set would otherwise pick the result.
+        """
         Px, Ax, q, lower, upper, col_scale, row_scale = self.scaled_data(problem)
+        warm_v = np.asarray(warm_v, dtype=np.float64).reshape(-1, 3)
+        if self.settings.contact_smoothing > 0:
+            return self._smoothed(Px, Ax, q, lower, col_scale, row_scale, warm_v)
         if self.settings.refine and self.settings.reuse_active_set:
-            # Active sets change rarely between steps: when the last one is still optimal,
-            # its exact KKT solution is the QP's unique optimum and OSQP is not needed.
-            reused = self._reuse_active_set(problem, Px, Ax, q, lower, col_scale, row_scale)
+            # Active sets change rarely between steps: when the rows that the input velocity
+            # meets are still the optimal set, their exact KKT solution is the QP's unique
+            # optimum and OSQP is not needed.
+            reused = self._guessed_active_set(problem, Px, Ax, q, lower, col_scale,
+                                              row_scale, warm_v)
             if reused is not None:
                 return reused
         # The extension object's methods directly: the Python wrapper's update() and
@@ -249,8 +281,8 @@ class VineQP:
         solver = self._solver._solver
         solver.update_data_vec(q=q, l=lower, u=upper)
         solver.update_data_mat(P_x=Px, P_i=None, A_x=Ax, A_i=None)
-        solver.warm_start(np.asarray(warm_v, dtype=np.float64).reshape(-1) / col_scale,
-                          self._last_y)
+        solver.update_rho(self.settings.rho)  # adaptive rho would carry over otherwise
+        solver.warm_start(warm_v.reshape(-1) / col_scale, np.zeros(self.layout.size))
         solver.solve()
         info = solver.info
         status, status_val = info.status, info.status_val
@@ -258,13 +290,13 @@ class VineQP:
             raise QPError(f"OSQP reports '{status}' (for example, a growth rate or joint "
                           "constraint that contact makes impossible to meet)")
         x = np.array(solver.solution.x) * col_scale
-        self._last_y = np.array(solver.solution.y)
-        y = self._last_y * row_scale
+        scaled_y_osqp = np.array(solver.solution.y)
+        y = scaled_y_osqp * row_scale
         if not math.isfinite(float(np.sum(x))):
             raise QPError(f"OSQP returned a non-finite velocity (status '{status}')")
         iterations = int(info.iter)
         active = guess_active(self.layout.row_bodies, problem.row_values, x.reshape(-1, 3),
-                              problem.lower, row_scale, self._last_y,
+                              problem.lower, row_scale, scaled_y_osqp,
                               self.layout.equality_count, self.layout.contact.start,
                               problem.friction == 0.0, problem.tangent_rows)
         if not self.settings.refine:  # OSQP's own iterate, accurate to eps_abs/eps_rel only
@@ -276,12 +308,9 @@ class VineQP:
         exact = self._active_set_solution(problem, Px, Ax, q, lower, col_scale, row_scale,
                                           active, iterations)
         if exact is not None:
-            self._last_active = exact.active
             return exact
         refined = self.refine(problem, active)
         if refined is not None:
-            self._last_active = refined.active
-            self._last_y = refined.y / row_scale
             return refined
         if status_val != 1:
             raise QPError(f"OSQP stopped with '{status}' after {iterations} iterations "
@@ -290,21 +319,36 @@ class VineQP:
         return QPSolution(v=x.reshape(-1, 3), y=y, active=active, exact=False,
                           iterations=iterations, status=status)
 
-    def _reuse_active_set(self, problem: QPProblem, Px, Ax, q, lower, col_scale,
-                          row_scale) -> QPSolution | None:
-        """The exact solution at the previous solve's active set, if it is optimal now.
+    def _smoothed(self, Px, Ax, q, lower, col_scale, row_scale, warm_v) -> QPSolution:
+        """The relaxed-complementarity solution (:func:`sim_vine.kkt.smoothed_at`)."""
+        kappa, limit = self.settings.contact_smoothing, int(self.settings.smoothing_iterations)
+        ok, v, scaled_y, dual, iterations = smoothed_at(
+            tuple(self._banded.layout), Px, Ax, q, lower, col_scale,
+            self.layout.equality_count, kappa, warm_v, limit)
+        if not ok:
+            raise QPError(f"the smoothed contact solve (contact_smoothing {kappa:g} J) did not "
+                          f"converge in {limit} iterations; raise contact_smoothing or "
+                          "smoothing_iterations")
+        return QPSolution(v=v, y=scaled_y * row_scale, active=np.ones(self.layout.size, bool),
+                          exact=True, iterations=int(iterations), status="smoothed", dual=dual)
+
+    def _guessed_active_set(self, problem: QPProblem, Px, Ax, q, lower, col_scale, row_scale,
+                            warm_v) -> QPSolution | None:
+        """The exact solution at the rows the input velocity ``warm_v`` meets (within
+        ``guess_tolerance``), if that set is optimal now.
 
         At μ = 0 a pair's two cone edges coincide; the impulse must also sit on the edge
         that opposes the sliding (the convention the friction gradient relies on).
         """
-        active = self._last_active
-        if active is None:
-            return None
+        slack_allowed = -self.settings.guess_tolerance * row_scale
+        active = guess_active(self.layout.row_bodies, problem.row_values, warm_v,
+                              problem.lower, row_scale, slack_allowed,
+                              self.layout.equality_count, self.layout.contact.start,
+                              problem.friction == 0.0, problem.tangent_rows)
         solution = self._active_set_solution(problem, Px, Ax, q, lower, col_scale, row_scale,
                                              active, 0, edge_rule=problem.friction == 0.0)
         if solution is None:
             return None
-        self._last_y = solution.y / row_scale
         self.reused += 1
         return solution
 
@@ -348,19 +392,23 @@ class VineQP:
         return QPSolution(v=v, y=scaled_y * row_scale, active=active, exact=True,
                           iterations=iterations, status="active-set KKT")
 
-    def adjoint(self, problem: QPProblem, active, g_v) -> tuple[np.ndarray, np.ndarray]:
-        """``(w, z)`` with ``[P Aₐᵀ; Aₐ 0] [w; z] = [g_v; 0]``; z is zero on inactive rows.
+    def adjoint(self, problem: QPProblem, active, g_v, *, dual=None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """``(w, z)`` with ``[P Aₐᵀ; Aₐ D] [w; z] = [g_v; 0]``; z is zero on inactive rows.
 
-        The banded solve of the scaled system (``K⁻¹ = S K̃⁻¹ S``), or the sparse LU of
-        :meth:`kkt_solver` when the banded matrix is singular.
+        ``D``: the solution's row diagonal (:attr:`QPSolution.dual`, smoothed contact), zero
+        when None. The banded solve of the scaled system (``K⁻¹ = S K̃⁻¹ S``), or for the
+        hard QP the sparse LU of :meth:`kkt_solver` when the banded matrix is singular.
         """
         n = 3 * self.model.body_count
         Px, Ax, _, _, _, col_scale, row_scale = self.scaled_data(problem)
         rhs = np.zeros(n + self.layout.size)
         rhs[:n] = col_scale * np.asarray(g_v).reshape(-1)
-        solution = self._banded.solve(Px, Ax, active, rhs)
+        solution = self._banded.solve(Px, Ax, active, rhs, dual)
         if solution is not None and math.isfinite(float(np.sum(solution))):
             return col_scale * solution[:n], np.where(active, solution[n:], 0.0) * row_scale
+        if dual is not None:
+            raise QPError("the smoothed step's adjoint system is singular")
         rows = np.flatnonzero(active)
         solve = self.kkt_solver(problem, self.a_matrix(problem.row_values), active)
         x = solve(np.concatenate([np.asarray(g_v).reshape(-1), np.zeros(len(rows))]))

@@ -22,14 +22,16 @@ from .step import StepParameters
 __all__ = ["check_start", "check_time_step", "check_step_inputs", "check_state"]
 
 
-def check_start(model: VineModel) -> None:
-    """Raise ValueError when a contact point of the initial configuration is inside an
-    obstacle, naming the point, the obstacle and the depth [m]."""
-    inside = model.penetrations(model.initial_configuration())
+def check_start(model: VineModel, body_q=None, *, what: str = "the vine") -> None:
+    """Raise ValueError when a contact point of the start pose ``body_q`` (N, 3) (default:
+    the model's ``initial_angles`` pose) is inside an obstacle, naming the point, the
+    obstacle and the depth [m]; ``what`` names the pose in the message."""
+    q = model.initial_configuration() if body_q is None else np.asarray(body_q)
+    inside = model.penetrations(q)
     if inside:
         point, obstacle, depth = inside[0]
         raise ValueError(
-            f"the vine starts inside an obstacle: contact point {point} is {-depth:.4g} m "
+            f"{what} starts inside an obstacle: contact point {point} is {-depth:.4g} m "
             f"inside obstacle {obstacle} ({type(model.obstacles[obstacle]).__name__}); "
             "move the base or the obstacle, or change initial_angles")
 

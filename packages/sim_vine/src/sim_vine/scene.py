@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from codesign.options import options_factory
+from codesign.options import check_options, options_factory
 from codesign.tying import Tie, TiedSimulator
 
 from .model import VineModel
@@ -72,6 +72,10 @@ def load_scene(scene: str, *, base_dir: Path | None = None) -> dict[str, Any]:
     if unknown:
         raise SceneError(f"scene file {path} sets unknown option(s) {unknown}; "
                          f"known: {sorted(known)}")
+    # the same type checks (and messages) as options given in an experiment file
+    _, problems = check_options(make_simulator, data, what=f"scene file {path}")
+    if problems:
+        raise SceneError("; ".join(message for _, message in problems))
     return data
 
 
@@ -82,12 +86,14 @@ def make_simulator(options: VineOptions) -> VineSimulator | TiedSimulator:
     options not given); ``tie`` wraps it in a :class:`codesign.tying.TiedSimulator`."""
     o = options
     model = VineModel.from_options(o)
-    settings = SolverSettings(eps_abs=o.eps_abs, eps_rel=o.eps_rel, max_iter=o.max_iter)
+    settings = SolverSettings(eps_abs=o.eps_abs, eps_rel=o.eps_rel, max_iter=o.max_iter,
+                              contact_smoothing=o.contact_smoothing)
     view = o.view
     if view is not None:
         view = np.asarray(view, dtype=np.float64)
         if view.shape != (4,) or not (view[0] < view[1] and view[2] < view[3]):
             raise SceneError(f"view must be [x_min, x_max, y_min, y_max] with min < max, "
                              f"got {o.view!r}")
-    simulator = VineSimulator(model, settings=settings, view=view)
+    simulator = VineSimulator(model, settings=settings, view=view,
+                              check_initial_pose=o.check_initial_pose)
     return TiedSimulator(simulator, ties=[Tie(name) for name in o.tie]) if o.tie else simulator

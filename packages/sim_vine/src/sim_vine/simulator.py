@@ -41,12 +41,16 @@ class VineSimulator:
             ``None`` frames the obstacles and the vine's reach.
         joint_tolerance: largest joint constraint error [m] ``check_state`` accepts.
         penetration_tolerance: deepest contact-point penetration [m] ``check_state`` accepts.
+        check_initial_pose: refuse the model's ``initial_angles`` pose inside an obstacle
+            here; when False (a fit that starts from recorded poses), ``initial_state``
+            refuses it only if it is used.
     """
 
     action_size = 1
 
     def __init__(self, model: VineModel, *, settings: SolverSettings | None = None,
-                 view=None, joint_tolerance: float = 1e-3, penetration_tolerance: float = 5e-3):
+                 view=None, joint_tolerance: float = 1e-3, penetration_tolerance: float = 5e-3,
+                 check_initial_pose: bool = True):
         self.model = model
         self.settings = settings or SolverSettings()
         self.layout = row_layout(model)
@@ -55,7 +59,9 @@ class VineSimulator:
         self.view = None if view is None else tuple(float(x) for x in view)
         self.joint_tolerance = float(joint_tolerance)
         self.penetration_tolerance = float(penetration_tolerance)
-        safety.check_start(model)
+        self.check_initial_pose = bool(check_initial_pose)
+        if self.check_initial_pose:
+            safety.check_start(model)
         # step number of every live state this simulator produced, so that errors name the
         # step since initial_state also when a reverse sweep recomputes a segment from a
         # checkpoint: id(state) -> (weak reference, step number)
@@ -68,7 +74,8 @@ class VineSimulator:
         """Pickle the description only; the OSQP solver is rebuilt (process executors)."""
         return functools.partial(type(self), settings=self.settings, view=self.view,
                                  joint_tolerance=self.joint_tolerance,
-                                 penetration_tolerance=self.penetration_tolerance), (self.model,)
+                                 penetration_tolerance=self.penetration_tolerance,
+                                 check_initial_pose=self.check_initial_pose), (self.model,)
 
     # -- contract -----------------------------------------------------------------------
 
@@ -98,6 +105,8 @@ class VineSimulator:
     def initial_state(self, design) -> VineState:
         """The straight (or ``initial_angles``-bent) vine at rest."""
         q = self.model.initial_configuration()
+        if not self.check_initial_pose:  # not checked when built: it is used now
+            safety.check_start(self.model, q)
         return self._numbered(VineState(body_q=q, body_qd=np.zeros_like(q)), 0)
 
     def initial_state_vjp(self, design, g_state) -> dict:
@@ -188,7 +197,7 @@ class VineSimulator:
         g_v = np.zeros((n, 3)) if g_next.body_qd is None else np.asarray(g_next.body_qd, float)
         q = np.asarray(state.body_q, dtype=np.float64)
         try:
-            grad = vine_step.step_vjp(self.model, self.layout, self.qp, q,
+            grad = vine_step.step_vjp(self.arrays, self.layout, self.qp, q,
                                       np.asarray(state.body_qd, dtype=np.float64), rate, params,
                                       dt, g_q, g_v)
         except QPError as exc:

@@ -12,7 +12,10 @@ Backward: at the solution's active set the QP is the linear KKT system
 so with the adjoint ``[w; z] = K⁻¹ [∂L/∂v; 0]`` the cotangents are ``∂L/∂b = w``,
 ``∂L/∂P = −w vᵀ``, ``∂L/∂rₐ = z`` and ``∂L/∂Aₐ = −(y wᵀ + z vᵀ)``, which flow on to the
 state, the growth rate and the design through the assembly below. The result is exact away
-from contact switching events (where the active set changes).
+from contact switching events (where the active set changes). :func:`step_vjp` is compiled
+(the QP from the compiled assembly, the banded adjoint solve, and
+:func:`sim_vine._kernels.step_backward` for the rest); :func:`step_vjp_reference` computes the
+same with NumPy from :func:`assemble` and the curvature terms of :mod:`sim_vine.constraints`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import dataclasses
 
 import numpy as np
 
-from ._kernels import ModelArrays, assemble_rows
+from ._kernels import ModelArrays, assemble_rows, step_backward
 from .constraints import (
     ContactFrame,
     RowLayout,
@@ -41,7 +44,7 @@ from .model import VineModel
 from .qp import QPProblem, QPSolution, VineQP
 
 __all__ = ["StepParameters", "StepGradient", "Assembly", "assemble", "build_problem",
-           "step", "step_vjp"]
+           "step", "step_vjp", "step_vjp_reference"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,9 +132,31 @@ def step(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: float,
     return q + dt * solution.v, solution.v, solution, problem
 
 
-def step_vjp(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
+def step_vjp(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: float,
              params: StepParameters, dt: float, g_q_next, g_v_next) -> StepGradient:
-    """Cotangents of ``(q, v, rate, params)`` given those of ``(q_next, v_next)``."""
+    """Cotangents of ``(q, v, rate, params)`` given those of ``(q_next, v_next)`` (N, 3).
+
+    The step's QP and solution are those of :func:`step` (the same compiled assembly, and
+    the solve is a pure function of them); then the banded adjoint solve and one compiled
+    pass for the assembly's and the constraints' derivatives.
+    """
+    problem = build_problem(arrays, layout, q, v, rate, params, dt)
+    solution = qp.solve(problem, warm_v=v)
+    g_q_next = np.asarray(g_q_next, dtype=np.float64)
+    g_vstar = (np.asarray(g_v_next, dtype=np.float64) + dt * g_q_next).reshape(-1)
+    w, z = qp.adjoint(problem, solution.active, g_vstar, dual=solution.dual)
+    g_q, g_v, g_rate, g_stiffness, g_damping, g_friction, g_mass = step_backward(
+        tuple(arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z, params.stiffness,
+        params.damping, float(params.friction), params.mass, float(dt), layout.row_bodies,
+        problem.row_values, layout.contact.start, g_q_next)
+    return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
+                        friction=g_friction, mass=g_mass)
+
+
+def step_vjp_reference(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
+                       params: StepParameters, dt: float, g_q_next, g_v_next) -> StepGradient:
+    """:func:`step_vjp` in NumPy: the QP of :func:`assemble` and the curvature terms of
+    :mod:`sim_vine.constraints` (the reference the compiled path is tested against)."""
     assembly = assemble(model, layout, q, v, rate, params, dt)
     solution = qp.solve(assembly.problem, warm_v=v)
     return _backward(model, layout, qp, q, v, params, dt, solution, assembly,
@@ -143,7 +168,7 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     problem = assembly.problem
     n_body = model.body_count
     g_vstar = (g_v_next + dt * g_q_next).reshape(-1)
-    w, z = qp.adjoint(problem, solution.active, g_vstar)
+    w, z = qp.adjoint(problem, solution.active, g_vstar, dual=solution.dual)
     w = w.reshape(-1, 3)
     y = solution.y
     v_star = solution.v

@@ -61,14 +61,43 @@ __all__ = [
     "simulate_states",
     "simulate_keypoints",
     "tip_errors_mm",
+    "check_gradient",
 ]
 
 LOSS_SCALE = 1e6
 """The fit's loss is in mm² (m² × 1e6) so that optimizer tolerances are meaningful."""
 
 
+GRADIENT_LIMIT = 1e10
+"""Largest loss gradient a fit accepts, per unit of a scaled parameter and relative to
+``1 + loss`` [mm²]: a parameter's scale (its typical size) changing the loss by 1e10 times
+itself is a broken step gradient, not a slope."""
+
+
 class FitError(ValueError):
-    """A fit's inputs are inconsistent (keypoint counts, frame timing, parameter names)."""
+    """A fit's inputs are inconsistent (keypoint counts, frame timing, parameter names), or
+    its gradient broke down."""
+
+
+def check_gradient(grad, loss: float, x) -> None:
+    """Raise :class:`FitError` when the loss gradient ``grad`` (n,) at the scaled point
+    ``x`` (n,) holds NaN or inf or exceeds :data:`GRADIENT_LIMIT` · (1 + ``loss``).
+
+    Such a gradient (the adjoint of a singular contact KKT system gave 1e40) makes L-BFGS-B
+    report convergence at its starting point; the fit stops with this message instead.
+    """
+    grad = np.asarray(grad, dtype=np.float64)
+    finite = np.isfinite(grad)
+    worst = int(np.argmax(np.where(finite, np.abs(grad), np.inf)))
+    limit = GRADIENT_LIMIT * (1.0 + abs(float(loss)))
+    if finite.all() and abs(grad[worst]) <= limit:
+        return
+    point = np.array2string(np.asarray(x, dtype=np.float64), precision=6)
+    raise FitError(
+        f"the loss gradient broke down: entry {worst} is {grad[worst]:.3g} (loss "
+        f"{float(loss):.6g} mm², limit {limit:.3g}) at the scaled point {point}; the "
+        "simulator's step gradient is not usable there (NaN, or a singular contact system); "
+        "the fit stops rather than let the optimizer report convergence")
 
 
 # --------------------------------------------------------------------------------------------
@@ -198,8 +227,9 @@ class _MeanProblem:
         loss = scale * sum(e.loss for e in parts)
         if not grad:
             return Evaluation(loss=loss)
-        return Evaluation(loss=loss, grad=scale * sum(e.grad for e in parts),
-                          constraint_jac=np.zeros((0, self.size)))
+        grad = scale * sum(e.grad for e in parts)
+        check_gradient(grad, loss, x)
+        return Evaluation(loss=loss, grad=grad, constraint_jac=np.zeros((0, self.size)))
 
     def evaluate_many(self, xs, *, grad: bool = False):
         return [self.evaluate(x, grad=grad) for x in xs]

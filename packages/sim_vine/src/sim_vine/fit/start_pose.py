@@ -22,6 +22,7 @@ from codesign import Parameter
 
 from ..kinematics import keypoints as model_keypoints
 from ..model import VineModel
+from ..safety import check_start
 from ..state import VineState
 
 __all__ = ["StartPoseError", "StartPose", "start_pose_from_keypoints", "START_PARAMETERS",
@@ -124,6 +125,7 @@ class FixedStart:
 
     def __init__(self, simulator, state: VineState):
         self.simulator, self.fixed = simulator, state
+        check_start(simulator.model, state.body_q, what="the given start state")
 
     def state(self, design) -> VineState:
         """A copy of the given state."""
@@ -152,6 +154,8 @@ class StartPoses:
                                  "poses")
         self.simulator, self.model, self.index = simulator, simulator.model, int(index)
         # scales: 2 mrad turns a 0.25 m vine's tip by 0.5 mm, about one frame's error
+        for number, pose in enumerate(poses):  # the poses a fit starts from, not the model's
+            check_start(self.model, pose.body_q(self.model), what=f"start pose {number}")
         angles = np.stack([np.asarray(p.angles, dtype=np.float64) for p in poses])
         self.parameters = (
             Parameter("start.angles", angles.shape, angles, unit="rad", scale=0.002,
