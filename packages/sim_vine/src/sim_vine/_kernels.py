@@ -142,6 +142,14 @@ def _distance(kind, params, vertices, normals, count, px, py):
     return best, nx, ny, (1 - nx * nx) / safe, -nx * ny / safe, (1 - ny * ny) / safe
 
 
+
+@numba.njit(cache=True)
+def _contact_point(q, body, offset):
+    """(n_x, n_y, p_x, p_y): the body's normal (its axis turned +90°) and the world point
+    [m] ``offset`` [m] along its axis from its centre, q (bodies, 3) = (x, y, θ)."""
+    t_x, t_y = np.cos(q[body, 2]), np.sin(q[body, 2])
+    return -t_y, t_x, q[body, 0] + offset * t_x, q[body, 1] + offset * t_y
+
 @numba.njit(cache=True)
 def _assemble(model, q, v, rate, stiffness, damping, friction, mass, dt, out):
     (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w, cp_body,
@@ -217,9 +225,7 @@ def _assemble(model, q, v, rate, stiffness, damping, friction, mass, dt, out):
     pair = 0
     for i in range(cp_body.shape[0]):
         b, s = cp_body[i], cp_offset[i]
-        t_x, t_y = np.cos(q[b, 2]), np.sin(q[b, 2])
-        n_x, n_y = -t_y, t_x
-        px, py = q[b, 0] + s * t_x, q[b, 1] + s * t_y
+        n_x, n_y, px, py = _contact_point(q, b, s)
         for o in range(n_obs):
             phi, nx, ny, _, _, _ = _distance(obs_type[o], obs_params[o], poly_vertices[o],
                                              poly_normals[o], poly_count[o], px, py)
@@ -457,9 +463,8 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, friction, ma
     pair = 0
     for i in range(cp_body.shape[0]):
         b, s = cp_body[i], cp_offset[i]
-        tx_b, ty_b = np.cos(q[b, 2]), np.sin(q[b, 2])
-        nx_b, ny_b = -ty_b, tx_b
-        px, py = q[b, 0] + s * tx_b, q[b, 1] + s * ty_b
+        nx_b, ny_b, px, py = _contact_point(q, b, s)
+        tx_b, ty_b = ny_b, -nx_b
         for o in range(n_obs):
             r0 = contact_start + 2 * pair
             pair += 1
