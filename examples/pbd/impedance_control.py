@@ -12,10 +12,10 @@ gravity for both controllers, and the paper shows only the controllers' torques.
    [-0.5, 0.5] rad/s at Δt = 0.01 s, each point the torque that takes s1 from q_d - Δθ
    moving at ω to q_d = -0.45 rad in one step (Eq. 26, angle term only, minimized through
    the step: :func:`sim_pbd.impedance.build_net_torque_map`). Saved to ``--map``, the file
-   the robot's controller loads (:meth:`sim_pbd.impedance.NetTorqueMap.load`).
+   the robot's controller loads (:meth:`codesign.impedance.NetTorqueMap.load`).
 2. The closed loop (Fig. 13): from rest at the goal, external torques of 5 N m over 5-15 s
    and 10 N m over 20-30 s; Eq. 28 with K_m = 30, D_m = 0.01, s = 1
-   (:class:`sim_pbd.impedance.ImpedanceController`) against PD with the same gains.
+   (:class:`codesign.impedance.ImpedanceController`) against PD with the same gains.
 
 Prints each controller's largest and final error under each push and its largest torque,
 and draws the motor torques, the joint angles, and the external torque with the impedance
@@ -30,13 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sim_pbd.impedance import (
-    PAPER_GAINS,
-    ImpedanceController,
-    build_net_torque_map,
-    closed_loop,
-    pd_torque,
-)
+from codesign.impedance import ImpedanceController, zero_net_torque
+from sim_pbd.impedance import build_net_torque_map, closed_loop
 from sim_pbd.scene import make_simulator
 
 GOAL = -0.45
@@ -96,21 +91,21 @@ def main(argv=None) -> None:
         rates=np.linspace(-MAX_RATE, MAX_RATE, args.rate_points))
     print(f"map: {args.angle_points} x {args.rate_points} points in "
           f"{time.perf_counter() - start:.1f} s, τ_net from {net.torques.min():.1f} to "
-          f"{net.torques.max():.1f} N m, τ_net(0, 0) = {net(0.0, 0.0):.2e} N m; "
-          f"wrote {net.save(args.map)}")
+          f"{net.torques.max():.1f} N m, τ_net(0, 0) = {net([GOAL], [0.0], [GOAL])[0]:.2e} "
+          f"N m; wrote {net.save(args.map)}")
 
-    impedance = ImpedanceController(net)
-    laws = {"impedance": lambda q, qd: impedance(q, qd, GOAL),
-            "PD": lambda q, qd: pd_torque(q, qd, GOAL, **PAPER_GAINS)}
+    impedance, pd = ImpedanceController(net), ImpedanceController(zero_net_torque)
+    laws = {"impedance": lambda q, qd: impedance(q, qd, [GOAL]),
+            "PD": lambda q, qd: pd(q, qd, [GOAL])}
     steps = int(round(DURATION / DT))
     runs = {name: closed_loop(sim, design, law, joint_q=[GOAL], steps=steps, dt=DT,
                               external=external)
             for name, law in laws.items()}
-    q, qd = runs["impedance"].joint_q[:-1, 0], runs["impedance"].joint_qd[:-1, 0]
-    parts = {"impedance": impedance.scale * net(GOAL - q, qd),
-             "pd": pd_torque(q, qd, GOAL, **PAPER_GAINS)}
+    q, qd = runs["impedance"].joint_q[:-1], runs["impedance"].joint_qd[:-1]
+    parts = {"impedance": impedance.scale * net(q, qd, [GOAL])[:, 0],
+             "pd": pd(q, qd, [GOAL])[:, 0]}
 
-    print(f"\nK_m = {PAPER_GAINS['stiffness']}, D_m = {PAPER_GAINS['damping']}, "
+    print(f"\nK_m = {impedance.stiffness}, D_m = {impedance.damping}, "
           f"s = {impedance.scale}, dt {DT} s, {args.substeps} substeps x 2\n")
     print("| controller | push [N m] | largest error [rad] | error at its end [rad] | "
           "largest torque [N m] |")

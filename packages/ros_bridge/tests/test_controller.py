@@ -1,15 +1,12 @@
-"""The impedance law, its limits and its watchdog, with known answers and an injected clock."""
+"""The safe controller: the limits and the watchdog around the core's impedance law
+(``codesign.impedance``, tested in codesign/tests/test_impedance.py), with known answers
+and an injected clock."""
 
 import numpy as np
 import pytest
 
+from codesign.impedance import NetTorqueMap
 from ros_bridge.controller import JointListError, SafeImpedanceController
-from ros_bridge.impedance import (
-    NetTorqueMap,
-    impedance_torque,
-    inverse_dynamics_net_torque,
-    zero_net_torque,
-)
 from ros_bridge.limits import (
     LimitError,
     bounds_violation,
@@ -50,49 +47,6 @@ def joint_state(q, qd, *, order=(0, 1), extra=True):
     q = [q[i] for i in order] + ([9.0] if extra else [])
     qd = [qd[i] for i in order] + ([9.0] if extra else [])
     return joint_state_message(names, stamp=0.0, position=q, velocity=qd)
-
-
-# -- the law ------------------------------------------------------------------------------
-
-
-def test_law_known_answer_with_a_scaled_model():
-    def net(q, qd, goal_q, goal_qd):
-        return np.array([1.0, -2.0])
-    torque = impedance_torque([0.1, 0.2], [0.5, -1.0], goal_q=[0.3, 0.0], goal_qd=[0.0, 0.0],
-                              stiffness=[10.0, 20.0], damping=[2.0, 1.0], net_torque=net,
-                              scale=0.6)
-    # K(q_d − q) + D(q̇_d − q̇) + λ τ_net
-    np.testing.assert_allclose(torque, [10 * 0.2 - 2 * 0.5 + 0.6, 20 * -0.2 + 1.0 - 1.2])
-    pd = impedance_torque([0.1, 0.2], [0.5, -1.0], goal_q=[0.3, 0.0], goal_qd=[0.0, 0.0],
-                          stiffness=[10.0, 20.0], damping=[2.0, 1.0])
-    np.testing.assert_allclose(pd, [1.0, -3.0])
-    np.testing.assert_array_equal(zero_net_torque([1.0, 2.0], None, None, None), [0, 0])
-
-
-def test_inverse_dynamics_is_evaluated_at_the_goal_acceleration():
-    calls = []
-
-    def inverse_dynamics(q, qd, qdd):
-        calls.append(qdd)
-        return 2.0 * qdd + 0.5 * qd + 9.81 * np.sin(q)  # M q̈ + S q̇ + g
-    net = inverse_dynamics_net_torque(inverse_dynamics, goal_qdd=[1.0, -1.0])
-    np.testing.assert_allclose(net(np.array([0.0, np.pi / 2]), np.array([2.0, 0.0]), None, None),
-                               [2.0 + 1.0, -2.0 + 9.81])
-    np.testing.assert_allclose(inverse_dynamics_net_torque(inverse_dynamics)(
-        np.zeros(2), np.zeros(2), None, None), [0.0, 0.0])
-    np.testing.assert_array_equal(calls[-1], [0.0, 0.0])
-
-
-def test_net_torque_map_is_bilinear_and_clamped_at_its_edges():
-    torque = np.array([[[0.0, 1.0], [2.0, 3.0]]])  # one joint: τ = 2 e + t on the unit square
-    table = NetTorqueMap(angle_error=[0.0, 1.0], velocity=[0.0, 1.0], torque=torque)
-    # angle error = goal − q = 0.25, velocity 0.5 → 2·0.25 + 0.5
-    np.testing.assert_allclose(table([0.25], [0.5], [0.5], [0.0]), [1.0])
-    np.testing.assert_allclose(table([-5.0], [7.0], [0.0], [0.0]), [3.0])  # clamped corner
-    with pytest.raises(ValueError, match="increasing grid"):
-        NetTorqueMap(angle_error=[1.0, 0.0], velocity=[0.0, 1.0], torque=torque)
-    with pytest.raises(ValueError, match=r"shape \(joints, 2, 3\)"):
-        NetTorqueMap(angle_error=[0.0, 1.0], velocity=[0.0, 1.0, 2.0], torque=torque)
 
 
 # -- limits -------------------------------------------------------------------------------
@@ -162,6 +116,24 @@ def test_controller_follows_the_law_with_joints_by_name_and_ramps_at_the_rate(ur
         command, state = slow.command(state, now=1.0 + 0.0005 * k)
         torques.append(command.torque[0])
     np.testing.assert_allclose(torques, [5.0, 10.0, 15.0, 20.0])  # toward 30·1.5 = 45
+
+
+def test_controller_adds_the_scaled_net_torque_map_read_from_its_file(urdf, tmp_path):
+    # each joint's table: τ_net = 100 (q_d − q) − 2 q̇ + offset, which bilinear reproduces
+    angle_steps, rates = np.array([-0.5, 0.0, 0.5]), np.array([-1.0, 0.0, 1.0])
+    plane = 100.0 * angle_steps[:, None] - 2.0 * rates[None, :]
+    NetTorqueMap(joints=JOINTS, angle_steps=angle_steps, rates=rates,
+                 torques=np.stack([plane + 1.0, plane - 3.0]), dt=0.01,
+                 goal=[0.5, -0.2]).save(tmp_path / "map.npz")
+    controller = make(urdf, limits=joint_limits(urdf, JOINTS, rate=100.0),
+                      net_torque=NetTorqueMap.load(tmp_path / "map.npz"), scale=0.6)
+    state = controller.receive(controller.initial_state(),
+                               joint_state([0.4, 0.0], [0.1, -0.5]), now=1.0)
+    command, _ = controller.command(state, now=1.001)
+    assert command.stop is None
+    pd = np.array([30 * 0.1 - 2 * 0.1, 10 * -0.2 + 0.5])
+    net = np.array([100 * 0.1 - 2 * 0.1 + 1.0, 100 * -0.2 + 2 * 0.5 - 3.0])
+    np.testing.assert_allclose(command.torque, pd + 0.6 * net)
 
 
 def test_controller_zero_torque_within_two_missed_periods(urdf):

@@ -1,18 +1,12 @@
-"""Impedance control (``sim_pbd.impedance``): the net-torque map's interpolation and file,
-Eq. 28's law, the map built through the simulator, and the closed loop against PD."""
+"""Impedance control in the simulator (``sim_pbd.impedance``): the robot moving at joint
+rates, the net-torque map built through the simulator, and the closed loop against PD (the
+map's interpolation, its file and the law are the core's: codesign/tests/test_impedance.py)."""
 
 import numpy as np
 import pytest
 
-from sim_pbd.impedance import (
-    ImpedanceController,
-    NetTorqueMap,
-    build_net_torque_map,
-    closed_loop,
-    impedance_torque,
-    moving_state,
-    pd_torque,
-)
+from codesign.impedance import ImpedanceController, zero_net_torque
+from sim_pbd.impedance import build_net_torque_map, closed_loop, moving_state
 from sim_pbd.kinematics import joint_positions
 from sim_pbd.scene import make_simulator
 from sim_pbd.simulator import PBDSimulator
@@ -22,71 +16,10 @@ GOAL = -0.45
 DT = 0.01
 
 
-def _planar_map(offset=2.0) -> NetTorqueMap:
-    """A map linear in both keys (τ = 400 Δθ - 3 ω + offset): bilinear reproduces it."""
-    angle_steps = np.array([-0.00625, -0.002, 0.0, 0.00625])
-    rates = np.array([-0.5, 0.0, 0.25, 0.5])
-    torques = 400.0 * angle_steps[:, None] - 3.0 * rates[None, :] + offset
-    return NetTorqueMap(angle_steps=angle_steps, rates=rates, torques=torques, dt=DT,
-                        goal=GOAL, joint="left_s1")
-
-
 def _s1(**options) -> PBDSimulator:
     """Baxter's joint s1 alone (the rest of the robot frozen), at the goal."""
     return make_simulator(urdf="baxter", joints=["left_s1"],
                           initial_positions={"left_s1": GOAL}, **options)
-
-
-def test_the_map_interpolates_bilinearly_and_holds_its_edges():
-    net = _planar_map()
-    angle_step, rate = np.array([0.001, -0.004, 0.006]), np.array([0.1, -0.37, 0.49])
-    assert net(angle_step, rate) == pytest.approx(400 * angle_step - 3 * rate + 2.0, abs=1e-12)
-    assert net(0.0, 0.0) == pytest.approx(2.0, abs=1e-12)
-    # beyond the grid: the edge value, so the torque stays bounded
-    assert net(1.0, 3.0) == pytest.approx(net(0.00625, 0.5), abs=1e-12)
-    assert net(-1.0, -3.0) == pytest.approx(net(-0.00625, -0.5), abs=1e-12)
-
-
-def test_the_map_round_trips_through_its_file(tmp_path):
-    net = _planar_map()
-    loaded = NetTorqueMap.load(net.save(tmp_path / "map.npz"))
-    assert np.array_equal(loaded.torques, net.torques)
-    assert np.array_equal(loaded.angle_steps, net.angle_steps)
-    assert np.array_equal(loaded.rates, net.rates)
-    assert (loaded.dt, loaded.goal, loaded.joint) == (DT, GOAL, "left_s1")
-    np.savez(tmp_path / "other.npz", torques=net.torques)
-    with pytest.raises(ValueError, match="not a net-torque map"):
-        NetTorqueMap.load(tmp_path / "other.npz")
-
-
-def test_a_bad_map_is_refused():
-    with pytest.raises(ValueError, match="increasing order"):
-        NetTorqueMap(angle_steps=[0.1, 0.0], rates=[0.0, 1.0], torques=np.zeros((2, 2)),
-                     dt=DT, goal=0.0)
-    with pytest.raises(ValueError, match="one per grid point"):
-        NetTorqueMap(angle_steps=[0.0, 0.1], rates=[0.0, 1.0], torques=np.zeros((2, 3)),
-                     dt=DT, goal=0.0)
-    with pytest.raises(ValueError, match="positive time step"):
-        NetTorqueMap(angle_steps=[0.0, 0.1], rates=[0.0, 1.0], torques=np.zeros((2, 2)),
-                     dt=0.0, goal=0.0)
-
-
-def test_the_law_at_the_goal_at_rest_is_the_net_torque():
-    net = _planar_map(offset=7.5)
-    controller = ImpedanceController(net)
-    assert controller(GOAL, 0.0, GOAL) == pytest.approx(7.5, abs=1e-12)
-    assert (controller.stiffness, controller.damping, controller.scale) == (30.0, 0.01, 1.0)
-
-
-def test_the_law_is_pd_plus_the_scaled_map():
-    net = _planar_map()
-    q, qd = np.array([-0.452, -0.40, -0.6]), np.array([0.2, -0.1, 0.7])
-    pd = pd_torque(q, qd, GOAL, stiffness=30.0, damping=0.01)
-    assert pd == pytest.approx(30.0 * (GOAL - q) - 0.01 * qd)
-    tau = impedance_torque(net, q, qd, GOAL, stiffness=30.0, damping=0.01, scale=0.6)
-    assert tau == pytest.approx(pd + 0.6 * net(GOAL - q, qd))
-    controller = ImpedanceController(net, scale=0.6)
-    assert controller(q, qd, GOAL) == pytest.approx(tau)
 
 
 def test_moving_state_gives_the_joint_rates(any_model, models):
@@ -110,19 +43,19 @@ def test_the_built_map_takes_the_joint_to_the_goal_in_one_step():
     design = sim.design_space().defaults()
     net = build_net_torque_map(sim, design, goal=GOAL, angle_steps=[-0.00625, 0.0, 0.00625],
                                rates=[-0.5, 0.0, 0.5], dt=DT)
-    assert net.torques.shape == (3, 3) and net.joint == "left_s1"
+    assert net.torques.shape == (1, 3, 3) and net.joints == ("left_s1",)
     params = sim.parameters(design)
     for a, angle_step in enumerate(net.angle_steps):
         for w, rate in enumerate(net.rates):
             start = moving_state(sim, design, [GOAL - angle_step], [rate])
-            after = sim.step(start, net.torques[a, w:w + 1], design, DT)
+            after = sim.step(start, net.torques[0, a, w:w + 1], design, DT)
             assert joint_positions(sim.model, params, after)[0][0] == pytest.approx(GOAL,
                                                                                     abs=1e-10)
     # at rest at the goal the map holds the arm against gravity: the holding torque
-    assert net.torques[1, 1] == pytest.approx(
+    assert net.torques[0, 1, 1] == pytest.approx(
         holding_torque(sim, design, [GOAL], dt=DT, weights=(1.0, 0.0))[0], abs=1e-8)
     # moving the arm faster toward the goal takes more torque; arriving faster, less
-    assert np.all(np.diff(net.torques, axis=0) > 0) and np.all(np.diff(net.torques, axis=1) < 0)
+    assert np.all(np.diff(net.torques, axis=1) > 0) and np.all(np.diff(net.torques, axis=2) < 0)
 
 
 def test_the_map_is_of_one_joint():
@@ -141,16 +74,15 @@ def test_impedance_holds_the_goal_better_than_pd_under_an_external_torque():
     net = build_net_torque_map(sim, design, goal=GOAL, angle_steps=np.linspace(-0.00625,
                                                                                0.00625, 5),
                                rates=np.linspace(-0.5, 0.5, 5), dt=DT)
-    impedance = ImpedanceController(net)
+    impedance, pd = ImpedanceController(net), ImpedanceController(zero_net_torque)
 
     def push(t):
         return np.array([10.0 if t >= 0.5 else 0.0])
 
     runs = {name: closed_loop(sim, design, law, joint_q=[GOAL], steps=200, dt=DT,
                               external=push)
-            for name, law in (("impedance", lambda q, qd: impedance(q, qd, GOAL)),
-                              ("pd", lambda q, qd: pd_torque(q, qd, GOAL, stiffness=30.0,
-                                                             damping=0.01)))}
+            for name, law in (("impedance", lambda q, qd: impedance(q, qd, [GOAL])),
+                              ("pd", lambda q, qd: pd(q, qd, [GOAL])))}
     error = {name: np.abs(run.joint_q[:, 0] - GOAL) for name, run in runs.items()}
     assert runs["pd"].joint_q.shape == (201, 1) and runs["pd"].torques.shape == (200, 1)
     assert error["impedance"][:50].max() < 1e-9 and error["pd"][:50].max() < 1e-9

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .impedance import NetTorque, impedance_torque, zero_net_torque
+from codesign.impedance import NetTorque, impedance_torque, zero_net_torque
+
 from .limits import JointLimits, bounds_violation, limit_torque
 from .messages import JointSample, MessageError, joint_sample
 from .watchdog import Watchdog
@@ -69,7 +70,9 @@ class SafeImpedanceController:
         goal_q, goal_qd: goal joint angles [rad] and rates [rad/s], (n,).
         limits: :class:`~ros_bridge.limits.JointLimits` (from :func:`joint_limits`).
         period: control period [s].
-        net_torque: the model's τ_net; default none (PD alone).
+        net_torque: the model's τ_net (:class:`codesign.impedance.NetTorque`, e.g. a
+            :class:`~codesign.impedance.NetTorqueMap` loaded from its file); default none
+            (PD alone).
         scale: λ, the impedance scaling factor, ≥ 0.
         missed_periods: the watchdog's tolerance, in control periods.
     """
