@@ -655,3 +655,32 @@ def test_an_empty_term_entry_is_reported_not_a_traceback(registry):
     (error,) = errors_of(text, registry)
     assert error.startswith("objective.constraints[0].terms[0] (line 11): missing required key "
                             "'term'"), error
+
+
+class _TimedTermPlugin:
+    """A term factory that takes the run's ``dt`` and ``substeps`` and keeps them."""
+
+    CODESIGN_API = (1, 1)
+    seen: list = []
+
+    @staticmethod
+    def make(*, simulator, dt: float, substeps: int, target: float = 0.0):
+        _TimedTermPlugin.seen.append((dt, substeps))
+        return fx.FinalPosition(simulator=simulator, target=target)
+
+    @staticmethod
+    @hookimpl
+    def codesign_register_terms(register):
+        register("timed_position", _TimedTermPlugin.make)
+
+
+def test_a_term_factory_receives_the_runs_dt_and_substeps():
+    manager = fx.plugin_manager()
+    manager.register(_TimedTermPlugin, name="timed")
+    registry = get_registry(manager)
+    text = BASE.replace("term: final_position", "term: timed_position") + "  substeps: 3\n"
+    with build_experiment(validate(text, registry), registry):
+        assert _TimedTermPlugin.seen == [(0.01, 3)]
+    text = text.replace("{target: 0.2}", "{target: 0.2, dt: 1.0}")
+    (error,) = errors_of(text, registry)
+    assert "'dt' is set by the run" in error

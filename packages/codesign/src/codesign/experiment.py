@@ -266,7 +266,8 @@ def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, 
     def weighted_terms(entries: list, path: tuple) -> list[WeightedTerm]:
         terms = []
         for index, entry in enumerate(entries):
-            term = builder.construct("terms", entry, (*path, index), simulator=simulator)
+            term = builder.construct("terms", entry, (*path, index), simulator=simulator,
+                                     dt=run["dt"], substeps=run["substeps"])
             if term is not None:
                 terms.append(WeightedTerm(term, entry["weight"], entry["name"]))
         return terms
