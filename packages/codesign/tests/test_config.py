@@ -323,6 +323,15 @@ def test_wrong_shape_is_a_design_error_with_line(registry):
                                "or a nested list of that shape")
 
 
+def test_a_ragged_nested_list_is_a_design_error_with_line(registry):
+    text = BASE.replace("{init: 4.0, lower: 0.5, upper: 20.0}", "{init: [[1.0, 2.0], [3.0]]}")
+    with pytest.raises(DesignConfigError) as info:
+        build_experiment(validate(text, registry), registry)
+    assert str(info.value) == ("exp.yaml: design.stiffness.init (line 4): a value of ragged "
+                               "shape does not fit parameter 'stiffness' of shape (); give a "
+                               "scalar or a nested list of that shape")
+
+
 def test_init_outside_bounds_and_nan_controller_weights_are_design_errors(registry):
     text = BASE.replace("init: 4.0", "init: 40.0")
     with pytest.raises(DesignConfigError, match=r"design.stiffness.init \(line 4\): init 40 "

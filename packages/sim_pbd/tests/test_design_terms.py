@@ -4,15 +4,21 @@ their VJPs, and a closed-loop rollout's gradient with respect to the link length
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 from codesign import CircleTrajectory, Objective, Rollout, TaskSpaceStiffnessController
+from codesign.cli import main
+from codesign.config import load_config
+from codesign.experiment import build_experiment
+from codesign.plugins import get_registry
 from codesign.testing import gradcheck
+from codesign.validation import validate_config
 from sim_pbd.kinematics import joint_positions
 from sim_pbd.options import PBDOptions
-from sim_pbd.scene import build_model
+from sim_pbd.scene import ROBOT_DIRECTORY, build_model
 from sim_pbd.simulator import PBDSimulator
 from sim_pbd.state import PBDState
 from sim_pbd.terms import CircleTracking, EndEffectorObserver, JointWork
@@ -128,3 +134,18 @@ def test_a_closed_loop_rollouts_gradient_by_the_link_lengths():
     gradcheck(loss, {"design": {"joint.child_origin": LENGTHS}},
               {"design": {"joint.child_origin": g_lengths}}, eps=FD_STEP,
               relative_step=False, tolerance=1e-6).assert_ok()
+
+
+def test_the_design_example_validates_and_its_quick_run_shortens_the_loss(tmp_path, capsys):
+    path = ROBOT_DIRECTORY / "double_pendulum_design.yaml"
+    assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+    registry = get_registry()
+    with build_experiment(validate_config(load_config(path, quick=True), registry),
+                          registry) as experiment:
+        start = experiment.problem.evaluate(experiment.problem.x0(), grad=False).loss
+    out = tmp_path / "run"
+    assert main(["run", str(path), "--quick", "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    lengths = np.array(summary["design"]["design.joint.child_origin"])
+    assert summary["final_loss"] < start
+    assert np.all(lengths[:, 1:] == 0.0) and not np.allclose(lengths[:, 0], [-3.0, -0.1])
