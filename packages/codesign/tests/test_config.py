@@ -323,6 +323,15 @@ def test_wrong_shape_is_a_design_error_with_line(registry):
                                "or a nested list of that shape")
 
 
+def test_a_ragged_nested_list_is_a_design_error_with_line(registry):
+    text = BASE.replace("{init: 4.0, lower: 0.5, upper: 20.0}", "{init: [[1.0, 2.0], [3.0]]}")
+    with pytest.raises(DesignConfigError) as info:
+        build_experiment(validate(text, registry), registry)
+    assert str(info.value) == ("exp.yaml: design.stiffness.init (line 4): a value of ragged "
+                               "shape does not fit parameter 'stiffness' of shape (); give a "
+                               "scalar or a nested list of that shape")
+
+
 def test_init_outside_bounds_and_nan_controller_weights_are_design_errors(registry):
     text = BASE.replace("init: 4.0", "init: 40.0")
     with pytest.raises(DesignConfigError, match=r"design.stiffness.init \(line 4\): init 40 "
@@ -655,3 +664,32 @@ def test_an_empty_term_entry_is_reported_not_a_traceback(registry):
     (error,) = errors_of(text, registry)
     assert error.startswith("objective.constraints[0].terms[0] (line 11): missing required key "
                             "'term'"), error
+
+
+class _TimedTermPlugin:
+    """A term factory that takes the run's ``dt`` and ``substeps`` and keeps them."""
+
+    CODESIGN_API = (1, 1)
+    seen: list = []
+
+    @staticmethod
+    def make(*, simulator, dt: float, substeps: int, target: float = 0.0):
+        _TimedTermPlugin.seen.append((dt, substeps))
+        return fx.FinalPosition(simulator=simulator, target=target)
+
+    @staticmethod
+    @hookimpl
+    def codesign_register_terms(register):
+        register("timed_position", _TimedTermPlugin.make)
+
+
+def test_a_term_factory_receives_the_runs_dt_and_substeps():
+    manager = fx.plugin_manager()
+    manager.register(_TimedTermPlugin, name="timed")
+    registry = get_registry(manager)
+    text = BASE.replace("term: final_position", "term: timed_position") + "  substeps: 3\n"
+    with build_experiment(validate(text, registry), registry):
+        assert _TimedTermPlugin.seen == [(0.01, 3)]
+    text = text.replace("{target: 0.2}", "{target: 0.2, dt: 1.0}")
+    (error,) = errors_of(text, registry)
+    assert "'dt' is set by the run" in error

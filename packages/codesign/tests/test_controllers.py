@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
 
-from codesign import MLPController, OpenLoopController, PDController, SinusoidController
+from codesign import (
+    CircleTrajectory,
+    MLPController,
+    OpenLoopController,
+    PDController,
+    SinusoidController,
+    TaskSpaceStiffnessController,
+)
 from codesign.testing import gradcheck
 
 
@@ -70,7 +77,50 @@ def test_open_loop_controller_drives_a_passive_scene_with_an_empty_table():
     assert ctrl.act_vjp(np.zeros(0), 2, weights, np.zeros(0), g_weights).shape == (0,)
 
 
+def test_circle_trajectory_runs_round_at_constant_speed():
+    circle = CircleTrajectory(centre=[2.7, 0.0, 0.0], radius=0.3, period=2.0,
+                              axes=[[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], phase=0.5)
+    start = [2.7, 0.3 * np.cos(0.5), 0.3 * np.sin(0.5)]
+    np.testing.assert_allclose(circle.position(0.0), start)
+    np.testing.assert_allclose(circle.position(2.0), start, atol=1e-12)
+    np.testing.assert_allclose(circle.position(0.5) - circle.centre,
+                               0.3 * np.array([0.0, -np.sin(0.5), np.cos(0.5)]), atol=1e-12)
+    h = 1e-6
+    for time in (0.0, 0.7, 1.3):
+        difference = (circle.position(time + h) - circle.position(time - h)) / (2 * h)
+        np.testing.assert_allclose(circle.velocity(time), difference, atol=1e-8)
+        assert np.linalg.norm(circle.velocity(time)) == pytest.approx(0.3 * np.pi)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"axes": [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]}, "two orthonormal vectors"),
+    ({"radius": -0.1}, "radius must be a length >= 0"),
+    ({"period": 0.0}, "period must be a positive time"),
+    ({"centre": [1.0, 2.0]}, r"centre must be \[x, y, z\]"),
+])
+def test_a_bad_circle_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CircleTrajectory(**kwargs)
+
+
+def test_task_space_stiffness_law_and_gradients():
+    ctrl = TaskSpaceStiffnessController(observation_size=12, action_size=2, control_dt=0.01,
+                                        centre=[2.7, 0.0, 0.0], radius=0.3, period=2.0)
+    position, velocity = np.array([3.1, 0.05, 0.0]), np.array([0.2, -0.1, 0.0])
+    jacobian = np.array([[-0.05, -0.02], [3.1, 0.4], [0.0, 0.0]])
+    observation = np.concatenate([position, velocity, jacobian.reshape(-1)])
+    weights = ctrl.parameter_space().defaults()
+    assert weights["stiffness"] == 60.0 and weights["damping"] == 6.0
+    circle = CircleTrajectory(centre=[2.7, 0.0, 0.0], radius=0.3, period=2.0)
+    force = (60.0 * (circle.position(0.07) - position)
+             + 6.0 * (circle.velocity(0.07) - velocity))
+    np.testing.assert_allclose(ctrl.act(observation, 7, weights), jacobian.T @ force)
+    check_controller(ctrl, observation, control_step=7)
+
+
 @pytest.mark.parametrize("factory, kwargs, message", [
+    (TaskSpaceStiffnessController,
+     {"observation_size": 4, "action_size": 2, "control_dt": 0.01}, "6 \\+ 3 \\* action_size"),
     (PDController, {"observation_size": 3, "action_size": 2}, "2 \\* action_size"),
     (MLPController, {"observation_size": 3, "action_size": 0}, "action_size >= 1"),
     (OpenLoopController, {"observation_size": 0, "action_size": -1, "control_steps": 2},

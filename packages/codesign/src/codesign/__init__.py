@@ -9,11 +9,13 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .backend import BackendError, get_array_module, scatter_add, to_host
 from .controllers import (
+    CircleTrajectory,
     Controller,
     MLPController,
     OpenLoopController,
     PDController,
     SinusoidController,
+    TaskSpaceStiffnessController,
 )
 from .design import DesignError, DesignSpace, Parameter, design_replace
 from .observers import NullObserver, Observer, StateFieldObserver
@@ -42,6 +44,7 @@ __all__ = [
     "PLUGIN_API_VERSION",
     "ActionL2",
     "BackendError",
+    "CircleTrajectory",
     "Constraint",
     "Controller",
     "DesignError",
@@ -61,6 +64,7 @@ __all__ = [
     "Simulator",
     "SinusoidController",
     "StateFieldObserver",
+    "TaskSpaceStiffnessController",
     "Term",
     "Tie",
     "TiedSimulator",

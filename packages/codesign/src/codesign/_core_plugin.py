@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from .controllers import MLPController, OpenLoopController, PDController, SinusoidController
+from .controllers import (
+    MLPController,
+    OpenLoopController,
+    PDController,
+    SinusoidController,
+    TaskSpaceStiffnessController,
+)
 from .hookspecs import hookimpl
 from .observers import NullObserver, StateFieldObserver
 from .terms import ActionL2, ParameterRegularizer
@@ -16,6 +22,8 @@ def codesign_register_controllers(register):
     register("mlp", MLPController, description="MLP, tanh hidden layers and tanh output")
     register("sinusoid", SinusoidController, description="central pattern generator")
     register("pd", PDController, description="proportional-derivative law on [q, q̇]")
+    register("task_space_stiffness", TaskSpaceStiffnessController,
+             description="τ = Jᵀ(K(p_des - p) + D(ṗ_des - ṗ)) round a circle, on [p, ṗ, J]")
 
 
 @hookimpl

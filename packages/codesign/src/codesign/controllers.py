@@ -1,4 +1,5 @@
-"""Controllers ``a = act(o, t; w)`` with VJPs: open-loop table, MLP, sinusoid/CPG, PD.
+"""Controllers ``a = act(o, t; w)`` with VJPs: open-loop table, MLP, sinusoid/CPG, PD, and a
+task-space stiffness law that tracks a circle (:class:`CircleTrajectory`).
 
 Weights ``w`` are a dict described by ``parameter_space()`` and are optimized together with
 the simulator design. ``act_vjp`` *adds* ∂L/∂w into a caller-owned dict: a time-indexed
@@ -8,6 +9,7 @@ instead of O(T²). It returns ∂L/∂o as a new array.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -20,6 +22,8 @@ __all__ = [
     "MLPController",
     "SinusoidController",
     "PDController",
+    "CircleTrajectory",
+    "TaskSpaceStiffnessController",
 ]
 
 
@@ -270,3 +274,126 @@ class PDController(_Sized):
         g_weights["kd"] -= g_action * qd
         g_weights["target"] += g_action * weights["kp"]
         return np.concatenate([-g_action * weights["kp"], -g_action * weights["kd"]])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CircleTrajectory:
+    """A point running round a circle at constant speed, counter-clockwise from ``axes[0]``
+    towards ``axes[1]``: ``p(t) = centre + radius (cos φ axes[0] + sin φ axes[1])`` with
+    ``φ = phase + 2π t / period``.
+
+    Attributes:
+        centre: the circle's centre [m], (3,).
+        radius: [m], >= 0.
+        period: time of one turn [s], > 0.
+        axes: two orthonormal vectors spanning the circle's plane, (2, 3).
+        phase: angle φ at t = 0 [rad].
+    """
+
+    centre: Any = (0.0, 0.0, 0.0)
+    radius: float = 0.3
+    period: float = 2.0
+    axes: Any = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0))
+    phase: float = 0.0
+
+    def __post_init__(self):
+        centre = np.asarray(self.centre, dtype=np.float64)
+        axes = np.asarray(self.axes, dtype=np.float64)
+        if centre.shape != (3,) or not np.all(np.isfinite(centre)):
+            raise ValueError(f"circle centre must be [x, y, z] in metres, got {self.centre!r}")
+        if not (np.isfinite(self.radius) and self.radius >= 0):
+            raise ValueError(f"circle radius must be a length >= 0 m, got {self.radius!r}")
+        if not (np.isfinite(self.period) and self.period > 0):
+            raise ValueError(f"circle period must be a positive time in s, got {self.period!r}")
+        if not np.isfinite(self.phase):
+            raise ValueError(f"circle phase must be a finite angle in rad, got {self.phase!r}")
+        if axes.shape != (2, 3) or not np.allclose(axes @ axes.T, np.eye(2), atol=1e-9):
+            raise ValueError(f"circle axes must be two orthonormal vectors [[x, y, z], "
+                             f"[x, y, z]] spanning its plane, got {self.axes!r}")
+        object.__setattr__(self, "centre", centre)
+        object.__setattr__(self, "axes", axes)
+
+    def _angle(self, time: float) -> float:
+        return self.phase + 2.0 * np.pi * time / self.period
+
+    def position(self, time: float) -> np.ndarray:
+        """The point at ``time`` [s], (3,) [m]."""
+        angle = self._angle(time)
+        return self.centre + self.radius * (np.cos(angle) * self.axes[0]
+                                            + np.sin(angle) * self.axes[1])
+
+    def velocity(self, time: float) -> np.ndarray:
+        """Its velocity at ``time`` [s], (3,) [m/s]."""
+        angle, rate = self._angle(time), 2.0 * np.pi / self.period
+        return self.radius * rate * (-np.sin(angle) * self.axes[0]
+                                     + np.cos(angle) * self.axes[1])
+
+
+class TaskSpaceStiffnessController(_Sized):
+    """Task-space stiffness law ``τ = Jᵀ (K (p_des - p) + D (ṗ_des - ṗ))`` (Liu, Li et al.,
+    Eq. 29) driving an end effector round a circle (:class:`CircleTrajectory`).
+
+    The observation is ``[p (3) m, ṗ (3) m/s, J (3, n) row-major]``, length 6 + 3n for n
+    actions, the end effector's position, velocity and positional Jacobian (the ``pbd``
+    simulator's ``end_effector`` observer gives it). The desired point is the circle's at
+    ``t = control_step · control_dt``. Weights ``stiffness`` K [N/m] and ``damping``
+    D [N s/m] (scalars, bounded below by zero).
+    """
+
+    def __init__(
+        self,
+        *,
+        observation_size: int,
+        action_size: int,
+        control_steps: int = 0,
+        control_dt: float,
+        stiffness: float = 60.0,
+        damping: float = 6.0,
+        centre: list[float] = (0.0, 0.0, 0.0),
+        radius: float = 0.3,
+        period: float = 2.0,
+        axes: list[list[float]] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)),
+        phase: float = 0.0,
+    ):
+        super().__init__(observation_size, action_size)
+        if observation_size != 6 + 3 * action_size:
+            raise ValueError(
+                f"the task-space stiffness controller needs observations [p, ṗ, J] of length "
+                f"6 + 3 * action_size = {6 + 3 * action_size}, got {observation_size}; choose "
+                "an observer that reports the end effector's position, velocity and Jacobian "
+                "(pbd: end_effector)")
+        if not (np.isfinite(control_dt) and control_dt > 0):
+            raise ValueError(f"control_dt must be a positive time in s, got {control_dt!r}")
+        self.control_dt, self.stiffness, self.damping = float(control_dt), stiffness, damping
+        self.circle = CircleTrajectory(centre=centre, radius=radius, period=period, axes=axes,
+                                       phase=phase)
+
+    def parameter_space(self) -> DesignSpace:
+        return DesignSpace([
+            Parameter("stiffness", (), self.stiffness, lower=0.0, unit="N/m",
+                      doc="task-space stiffness K"),
+            Parameter("damping", (), self.damping, lower=0.0, unit="N s/m",
+                      doc="task-space damping D"),
+        ])
+
+    def _errors(self, observation, control_step):
+        """(p_des - p, ṗ_des - ṗ, J (3, n))."""
+        observation = np.asarray(observation, dtype=np.float64)
+        time = control_step * self.control_dt
+        return (self.circle.position(time) - observation[:3],
+                self.circle.velocity(time) - observation[3:6],
+                observation[6:].reshape(3, self.action_size))
+
+    def act(self, observation, control_step, weights):
+        error, rate_error, jacobian = self._errors(observation, control_step)
+        return jacobian.T @ (weights["stiffness"] * error + weights["damping"] * rate_error)
+
+    def act_vjp(self, observation, control_step, weights, g_action, g_weights):
+        error, rate_error, jacobian = self._errors(observation, control_step)
+        g_action = np.asarray(g_action, dtype=np.float64)
+        force = weights["stiffness"] * error + weights["damping"] * rate_error
+        g_force = jacobian @ g_action
+        g_weights["stiffness"] += g_force @ error
+        g_weights["damping"] += g_force @ rate_error
+        return np.concatenate([-weights["stiffness"] * g_force, -weights["damping"] * g_force,
+                               np.outer(force, g_action).reshape(-1)])

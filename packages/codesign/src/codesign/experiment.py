@@ -179,7 +179,7 @@ def _design_overrides(builder: _Builder, simulator, design: dict) -> dict:
         misfits = [key for key in ("init", "lower", "upper") if key in changes
                    and not _broadcasts(changes[key], shape)]
         for key in misfits:
-            builder.fail(("design", name, key), f"a value of shape {np.shape(changes[key])} "
+            builder.fail(("design", name, key), f"a value {_shape_of(changes[key])} "
                                                 f"does not fit parameter {name!r} of shape "
                                                 f"{shape}; give a scalar or a nested list of "
                                                 "that shape", design=True)
@@ -193,6 +193,14 @@ def _design_overrides(builder: _Builder, simulator, design: dict) -> dict:
             continue
         overrides[name] = changes
     return overrides
+
+
+def _shape_of(value) -> str:
+    """``of shape (2, 3)``, or ``of ragged shape`` for nested lists of unequal lengths."""
+    try:
+        return f"of shape {np.shape(value)}"
+    except ValueError:  # NumPy refuses a ragged nesting
+        return "of ragged shape"
 
 
 def _broadcasts(value, shape: tuple[int, ...]) -> bool:
@@ -266,7 +274,8 @@ def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, 
     def weighted_terms(entries: list, path: tuple) -> list[WeightedTerm]:
         terms = []
         for index, entry in enumerate(entries):
-            term = builder.construct("terms", entry, (*path, index), simulator=simulator)
+            term = builder.construct("terms", entry, (*path, index), simulator=simulator,
+                                     dt=run["dt"], substeps=run["substeps"])
             if term is not None:
                 terms.append(WeightedTerm(term, entry["weight"], entry["name"]))
         return terms

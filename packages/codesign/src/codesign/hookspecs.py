@@ -6,7 +6,9 @@ experiment may set, and the config validator checks YAML against them.
 
 - simulators: ``factory(**options) -> Simulator``; one that takes ``base_dir: pathlib.Path``
   receives the experiment file's folder (not a YAML option), where its relative paths start.
-- observers and terms: ``factory(*, simulator, **options)``
+- observers and terms: ``factory(*, simulator, **options)``; a term factory may also
+  take ``dt: float`` and ``substeps: int``, the run's substep length [s] and substeps per
+  control step (a term that reads time or steps the simulator itself)
 - controllers: ``factory(*, observation_size, action_size, control_steps, control_dt, **options)``
   (a factory may omit the size arguments it does not use only by accepting ``**_``)
 - optimizers: ``factory(**options) -> Optimizer``

@@ -21,6 +21,7 @@ from .config import (
     RECORDING_INJECTED,
     REQUIRED_SECTIONS,
     SECTIONS,
+    TERM_INJECTED,
     ConfigError,
     ConfigIssue,
     ExperimentConfig,
@@ -227,7 +228,7 @@ def _check_terms(ck: _Checker, node: Any, path: tuple, *, what: str) -> list:
     terms = []
     for index, entry in enumerate(node):
         entry_path = (*path, index)
-        resolved = ck.component(entry, entry_path, "terms", injected=("simulator",),
+        resolved = ck.component(entry, entry_path, "terms", injected=TERM_INJECTED,
                                 name_key="term", extra_keys=("weight", "name"))
         if resolved.get("name") is None:  # not a mapping, or no term (reported above)
             continue

@@ -6,13 +6,22 @@ from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
 from .scene import make_simulator
-from .terms import JointObserver, LinkPointObserver
+from .terms import (
+    CircleTracking,
+    EndEffectorObserver,
+    JointObserver,
+    JointWork,
+    LinkPointObserver,
+)
 
 CODESIGN_API = (1, 1)
 
 EXAMPLES = {
     "baxter_swing": "Baxter's left arm released under gravity with the URDF's joint damping; "
                     "identify the joint damping from the recorded swing (`codesign demo pbd`)",
+    "double_pendulum_design": "the link lengths of a double pendulum whose tip follows a circle "
+                              "under a task-space stiffness law, for tracking and joint work "
+                              "(the paper's Sec. V-B)",
 }
 """Example name -> description; each is ``sim_pbd/examples/<name>.yaml`` (package data)."""
 
@@ -32,6 +41,17 @@ def codesign_register_observers(register):
              description="joint positions [rad or m] then rates [rad/s or m/s], 2m values")
     register("link_point", LinkPointObserver,
              description="world position [m] of a point fixed on a link (e.g. the end effector)")
+    register("end_effector", EndEffectorObserver,
+             description="end effector's position [m], velocity [m/s] and Jacobian (3, m), "
+                         "6 + 3m values (for the task_space_stiffness controller)")
+
+
+@hookimpl
+def codesign_register_terms(register):
+    register("circle_tracking", CircleTracking,
+             description="running ‖p_ee − p_des(t)‖ [m] to a point running round a circle")
+    register("joint_work", JointWork,
+             description="running work of the joint torques Δt τ·q̇ [J] (signed)")
 
 
 @hookimpl

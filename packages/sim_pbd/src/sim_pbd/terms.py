@@ -1,20 +1,28 @@
-"""Robot observers: joint positions and rates (what a real robot's encoders give) and the
-world position of a point on a link (an end effector, a marker).
+"""Robot observers: joint positions and rates (what a real robot's encoders give), the
+world position of a point on a link (an end effector, a marker), and an end effector's
+position, velocity and Jacobian (what a task-space controller reads). Terms: an end
+effector's distance from a circle it should follow and the work of the joint torques (the
+two parts of the paper's design loss, Eq. 30).
 
 Factories take ``simulator`` (a :class:`~sim_pbd.simulator.PBDSimulator`) and keyword-only
-options, as the plugin registry calls them. Both read the joint frames of the design.
+options, as the plugin registry calls them (terms also the run's ``dt`` and ``substeps``).
+The observers read the joint frames of the design.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from codesign.tree import tree_zeros_with
+from codesign.controllers import CircleTrajectory
+from codesign.tree import tree_add, tree_zeros_with
 
+from .end_effector import end_effector, end_effector_vjp
 from .kinematics import joint_positions, joint_positions_vjp
+from .model import JOINT_TYPES
 from .rotations import quat_rotate, quat_rotate_vjp
 
-__all__ = ["JointObserver", "LinkPointObserver"]
+__all__ = ["CircleTracking", "EndEffectorObserver", "JointObserver", "JointWork",
+           "LinkPointObserver"]
 
 
 class JointObserver:
@@ -87,3 +95,161 @@ class LinkPointObserver:
         g_child_x[self.joint] = g_offset
         return (tree_zeros_with(state, link_x=g_x, link_q=g_link_q),
                 {"joint.child_origin": g_child_x})
+
+
+class EndEffectorObserver:
+    """Observation: the position [m] (3), velocity [m/s] (3) and positional Jacobian
+    (3, m) [m/rad or m/m], row-major, of ``point`` on ``link`` (a link name; default the
+    last link), size 6 + 3m (:func:`sim_pbd.end_effector.end_effector`).
+
+    ``point`` [m] is in the link's body frame, from its centre of mass, so it moves with
+    the mass when a design changes the link's length (``joint.child_origin``); the default,
+    the centre of mass, is the double pendulum's tip."""
+
+    def __init__(self, *, simulator, link: str | None = None,
+                 point: list[float] = (0.0, 0.0, 0.0)):
+        self.simulator = simulator
+        self.link, self._point = _end_effector_link(simulator, link, point, "end_effector")
+        self.size = 6 + 3 * simulator.model.joint_count
+
+    def observe(self, state, design):
+        """[position, velocity, Jacobian row-major], shape (6 + 3m,)."""
+        sim = self.simulator
+        position, velocity, jacobian = end_effector(sim.model, sim.parameters(design), state,
+                                                    link=self.link, point=self._point)
+        return np.concatenate([position, velocity, jacobian.reshape(-1)])
+
+    def observe_vjp(self, state, design, g_observation):
+        """(∂L/∂state, ∂L/∂joint.child_origin) given ∂L/∂observation (6 + 3m,)."""
+        sim = self.simulator
+        g = np.asarray(g_observation, dtype=np.float64)
+        g_state, g_params = end_effector_vjp(
+            sim.model, sim.parameters(design), state, link=self.link, point=self._point,
+            g_position=g[:3], g_velocity=g[3:6], g_jacobian=g[6:].reshape(3, -1))
+        return g_state, sim.design_gradient(g_params)
+
+
+def _end_effector_link(simulator, link: str | None, point, what: str):
+    """(link index, point (3,)) of an end effector's options, or a ValueError naming them."""
+    names = list(simulator.model.link_names)
+    link = names[-1] if link is None else link
+    if link not in names:
+        raise ValueError(f"{what}: unknown link {link!r}; the model's links are {names}")
+    point = np.asarray(point, dtype=np.float64)
+    if point.shape != (3,) or not np.all(np.isfinite(point)):
+        raise ValueError(f"{what}: point must be [x, y, z] in metres, got {point}")
+    return names.index(link), point
+
+
+class CircleTracking:
+    """Running term ``‖p(s_t) − p_des(t)‖`` [m]: the distance of an end effector (``link``,
+    ``point`` as in :class:`EndEffectorObserver`) from the point of a circle
+    (:class:`codesign.controllers.CircleTrajectory`: ``centre``, ``radius``, ``period``,
+    ``axes``, ``phase``) at ``t = control_step · dt · substeps`` (the run supplies ``dt``
+    [s] and ``substeps``); summed over the rollout, the tracking part of the paper's Eq. 30."""
+
+    kind = "running"
+
+    def __init__(self, *, simulator, dt: float, substeps: int = 1, link: str | None = None,
+                 point: list[float] = (0.0, 0.0, 0.0), centre: list[float] = (0.0, 0.0, 0.0),
+                 radius: float = 0.3, period: float = 2.0,
+                 axes: list[list[float]] = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0)),
+                 phase: float = 0.0):
+        self.simulator, self.control_dt = simulator, _control_dt(dt, substeps, "circle_tracking")
+        self.link, self._point = _end_effector_link(simulator, link, point, "circle_tracking")
+        self.circle = CircleTrajectory(centre=centre, radius=radius, period=period, axes=axes,
+                                       phase=phase)
+
+    def _offset(self, state, design, control_step):
+        sim = self.simulator
+        position, _, _ = end_effector(sim.model, sim.parameters(design), state, link=self.link,
+                                      point=self._point)
+        return position - self.circle.position(control_step * self.control_dt)
+
+    def value(self, state, action, design, control_step):
+        return float(np.linalg.norm(self._offset(state, design, control_step)))
+
+    def grad(self, state, action, design, control_step):
+        offset = self._offset(state, design, control_step)
+        distance = np.linalg.norm(offset)
+        if distance == 0.0:  # on the circle: the norm's subgradient 0
+            return None, None, None
+        sim = self.simulator
+        g_state, g_params = end_effector_vjp(
+            sim.model, sim.parameters(design), state, link=self.link, point=self._point,
+            g_position=offset / distance, g_velocity=np.zeros(3),
+            g_jacobian=np.zeros((3, sim.model.joint_count)))
+        return g_state, None, sim.design_gradient(g_params)
+
+
+def _control_dt(dt: float, substeps: int, what: str) -> float:
+    """The control period ``dt · substeps`` [s], or a ValueError naming ``what``."""
+    if not (np.isfinite(dt) and dt > 0) or int(substeps) < 1:
+        raise ValueError(f"{what}: dt must be a positive time in s and substeps >= 1, got "
+                         f"dt {dt!r}, substeps {substeps!r}")
+    return float(dt) * int(substeps)
+
+
+class JointWork:
+    """Running term ``τ_t · (θ^{t+1} − θ^t)`` [J]: the work of the joint torques (the action
+    τ_t, N m or N) over control step t; summed over the rollout, the work part of the
+    paper's Eq. 30, ``Σ_t (θ^t − θ^{t−1}) · τ^t`` with τ^t the torque that moved the joints
+    from θ^{t−1} to θ^t.
+
+    The term sees s_t and τ_t only, so it steps the simulator itself (``substeps`` steps of
+    ``dt`` [s], as the rollout does; the run supplies both) to reach θ^{t+1}, and its VJP
+    runs back through those steps. The product of τ_t with the step before it,
+    ``θ^t − θ^{t−1}`` (the joint rate of s_t times the control period), is no work: under
+    a stiff feedback law it turns negative in proportion to how much the joints oscillate,
+    and a design optimizer drives the loss below zero with it. Revolute displacements are
+    wrapped into (−π, π]. The work is signed: torque that brakes the joints counts negative,
+    and without damping its sum is the kinetic energy gained."""
+
+    kind = "running"
+
+    def __init__(self, *, simulator, dt: float, substeps: int = 1):
+        self.control_dt = _control_dt(dt, substeps, "joint_work")
+        self.simulator, self.dt, self.substeps = simulator, float(dt), int(substeps)
+        self._revolute = simulator.model.joint_type == JOINT_TYPES.index("revolute")
+
+    def _states(self, state, action, design) -> list:
+        states = [state]
+        for _ in range(self.substeps):
+            states.append(self.simulator.step(states[-1], action, design, self.dt))
+        return states
+
+    def _displacement(self, params, start, end) -> np.ndarray:
+        model = self.simulator.model
+        change = (joint_positions(model, params, end)[0]
+                  - joint_positions(model, params, start)[0])
+        return np.where(self._revolute, np.remainder(change + np.pi, 2 * np.pi) - np.pi,
+                        change)
+
+    def value(self, state, action, design, control_step):
+        params = self.simulator.parameters(design)
+        end = self._states(state, action, design)[-1]
+        return float(np.dot(action, self._displacement(params, state, end)))
+
+    def grad(self, state, action, design, control_step):
+        sim = self.simulator
+        params = sim.parameters(design)
+        action = np.asarray(action, dtype=np.float64)
+        states = self._states(state, action, design)
+        zeros = np.zeros(sim.model.joint_count)
+        g_state, g_params = joint_positions_vjp(sim.model, params, states[-1], action, zeros)
+        g_design = sim.design_gradient(g_params)
+        g_action = self._displacement(params, state, states[-1])
+        for start in reversed(states[:-1]):
+            g_state, g_step_action, g_step_design = sim.step_vjp(start, action, design,
+                                                                 self.dt, g_state)
+            g_action = g_action + g_step_action
+            _accumulate(g_design, g_step_design)
+        g_start, g_params = joint_positions_vjp(sim.model, params, state, -action, zeros)
+        _accumulate(g_design, sim.design_gradient(g_params))
+        return tree_add(g_state, g_start), g_action, g_design
+
+
+def _accumulate(total: dict, gradient: dict) -> None:
+    """Add the design gradient ``gradient`` into ``total`` (name -> array), in place."""
+    for name, value in gradient.items():
+        total[name] = total[name] + value if name in total else value
