@@ -55,14 +55,8 @@ class LinkPointObserver:
     def __init__(self, *, simulator, link: str | None = None,
                  point: list[float] = (0.0, 0.0, 0.0)):
         model = simulator.model
-        names = list(model.link_names)
-        link = names[-1] if link is None else link
-        if link not in names:
-            raise ValueError(f"link_point: unknown link {link!r}; the model's links are {names}")
-        point = np.asarray(point, dtype=np.float64)
-        if point.shape != (3,) or not np.all(np.isfinite(point)):
-            raise ValueError(f"link_point: point must be [x, y, z] in metres, got {point}")
-        index = names.index(link)
+        index, point = _end_effector_link(simulator, link, point, "link_point")
+        link = model.link_names[index]
         parent_joint = np.flatnonzero(model.joint_child == index)
         if parent_joint.size == 0:
             raise ValueError(f"link_point: link {link!r} hangs on no joint (a floating base), "
