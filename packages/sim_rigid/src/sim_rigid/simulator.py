@@ -82,7 +82,7 @@ class RigidSimulator:
                       entity="joint", doc="joint origin in the parent link's frame"),
             RigidOptions.parameter("damping", name="joint.damping", shape=(d,),
                                    default=m.joint_damping, entity="coordinate",
-                                   scale=max(float(np.mean(m.joint_damping, initial=0.0)),
+                                   scale=max(float(np.mean(m.joint_damping)) if d else 0.0,
                                              0.01)),
         ])
 

@@ -136,7 +136,7 @@ class _Solve:
             residual, jacobian = self.residual_and_jacobian(v)
         raise NewtonError(
             f"step {step_index}: Newton's method did not converge in {iterations} iterations "
-            f"(residual {np.linalg.norm(residual):.3g} N m, last update "
+            f"(residual {np.linalg.norm(residual):.3g} N m or N, last update "
             f"{np.max(np.abs(update)):.3g}); lower dt or raise newton_iterations")
 
     def vjp(self, v, g_q, g_v):
