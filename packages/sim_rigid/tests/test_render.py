@@ -1,0 +1,46 @@
+"""Frames of the robot: size, what is drawn, views."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim_rigid.dynamics import link_frames
+from sim_rigid.options import VIEWS
+from sim_rigid.render import PROJECTIONS, link_segments, render_frame
+from sim_rigid.simulator import RigidSimulator
+
+
+def test_every_declared_view_has_a_projection():
+    assert set(PROJECTIONS) == set(VIEWS)
+
+
+def test_the_arm_is_drawn_inside_its_window_in_every_view(models):
+    model = models.arm4()
+    state = RigidSimulator(model).initial_state({})
+    for view in VIEWS:
+        image = render_frame(model, state, model.parameters(), width=120, height=100,
+                             view=view, window=(-1.5, 1.5, -1.5, 1.5))
+        assert image.shape == (100, 120, 3) and image.dtype == np.uint8
+        drawn = np.any(image < 200, axis=2)
+        assert drawn.any() and not drawn[0].any() and not drawn[-1].any()
+
+
+def test_segments_join_the_joints_and_end_at_the_last_centre_of_mass(models):
+    model = models.arm4()
+    params = model.parameters()
+    rotation, origin = link_frames(model, params, model.joint_rest)
+    segments = link_segments(model, params, model.joint_rest)
+    assert len(segments) == 4
+    np.testing.assert_allclose(segments[:3, 0], origin[:3])
+    np.testing.assert_allclose(segments[:3, 1], origin[1:])
+    np.testing.assert_allclose(segments[3, 1], origin[3] + rotation[3] @ model.link_com[3])
+    # each pitch link is as long as the next joint's origin says
+    np.testing.assert_allclose(np.linalg.norm(segments[:3, 1] - segments[:3, 0], axis=1),
+                               [0.3, 0.25, 0.2])
+
+
+def test_the_simulator_frames_the_rest_pose(models):
+    sim = RigidSimulator(models.mixed_tree(), view="side")
+    design = sim.design_space().defaults()
+    image = sim.render(sim.initial_state(design), design, width=64, height=48)
+    assert image.shape == (48, 64, 3) and np.any(image < 200)
