@@ -18,7 +18,7 @@ def test_the_arm_is_drawn_inside_its_window_in_every_view(models):
     model = models.arm4()
     state = RigidSimulator(model).initial_state({})
     for view in VIEWS:
-        image = render_frame(model, state, model.parameters(), width=120, height=100,
+        image = render_frame(model, state, params=model.parameters(), width=120, height=100,
                              view=view, window=(-1.5, 1.5, -1.5, 1.5))
         assert image.shape == (100, 120, 3) and image.dtype == np.uint8
         drawn = np.any(image < 200, axis=2)

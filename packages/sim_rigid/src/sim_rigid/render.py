@@ -50,10 +50,11 @@ def default_view(model: RigidModel, params: dict, joint_q, *,
     return (u - reach, u + reach, v - reach, v + reach)
 
 
-def render_frame(model: RigidModel, state: RigidState, params: dict, *, width: int = 640,
+def render_frame(model: RigidModel, state: RigidState, *, params: dict, width: int = 640,
                  height: int = 480, view: str = "front", window=None) -> np.ndarray:
-    """One frame, uint8 (height, width, 3): the links at ``state.joint_q`` seen in ``view``
-    through ``window`` (u_min, u_max, v_min, v_max) [m] (default :func:`default_view`)."""
+    """One frame, uint8 (height, width, 3): the links at ``state.joint_q`` with the model's
+    :data:`~sim_rigid.model.PARAMETERS` ``params`` seen in ``view`` through ``window``
+    (u_min, u_max, v_min, v_max) [m] (default :func:`default_view`)."""
     window = default_view(model, params, state.joint_q, view=view) if window is None else window
     u_min, u_max, v_min, v_max = window
     scale = min(width / (u_max - u_min), height / (v_max - v_min))

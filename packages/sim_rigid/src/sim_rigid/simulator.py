@@ -148,5 +148,5 @@ class RigidSimulator:
         window = self.window
         if window is None:  # framed on the rest pose, so the camera does not move
             window = default_view(self.model, params, self.model.joint_rest, view=self.view)
-        return render_frame(self.model, state, params, width=width, height=height,
+        return render_frame(self.model, state, params=params, width=width, height=height,
                             view=self.view, window=window)
