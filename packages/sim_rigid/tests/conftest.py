@@ -4,6 +4,7 @@ joint type, as descriptions (dicts), and Pinocchio's reference where it is insta
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import types
 from pathlib import Path
 
@@ -53,6 +54,18 @@ def mixed_tree_description(*, damping: float = 0.1) -> dict:
     }
 
 
+def box_description(*, half: float = 0.1, mass: float = 1.0) -> dict:
+    """A solid cube of side 2 ``half`` [m] on a free joint, its eight corners contact
+    points, resting on its bottom face at z = half."""
+    corners = [[sx * half, sy * half, sz * half]
+               for sx, sy, sz in itertools.product((-1.0, 1.0), repeat=3)]
+    moment = mass * (2 * half) ** 2 / 6.0
+    return {"links": [{"name": "box", "mass": mass, "inertia": [moment] * 3,
+                       "contacts": corners}],
+            "joints": [{"name": "free", "type": "free", "parent": "world", "child": "box",
+                        "initial": [0.0, 0.0, half, 0.0, 0.0, 0.0]}]}
+
+
 def mixed_tree(**options):
     """:func:`mixed_tree_description` as a model."""
     return load_description(mixed_tree_description(**options))
@@ -64,7 +77,7 @@ def models():
     ``models.random_point(model)``, ..."""
     return types.SimpleNamespace(arm4=arm4, mixed_tree=mixed_tree,
                                  mixed_tree_description=mixed_tree_description,
-                                 random_point=random_point)
+                                 box_description=box_description, random_point=random_point)
 
 
 @pytest.fixture(params=["arm4", "mixed_tree"])

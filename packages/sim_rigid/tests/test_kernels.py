@@ -3,9 +3,12 @@ and their VJPs through each."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from sim_rigid import RigidState, dynamics, kernels
+from sim_rigid.description import load_description, load_obstacles
 from sim_rigid.step import step, step_vjp
 
 
@@ -57,3 +60,26 @@ def test_steps_and_vjps_equal_the_reference(any_model):
             np.testing.assert_allclose(g_compiled[2][name], value, rtol=1e-9,
                                        atol=1e-12 * np.abs(value).max())
         state = compiled
+
+
+def test_contact_forces_and_their_tangents_equal_the_reference(models):
+    # a tilted box sunk into a plane and a box obstacle, sliding and spinning: both
+    # friction branches (the slow corners stick) and every tangent
+    obstacles = load_obstacles([{"type": "plane"}, {"type": "box", "center": [0.1, 0, -0.2],
+                                                     "half_extents": [0.1, 0.3, 0.2],
+                                                     "rpy": [0.1, 0.0, 0.2]}])
+    model = dataclasses.replace(load_description(models.box_description()), **obstacles,
+                                friction_stiffness=20.0)
+    params = model.parameters()
+    q = np.array([0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
+    qd = np.array([0.02, 0.01, -0.05, 0.3, -0.2, 0.1])
+    rng = np.random.default_rng(9)
+    tangents = {"q": rng.standard_normal((4, 6)), "qd": rng.standard_normal((4, 6)),
+                "joint_origin": rng.standard_normal((4, 1, 3))}
+    expected = dynamics.inverse_dynamics_tangents(model, params, q, qd, np.zeros(6),
+                                                  tangents=tangents)
+    got = kernels.inverse_dynamics_tangents(model, params, q, qd, np.zeros(6),
+                                            tangents=tangents)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    # the contacts act: the plane holds the box up with about its weight and more
+    assert abs(expected[0, 2]) > 5.0

@@ -40,3 +40,24 @@ def test_bad_fields_get_clear_errors(models, field, value, message):
 def test_links_and_joints_pair_up(models):
     with pytest.raises(ModelError, match="4 links need 4 joints"):
         dataclasses.replace(models.arm4(), joint_names=("a", "b", "c"))
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"contact_link": [4], "contact_point": np.zeros((1, 3))},
+     r"contact_link\[0\] is 4: a link index in \[0, 4\)"),
+    ({"contact_link": [0], "contact_point": np.zeros((2, 3))},
+     r"contact_point must have shape \(1, 3\)"),
+    ({"obstacle_type": [2], "obstacle_center": np.zeros((1, 3)),
+      "obstacle_rotation": np.eye(3)[None], "obstacle_half_extents": np.ones((1, 3))},
+     r"obstacle_type\[0\] is 2"),
+    ({"obstacle_type": [1], "obstacle_center": np.zeros((1, 3)),
+      "obstacle_rotation": 2 * np.eye(3)[None], "obstacle_half_extents": np.ones((1, 3))},
+     r"obstacle_rotation\[0\] is not a rotation matrix"),
+    ({"obstacle_type": [1], "obstacle_center": np.zeros((1, 3)),
+      "obstacle_rotation": np.eye(3)[None], "obstacle_half_extents": np.zeros((1, 3))},
+     r"obstacle 0 is a box with half extents \[0.0, 0.0, 0.0\] m"),
+    ({"friction": -0.5}, r"friction: .*outside"),
+])
+def test_bad_contact_fields_get_clear_errors(models, fields, message):
+    with pytest.raises(ModelError, match=message):
+        dataclasses.replace(models.arm4(), **fields)

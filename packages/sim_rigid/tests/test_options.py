@@ -13,7 +13,9 @@ from sim_rigid.scene import SceneError, build_model, make_simulator, robot_path
 
 def test_every_option_is_declared_with_a_doc_and_listed():
     specs = RigidOptions.specs()
-    assert {"robot", "initial_positions", "gravity", "damping", "actuation",
+    assert {"robot", "initial_positions", "gravity", "damping", "obstacles",
+            "contact_stiffness", "contact_damping", "friction", "friction_stiffness",
+            "actuation",
             "servo_stiffness", "servo_damping", "newton_tolerance", "newton_iterations",
             "kernels", "view", "view_window", "base_dir"} == {s.name for s in specs}
     assert all(spec.doc for spec in specs)
@@ -26,7 +28,8 @@ def test_every_option_is_declared_with_a_doc_and_listed():
     ({"damping": -0.1}, "damping"), ({"servo_stiffness": -1.0}, "servo_stiffness"),
     ({"newton_tolerance": 0.1}, "newton_tolerance"), ({"newton_iterations": 0},
                                                       "newton_iterations"),
-    ({"view": "back"}, "view"),
+    ({"view": "back"}, "view"), ({"friction": -0.1}, "friction"),
+    ({"contact_stiffness": -1.0}, "contact_stiffness"),
 ])
 def test_values_outside_bounds_or_choices_raise(values, name):
     with pytest.raises(OptionsError, match=f"option '{name}'"):
@@ -42,7 +45,12 @@ def test_options_override_the_description(models):
     assert model.joint_rest[names.index("float.z")] == 2.0
     np.testing.assert_array_equal(model.joint_damping, np.full(9, 0.3))
     np.testing.assert_array_equal(model.gravity, [0.0, 0.0, -1.62])
-    listed = build_model(RigidOptions(robot="arm4", initial_positions=[0.1, 0.2, 0.3, 0.4]))
+    assert model.contact_link.tolist() == [] and model.friction == 0.5
+    listed = build_model(RigidOptions(robot="arm4", initial_positions=[0.1, 0.2, 0.3, 0.4],
+                                      obstacles=[{"type": "plane", "point": [0, 0, -1]}],
+                                      friction=0.8, contact_stiffness=2e4))
+    assert listed.obstacle_type.tolist() == [0] and listed.obstacle_center[0, 2] == -1.0
+    assert listed.friction == 0.8 and listed.contact_stiffness == 2e4
     np.testing.assert_array_equal(listed.joint_rest, [0.1, 0.2, 0.3, 0.4])
 
 
@@ -54,6 +62,7 @@ def test_options_override_the_description(models):
                                         r"coordinate \(4"),
     ({"damping": [0.1, 0.2]}, r"damping has 2 values"),
     ({"robot": {"links": []}}, r"robot \(inline\): the description needs a non-empty list"),
+    ({"obstacles": [{"type": "plane", "normal": [0, 0, 0]}]}, r"zero normal"),
 ])
 def test_options_that_do_not_fit_the_robot(values, message):
     with pytest.raises(SceneError, match=message):

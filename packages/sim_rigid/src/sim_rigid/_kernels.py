@@ -15,9 +15,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["NodeArrays", "mass_matrix", "rnea"]
+__all__ = ["Contacts", "NodeArrays", "mass_matrix", "rnea"]
 
 _REVOLUTE, _PRISMATIC = 0, 1
+_PLANE = 0
 
 
 class NodeArrays(NamedTuple):
@@ -31,6 +32,19 @@ class NodeArrays(NamedTuple):
     link: np.ndarray  # (N,) int64, -1 massless
     coordinate: np.ndarray  # (N,) int64, -1 fixed
     com: np.ndarray  # (N, 3) centre of mass of the node's link [m] (0 when massless)
+
+
+class Contacts(NamedTuple):
+    """Contact points and static obstacles (:mod:`sim_rigid.contact`), c points and o
+    obstacles."""
+
+    node: np.ndarray  # (c,) int64, the node of each point's link
+    point: np.ndarray  # (c, 3) in the link frame [m]
+    obstacle_type: np.ndarray  # (o,) int64: 0 plane, 1 box
+    obstacle_center: np.ndarray  # (o, 3) [m]
+    obstacle_rotation: np.ndarray  # (o, 3, 3)
+    obstacle_half_extents: np.ndarray  # (o, 3) [m]
+    coefficients: np.ndarray  # (4,): kn [N/m], kd [N s/m²], μ, kt [N s/m]
 
 
 @numba.njit(cache=True)
@@ -118,10 +132,106 @@ def _placement(nodes, node, origin, q, rotation, offset):
 
 
 @numba.njit(cache=True)
-def rnea(nodes, q, qd, qdd, mass, inertia, origin, gravity):
+def _signed_distance(contacts, obstacle, x):
+    """(φ, outward normal) of an obstacle at the world point x (the reference's
+    ``signed_distance``)."""
+    _, _, kinds, centers, rotations, halves, _ = contacts
+    kind, center = kinds[obstacle], centers[obstacle]
+    rotation, half = rotations[obstacle], halves[obstacle]
+    relative = x - center
+    normal = np.zeros(3)
+    if kind == _PLANE:
+        normal[:] = rotation[:, 2]
+        return normal @ relative, normal
+    local = rotation.T @ relative
+    excess = np.abs(local) - half
+    if np.all(excess < 0.0):
+        axis = np.argmax(excess)
+        normal[:] = np.sign(local[axis]) * rotation[:, axis]
+        return excess[axis], normal
+    return np.sqrt(np.sum(np.maximum(excess, 0.0) ** 2)) + min(np.max(excess), 0.0), normal
+
+
+@numba.njit(cache=True)
+def _contact_force(contacts, x, xdot, total):
+    """The dual world force (R, 3) on a contact point into ``total`` (the reference's
+    ``contact_force``)."""
+    kinds, coefficients = contacts[2], contacts[6]
+    kn, kd, mu, kt = coefficients[0], coefficients[1], coefficients[2], coefficients[3]
+    rows = x.shape[0]
+    total[:] = 0.0
+    for obstacle in range(kinds.shape[0]):
+        distance, normal = _signed_distance(contacts, obstacle, x[0])
+        if distance >= 0.0:
+            continue
+        depth = -(x @ normal)
+        depth[0] = -distance
+        rate = -(xdot @ normal)
+        normal_force = kn * depth + kd * depth[0] * rate
+        normal_force[1:] += kd * depth[1:] * rate[0]
+        if normal_force[0] <= 0.0:
+            continue
+        along = xdot @ normal
+        slip = xdot - along.reshape(rows, 1) * normal.reshape(1, 3)
+        speed = np.sqrt(np.sum(slip[0] ** 2))
+        if kt * speed <= mu * normal_force[0]:
+            total += -kt * slip
+        else:
+            direction = slip[0] / speed
+            total[0] += -mu * normal_force[0] * direction
+            for k in range(1, rows):
+                turn = (slip[k] - (slip[k] @ direction) * direction) / speed
+                total[k] += -mu * (normal_force[k] * direction + normal_force[0] * turn)
+        total += normal_force.reshape(rows, 1) * normal.reshape(1, 3)
+
+
+@numba.njit(cache=True)
+def _apply_contacts(nodes, contacts, rotation, offset, w, v, torque, force):
+    """Subtract each contact point's force from its node's body force (the reference's
+    ``_apply_contacts``)."""
+    parent = nodes[0]
+    count, rows = parent.shape[0], rotation.shape[1]
+    world_rotation = np.zeros((count, rows, 3, 3))
+    world_origin = np.zeros((count, rows, 3))
+    for node in range(count):
+        p = parent[node]
+        if p < 0:
+            world_rotation[node] = rotation[node]
+            world_origin[node] = offset[node]
+        else:
+            for k in range(rows):
+                world_rotation[node, k] = world_rotation[p, 0] @ rotation[node, k]
+                if k > 0:
+                    world_rotation[node, k] += world_rotation[p, k] @ rotation[node, 0]
+            _rotate(world_rotation[p], offset[node], False, world_origin[node])
+            world_origin[node] += world_origin[p]
+    x = np.zeros((rows, 3))
+    xdot = np.zeros((rows, 3))
+    spin = np.zeros((rows, 3))
+    world_force = np.zeros((rows, 3))
+    body = np.zeros((rows, 3))
+    contact_node, contact_point = contacts[0], contacts[1]
+    for index in range(contact_node.shape[0]):
+        node, point = contact_node[index], contact_point[index]
+        for k in range(rows):
+            x[k] = world_origin[node, k] + world_rotation[node, k] @ point
+        _cross_constant(w[node], point, spin)
+        spin += v[node]
+        _rotate(world_rotation[node], spin, False, xdot)
+        _contact_force(contacts, x, xdot, world_force)
+        _rotate(world_rotation[node], world_force, True, body)
+        force[node] -= body
+        for k in range(rows):
+            torque[node, k, 0] -= point[1] * body[k, 2] - point[2] * body[k, 1]
+            torque[node, k, 1] -= point[2] * body[k, 0] - point[0] * body[k, 2]
+            torque[node, k, 2] -= point[0] * body[k, 1] - point[1] * body[k, 0]
+
+
+@numba.njit(cache=True)
+def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, gravity):
     """Dual joint forces (R, d) of dual coordinates, rates, accelerations (R, d), masses
-    (R, n), inertias (R, n, 3, 3) and joint origins (R, n, 3) (the reference's
-    ``inverse_dynamics_tangents``)."""
+    (R, n), inertias (R, n, 3, 3) and joint origins (R, n, 3), contact forces subtracted
+    (the reference's ``inverse_dynamics_tangents``)."""
     parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
     count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
     rotation = np.zeros((count, rows, 3, 3))
@@ -211,6 +321,8 @@ def rnea(nodes, q, qd, qdd, mass, inertia, origin, gravity):
             torque[node] += tmp
             _cross(w[node], momentum, tmp)
             force[node] = p_dot + tmp
+    if contacts[0].shape[0]:
+        _apply_contacts(nodes, contacts, rotation, offset, w, v, torque, force)
     tau = np.zeros((rows, d))
     for node in range(count - 1, -1, -1):
         c = coordinate[node]

@@ -12,7 +12,8 @@
 
 Links: ``mass`` [kg], ``com`` [m] (default the frame origin), ``inertia`` about the centre of
 mass in the link frame [kg m²]: three principal moments, six values (ixx, iyy, izz, ixy, ixz,
-iyz) or a 3x3 matrix. Joints: ``type`` one of :data:`~sim_rigid.model.JOINT_TYPES`,
+iyz) or a 3x3 matrix, ``contacts`` (optional) the contact points in the link frame [m], a
+list of [x, y, z]. Joints: ``type`` one of :data:`~sim_rigid.model.JOINT_TYPES`,
 ``parent`` a link name or ``world``, ``child`` a link name, ``origin`` [m] and ``rpy`` [rad]
 (URDF's roll-pitch-yaw, R = Rz(yaw) Ry(pitch) Rx(roll)) of the joint frame in the parent's
 frame, ``axis`` (revolute, prismatic; normalized), ``damping`` and ``initial`` one value per
@@ -28,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .model import JOINT_COORDINATES, JOINT_TYPES, ModelError, RigidModel
+from .model import JOINT_COORDINATES, JOINT_TYPES, OBSTACLE_TYPES, ModelError, RigidModel
 
-__all__ = ["DescriptionError", "load_description", "rpy_matrix"]
+__all__ = ["DescriptionError", "load_description", "load_obstacles", "rpy_matrix"]
 
-_LINK_KEYS = {"name", "mass", "com", "inertia"}
+_LINK_KEYS = {"name", "mass", "com", "inertia", "contacts"}
 _JOINT_KEYS = {"name", "type", "parent", "child", "origin", "rpy", "axis", "damping", "initial"}
 
 
@@ -175,6 +176,15 @@ def load_description(source, *, gravity=None) -> RigidModel:
             raise DescriptionError(f"joint {joint['name']!r} has a zero axis")
         axes.append(axis / norm if norm > 0 else np.array([0.0, 0.0, 1.0]))
     ordered_links = [links[joint["child"]] for joint in joints]
+    contact_link, contact_point = [], []
+    for i, link in enumerate(ordered_links):
+        points = link.get("contacts", [])
+        if not isinstance(points, list):
+            raise DescriptionError(f"link {link['name']!r} contacts must be a list of "
+                                   f"[x, y, z] points [m], got {points!r}")
+        for k, point in enumerate(points):
+            contact_point.append(_vector(f"link {link['name']!r} contacts[{k}]", point, 3))
+            contact_link.append(i)
     try:
         return RigidModel(
             link_names=[link["name"] for link in ordered_links],
@@ -193,6 +203,60 @@ def load_description(source, *, gravity=None) -> RigidModel:
                                                joint.get("rpy", [0.0] * 3), 3))
                             for joint in joints],
             joint_axis=axes, joint_damping=damping, joint_rest=rest,
+            contact_link=np.array(contact_link, dtype=np.int64),
+            contact_point=np.array(contact_point, dtype=np.float64).reshape(-1, 3),
             gravity=source.get("gravity", [0.0, 0.0, -9.81]) if gravity is None else gravity)
     except ModelError as exc:
         raise DescriptionError(str(exc)) from exc
+
+
+def load_obstacles(obstacles) -> dict[str, np.ndarray]:
+    """The model fields of static obstacles (``obstacle_type``, ``obstacle_center``,
+    ``obstacle_rotation``, ``obstacle_half_extents``) from a list of ``{type: plane, point
+    [m] (default the origin), normal (default +z)}`` and ``{type: box, center [m],
+    half_extents [m], rpy [rad] (default none)}``; raises :class:`DescriptionError` naming
+    the entry at fault."""
+    if not isinstance(obstacles, list | tuple):
+        raise DescriptionError(f"obstacles must be a list, got {obstacles!r}")
+    kinds, centers, rotations, halves = [], [], [], []
+    allowed = {"plane": {"type", "point", "normal"},
+               "box": {"type", "center", "half_extents", "rpy"}}
+    for k, obstacle in enumerate(obstacles):
+        kind = obstacle.get("type") if isinstance(obstacle, dict) else None
+        if kind not in allowed:
+            raise DescriptionError(f"obstacles[{k}] must be a mapping with type one of "
+                                   f"{sorted(allowed)}, got {obstacle!r}")
+        unknown = sorted(set(obstacle) - allowed[kind])
+        if unknown:
+            raise DescriptionError(f"obstacles[{k}] ({kind}) has unknown keys {unknown}; "
+                                   f"allowed: {sorted(allowed[kind])}")
+        kinds.append(OBSTACLE_TYPES.index(kind))
+        if kind == "plane":
+            normal = _vector(f"obstacles[{k}] normal", obstacle.get("normal", [0, 0, 1]), 3)
+            length = np.linalg.norm(normal)
+            if length == 0.0:
+                raise DescriptionError(f"obstacles[{k}] (plane) has a zero normal")
+            centers.append(_vector(f"obstacles[{k}] point", obstacle.get("point", [0] * 3), 3))
+            rotations.append(_frame_with_z(normal / length))
+            halves.append(np.zeros(3))
+        else:
+            centers.append(_vector(f"obstacles[{k}] center", obstacle.get("center"), 3))
+            rotations.append(rpy_matrix(_vector(f"obstacles[{k}] rpy",
+                                                obstacle.get("rpy", [0] * 3), 3)))
+            half = _vector(f"obstacles[{k}] half_extents", obstacle.get("half_extents"), 3)
+            if not np.all(half > 0.0):
+                raise DescriptionError(f"obstacles[{k}] (box) half_extents {half.tolist()} "
+                                       f"m: each must be > 0")
+            halves.append(half)
+    return {"obstacle_type": np.array(kinds, dtype=np.int64),
+            "obstacle_center": np.array(centers, dtype=np.float64).reshape(-1, 3),
+            "obstacle_rotation": np.array(rotations, dtype=np.float64).reshape(-1, 3, 3),
+            "obstacle_half_extents": np.array(halves, dtype=np.float64).reshape(-1, 3)}
+
+
+def _frame_with_z(normal: np.ndarray) -> np.ndarray:
+    """A rotation matrix whose third column is the unit ``normal``."""
+    helper = np.array([1.0, 0.0, 0.0]) if abs(normal[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    first = np.cross(helper, normal)
+    first /= np.linalg.norm(first)
+    return np.column_stack([first, np.cross(normal, first), normal])

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .contact import contact_force
 from .model import JOINT_TYPES, RigidModel
 
 __all__ = ["NodeTable", "bias_forces", "inverse_dynamics", "inverse_dynamics_tangents",
@@ -110,6 +111,13 @@ def _rotate(rotation, x, *, transpose=False):
     head = "ji,kj->ki" if transpose else "ij,kj->ki"
     out = np.einsum(head, rotation[0], x)
     out[1:] += np.einsum(pattern, rotation[1:], np.broadcast_to(x[0], x[1:].shape))
+    return out
+
+
+def _matmul(a, b):
+    """A B for dual matrices (K+1, 3, 3)."""
+    out = a[0] @ b
+    out[1:] += a[1:] @ b[0]
     return out
 
 
@@ -216,6 +224,8 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
                 w[node], v[node], dw[node], dv[node])
         else:
             torque[node], force[node] = np.zeros((rows, 3)), np.zeros((rows, 3))
+    if len(model.contact_link):
+        _apply_contacts(model, table, placements, w, v, torque, force)
     tau = np.zeros((rows, model.coordinate_count))
     for node in range(count_nodes - 1, -1, -1):
         s_w, s_v = _motion_subspace(table, node)
@@ -230,6 +240,28 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
                 + _cross(offset, f_parent)
             force[parent] = force[parent] + f_parent
     return tau
+
+
+def _apply_contacts(model, table, placements, w, v, torque, force):
+    """Subtract each contact point's force (:func:`sim_rigid.contact.contact_force`) from its
+    node's body force, so the recursion's joint forces become M q̈ + C - Jᵀ f."""
+    world_rotation, world_origin = [], []
+    for node, (rotation, offset) in enumerate(placements):
+        parent = table.parent[node]
+        if parent < 0:
+            world_rotation.append(rotation)
+            world_origin.append(offset)
+        else:
+            world_rotation.append(_matmul(world_rotation[parent], rotation))
+            world_origin.append(world_origin[parent] + _rotate(world_rotation[parent], offset))
+    for link, point in zip(model.contact_link, model.contact_point, strict=True):
+        node = table.link_node[link]
+        rotation = world_rotation[node]
+        x = world_origin[node] + rotation @ point
+        xdot = _rotate(rotation, v[node] + np.cross(w[node], point))
+        body = _rotate(rotation, contact_force(model, x, xdot), transpose=True)
+        force[node] = force[node] - body
+        torque[node] = torque[node] - np.cross(point, body)
 
 
 def _motion_subspace(table: NodeTable, node: int):

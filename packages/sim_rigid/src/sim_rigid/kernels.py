@@ -19,13 +19,15 @@ from . import _kernels
 from .dynamics import node_table
 from .model import RigidModel
 
-__all__ = ["COMPILE_NOTICE", "inverse_dynamics_tangents", "mass_matrix", "node_arrays"]
+__all__ = ["COMPILE_NOTICE", "contact_arrays", "inverse_dynamics_tangents", "mass_matrix",
+           "node_arrays"]
 
 COMPILE_NOTICE = "sim_rigid: compiling kernels (first run only)"
 
 _COMPILES = announce_compiles(f"{__package__}.", COMPILE_NOTICE)
 
 _NODE_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CONTACT_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def node_arrays(model: RigidModel) -> tuple:
@@ -41,6 +43,22 @@ def node_arrays(model: RigidModel) -> tuple:
                                      rotation=table.rotation, origin_joint=table.origin_joint,
                                      link=table.link, coordinate=table.coordinate, com=com)
         arrays = _NODE_ARRAYS[model] = tuple(np.ascontiguousarray(a) for a in fields)
+    return arrays
+
+
+def contact_arrays(model: RigidModel) -> tuple:
+    """The model's :class:`~sim_rigid._kernels.Contacts` as the plain tuple the kernels
+    take, built on first use and kept while the model lives."""
+    arrays = _CONTACT_ARRAYS.get(model)
+    if arrays is None:
+        fields = _kernels.Contacts(
+            node=node_table(model).link_node[model.contact_link], point=model.contact_point,
+            obstacle_type=model.obstacle_type, obstacle_center=model.obstacle_center,
+            obstacle_rotation=model.obstacle_rotation,
+            obstacle_half_extents=model.obstacle_half_extents,
+            coefficients=np.array([model.contact_stiffness, model.contact_damping,
+                                   model.friction, model.friction_stiffness]))
+        arrays = _CONTACT_ARRAYS[model] = tuple(np.ascontiguousarray(a) for a in fields)
     return arrays
 
 
@@ -66,7 +84,8 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
                                  ("link_mass", params["link_mass"]),
                                  ("link_inertia", params["link_inertia"]),
                                  ("joint_origin", params["joint_origin"]))]
-    return _kernels.rnea(node_arrays(model), *duals, np.asarray(model.gravity, np.float64))
+    return _kernels.rnea(node_arrays(model), contact_arrays(model), *duals,
+                         np.asarray(model.gravity, np.float64))
 
 
 def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:

@@ -30,8 +30,8 @@ import numpy as np
 
 from .options import RigidOptions
 
-__all__ = ["JOINT_COORDINATES", "JOINT_TYPES", "ModelError", "PARAMETERS", "RigidModel",
-           "inertia_problem"]
+__all__ = ["JOINT_COORDINATES", "JOINT_TYPES", "ModelError", "OBSTACLE_TYPES", "PARAMETERS",
+           "RigidModel", "inertia_problem"]
 
 JOINT_TYPES = ("revolute", "prismatic", "fixed", "free")
 """Joint type names, indexed by ``RigidModel.joint_type``."""
@@ -39,10 +39,17 @@ JOINT_TYPES = ("revolute", "prismatic", "fixed", "free")
 JOINT_COORDINATES = (1, 1, 0, 6)
 """Coordinates of each joint type of :data:`JOINT_TYPES`."""
 
+OBSTACLE_TYPES = ("plane", "box")
+"""Static obstacle shapes, indexed by ``RigidModel.obstacle_type``: a plane through
+``obstacle_center`` whose normal is the third column of ``obstacle_rotation`` (the solid
+side below it), a box centred at ``obstacle_center``, turned by ``obstacle_rotation``, with
+``obstacle_half_extents``."""
+
 PARAMETERS = ("link_mass", "link_inertia", "joint_origin", "joint_damping")
 """The model fields a design may replace at step time (:meth:`RigidModel.parameters`); the
 step's VJP returns a gradient for each."""
 
+_DEFAULT = RigidOptions()
 _UNIT_TOLERANCE = 1e-6
 """How far from 1 the norm of a joint axis may be, and from orthonormal a rotation."""
 _INERTIA_TOLERANCE = 1e-9
@@ -124,6 +131,18 @@ class RigidModel:
         joint_damping: viscous damping per coordinate [N m s/rad or N s/m], (d,).
         joint_rest: coordinates of the initial state [rad or m], (d,).
         gravity: [m/s²], (3,).
+        contact_link: the link each contact point is fixed on, (c,) int64.
+        contact_point: contact points in their links' frames [m], (c, 3).
+        obstacle_type: index into :data:`OBSTACLE_TYPES`, (o,) int64.
+        obstacle_center: a point of each plane, each box's centre [m], (o, 3).
+        obstacle_rotation: obstacle orientations in the world, rotation matrices, (o, 3, 3).
+        obstacle_half_extents: box half sizes [m] (unused for planes), (o, 3).
+        contact_stiffness: normal stiffness kn [N/m] per contact point.
+        contact_damping: normal damping [N s/m²]: the force kd d ḋ grows with the
+            penetration d, so it is continuous at first contact (the paper's law).
+        friction: Coulomb coefficient μ.
+        friction_stiffness: tangential viscous stiffness kt [N s/m] below sliding: the
+            friction force is -kt v_t until it reaches μ f_n.
     """
 
     link_names: tuple[str, ...]
@@ -139,6 +158,18 @@ class RigidModel:
     joint_damping: np.ndarray
     joint_rest: np.ndarray
     gravity: np.ndarray
+    contact_link: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    contact_point: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    obstacle_type: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    obstacle_center: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    obstacle_rotation: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros((0, 3, 3)))
+    obstacle_half_extents: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros((0, 3)))
+    contact_stiffness: float = _DEFAULT.contact_stiffness
+    contact_damping: float = _DEFAULT.contact_damping
+    friction: float = _DEFAULT.friction
+    friction_stiffness: float = _DEFAULT.friction_stiffness
 
     def __post_init__(self):
         set_field = functools.partial(object.__setattr__, self)
@@ -148,10 +179,12 @@ class RigidModel:
         if len(self.joint_names) != n:
             raise ModelError(f"{n} links need {n} joints (link i hangs from joint i), got "
                              f"{len(self.joint_names)}")
-        for name in ("joint_type", "joint_parent"):
+        c, o = len(np.asarray(self.contact_link)), len(np.asarray(self.obstacle_type))
+        for name, count in (("joint_type", n), ("joint_parent", n), ("contact_link", c),
+                            ("obstacle_type", o)):
             array = np.asarray(getattr(self, name))
-            if array.shape != (n,) or (array.size and array.dtype.kind not in "iu"):
-                raise ModelError(f"{name} must be an integer array of shape ({n},), got "
+            if array.shape != (count,) or (array.size and array.dtype.kind not in "iu"):
+                raise ModelError(f"{name} must be an integer array of shape ({count},), got "
                                  f"{array.dtype} {array.shape}")
             set_field(name, array.astype(np.int64))
         bad = np.flatnonzero((self.joint_type < 0) | (self.joint_type >= len(JOINT_TYPES)))
@@ -161,12 +194,15 @@ class RigidModel:
         d = self.coordinate_count
         shapes = {"link_mass": (n,), "link_com": (n, 3), "link_inertia": (n, 3, 3),
                   "joint_origin": (n, 3), "joint_rotation": (n, 3, 3), "joint_axis": (n, 3),
-                  "joint_damping": (d,), "joint_rest": (d,), "gravity": (3,)}
+                  "joint_damping": (d,), "joint_rest": (d,), "gravity": (3,),
+                  "contact_point": (c, 3), "obstacle_center": (o, 3),
+                  "obstacle_rotation": (o, 3, 3), "obstacle_half_extents": (o, 3)}
         for name, shape in shapes.items():
             set_field(name, _float_array(name, getattr(self, name), shape))
         self._check_tree()
         self._check_links()
         self._check_joints()
+        self._check_contacts()
 
     def _check_tree(self):
         for i, (name, parent) in enumerate(zip(self.joint_names, self.joint_parent,
@@ -203,6 +239,35 @@ class RigidModel:
         problem = RigidOptions.spec("damping").problem(self.joint_damping)
         if problem is not None:
             raise ModelError(f"joint_damping: {problem}")
+
+    def _check_contacts(self):
+        bad = np.flatnonzero((self.contact_link < 0) | (self.contact_link >= self.link_count))
+        if bad.size:
+            raise ModelError(f"contact_link[{bad[0]}] is {self.contact_link[bad[0]]}: a link "
+                             f"index in [0, {self.link_count})")
+        bad = np.flatnonzero((self.obstacle_type < 0)
+                             | (self.obstacle_type >= len(OBSTACLE_TYPES)))
+        if bad.size:
+            raise ModelError(f"obstacle_type[{bad[0]}] is {self.obstacle_type[bad[0]]}: an "
+                             f"index into {OBSTACLE_TYPES}")
+        rotation = self.obstacle_rotation
+        error = np.abs(rotation @ rotation.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2),
+                                                                              initial=0.0)
+        bad = np.flatnonzero((error > _UNIT_TOLERANCE) | (np.linalg.det(rotation) < 0.0))
+        if bad.size:
+            raise ModelError(f"obstacle_rotation[{bad[0]}] is not a rotation matrix")
+        boxes = self.obstacle_type == OBSTACLE_TYPES.index("box")
+        bad = np.flatnonzero(boxes & ~np.all(self.obstacle_half_extents > 0.0, axis=1))
+        if bad.size:
+            raise ModelError(f"obstacle {bad[0]} is a box with half extents "
+                             f"{self.obstacle_half_extents[bad[0]].tolist()} m: each must "
+                             f"be > 0")
+        for name in ("contact_stiffness", "contact_damping", "friction", "friction_stiffness"):
+            value = getattr(self, name)
+            problem = RigidOptions.spec(name).problem(value)
+            if problem is not None:
+                raise ModelError(f"{name}: {problem}")
+            object.__setattr__(self, name, float(value))
 
     @property
     def link_count(self) -> int:

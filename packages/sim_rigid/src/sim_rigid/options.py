@@ -43,6 +43,18 @@ class RigidOptions(Options):
         None, unit="N m s/rad or N s/m", lower=0.0,
         doc="joint viscous damping, one value or one per coordinate (default the "
             "description's)")
+    obstacles: list[dict] = option(
+        [], doc="static obstacles the contact points touch, each {type: plane, point [m], "
+                "normal} or {type: box, center [m], half_extents [m], rpy [rad]}")
+    contact_stiffness: float = option(1.0e4, unit="N/m", lower=0.0,
+                                      doc="normal stiffness kn of each contact point")
+    contact_damping: float = option(1.0e3, unit="N s/m^2", lower=0.0,
+                                    doc="normal damping: the force kd d ḋ grows with the "
+                                        "penetration d (continuous at first contact)")
+    friction: float = option(0.5, lower=0.0, doc="Coulomb friction coefficient μ")
+    friction_stiffness: float = option(
+        1.0e3, unit="N s/m", lower=0.0,
+        doc="tangential viscous stiffness kt below sliding: friction -kt v_t up to μ f_n")
     actuation: str = option("torque", choices=ACTUATIONS,
                             doc="the action: joint torques, or position targets of PD servos")
     servo_stiffness: float = option(100.0, unit="N m/rad or N/m", lower=0.0,

@@ -16,7 +16,7 @@ import numpy as np
 
 from codesign.options import options_factory
 
-from .description import DescriptionError, load_description
+from .description import DescriptionError, load_description, load_obstacles
 from .model import RigidModel
 from .options import RigidOptions
 from .simulator import RigidSimulator
@@ -58,7 +58,8 @@ def _per_coordinate(name: str, value, model: RigidModel) -> np.ndarray:
 
 def build_model(options: RigidOptions) -> RigidModel:
     """The model of ``options``: the description loaded with the options' gravity, its
-    initial positions and damping replaced where the options give them."""
+    initial positions and damping replaced where the options give them, the options'
+    obstacles and contact coefficients added."""
     o = options
     source = o.robot if isinstance(o.robot, dict) else robot_path(o.robot, base_dir=o.base_dir)
     try:
@@ -66,7 +67,12 @@ def build_model(options: RigidOptions) -> RigidModel:
     except DescriptionError as exc:
         raise SceneError(f"robot {o.robot if isinstance(o.robot, str) else '(inline)'}: "
                          f"{exc}") from exc
-    changes = {}
+    try:
+        changes = load_obstacles(o.obstacles)
+    except DescriptionError as exc:
+        raise SceneError(str(exc)) from exc
+    changes.update(contact_stiffness=o.contact_stiffness, contact_damping=o.contact_damping,
+                   friction=o.friction, friction_stiffness=o.friction_stiffness)
     if o.damping is not None:
         changes["joint_damping"] = _per_coordinate("damping", o.damping, model)
     if isinstance(o.initial_positions, dict):
