@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from sim_rigid.dynamics import link_frames
 from sim_rigid.options import VIEWS
-from sim_rigid.render import PROJECTIONS, link_segments, render_frame
+from sim_rigid.render import (
+    PROJECTIONS,
+    contact_points,
+    link_segments,
+    obstacle_segments,
+    render_frame,
+)
 from sim_rigid.simulator import RigidSimulator
 
 
@@ -44,3 +52,25 @@ def test_the_simulator_frames_the_rest_pose(models):
     design = sim.design_space().defaults()
     image = sim.render(sim.initial_state(design), design, width=64, height=48)
     assert image.shape == (48, 64, 3) and np.any(image < 200)
+
+
+def test_contact_points_and_obstacles_are_drawn(models):
+    from sim_rigid.scene import make_simulator
+
+    sim = make_simulator(robot=models.box_description(), view="front",
+                         view_window=[-0.5, 0.5, -0.3, 0.7],
+                         obstacles=[{"type": "plane"},
+                                    {"type": "box", "center": [0, 0.3, 0.1],
+                                     "half_extents": [0.1, 0.1, 0.1]}])
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    points, touching = contact_points(sim.model, sim.parameters(design), state.joint_q)
+    # the cube rests on its bottom face, exactly on the plane: nothing penetrates yet
+    assert points.shape == (8, 3) and not touching.any()
+    sunk = dataclasses.replace(state, joint_q=state.joint_q - np.array([0, 0, 0.01, 0, 0, 0]))
+    _, touching = contact_points(sim.model, sim.parameters(design), sunk.joint_q)
+    assert touching.sum() == 4
+    assert len(obstacle_segments(sim.model)) == 2 + 12
+    image = sim.render(sunk, design, width=100, height=100)
+    red = (image[:, :, 0] > 180) & (image[:, :, 1] < 100)
+    assert red.any()
