@@ -169,3 +169,13 @@ def test_bad_contact_points_get_clear_errors(models):
     description["links"][0]["contacts"] = [[0.0, 0.1]]
     with pytest.raises(DescriptionError, match=r"'box' contacts\[0\] must be a list of 3"):
         load_description(description)
+
+
+def test_conformance_of_a_box_pressed_into_a_plane(models):
+    from codesign.testing import run_conformance
+
+    # sunk 1 mm and tilted: the four bottom corners stay in contact over the suite's steps
+    sim = make_simulator(robot=models.box_description(), obstacles=[{"type": "plane"}],
+                         contact_damping=1e4, friction_stiffness=50.0,
+                         initial_positions=[0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
+    run_conformance(sim, dt=1e-3, steps=(1, 4), rollout_steps=3, substeps=2)
