@@ -91,6 +91,36 @@ def test_tangents_equal_finite_differences(any_model, models, name):
     np.testing.assert_allclose(tangent, fd, rtol=0, atol=1e-8 * max(1.0, np.abs(fd).max()))
 
 
+@pytest.mark.parametrize("name", ["q", "qd", "joint_origin", "contact_point",
+                                  "contact_stiffness", "contact_damping", "friction",
+                                  "friction_stiffness"])
+@pytest.mark.parametrize("speed", [0.02, 1.0])
+def test_contact_tangents_equal_finite_differences(models, name, speed):
+    # a tilted box sunk into a plane, its corners sticking (slow) or sliding (fast)
+    import dataclasses
+
+    from sim_rigid.description import load_description, load_obstacles
+
+    model = dataclasses.replace(load_description(models.box_description()),
+                                **load_obstacles([{"type": "plane"}]), friction_stiffness=20.0)
+    params = model.parameters()
+    q = np.array([0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
+    qd = speed * np.array([1.0, 0.5, -0.05, 0.3, -0.2, 0.1])
+    point = {"q": q, "qd": qd} | params
+    direction = np.random.default_rng(10).standard_normal(np.shape(point[name]))
+    tangent = inverse_dynamics_tangents(model, params, q, qd, np.zeros(6),
+                                        tangents={name: direction[None]})[1]
+
+    def tau(shift):
+        moved = dict(point, **{name: point[name] + shift * direction})
+        return inverse_dynamics(model, {k: moved[k] for k in params}, moved["q"], moved["qd"],
+                                np.zeros(6))
+
+    h = 1e-7 * max(1.0, float(np.abs(point[name]).max()))
+    fd = (8 * (tau(h) - tau(-h)) - (tau(2 * h) - tau(-2 * h))) / (12 * h)
+    np.testing.assert_allclose(tangent, fd, rtol=0, atol=1e-6 * max(1.0, np.abs(fd).max()))
+
+
 def test_a_free_joint_expands_into_six_nodes(models):
     model = models.mixed_tree()
     table = node_table(model)

@@ -36,13 +36,26 @@ def test_conformance_of_a_floating_tree(models):
 def test_design_parameters_replace_the_model_values(models):
     sim = RigidSimulator(models.arm4())
     design = sim.design_space().defaults()
-    assert set(design) == set(DESIGN_FIELDS)
+    assert set(design) == {"link.mass", "link.inertia", "joint.origin", "joint.damping"}
     params = sim.parameters({**design, "link.mass": np.array([2.0, 3.0, 1.0, 1.0])})
     np.testing.assert_array_equal(params["link_mass"], [2.0, 3.0, 1.0, 1.0])
     with pytest.raises(ValueError, match="link.mass must be positive"):
         sim.parameters({"link.mass": np.array([1.0, 0.0, 1.0, 1.0])})
     with pytest.raises(ValueError, match=r"joint.origin.*shape \(4, 3\)"):
         sim.parameters({"joint.origin": np.zeros(3)})
+
+
+def test_a_robot_with_contact_points_gets_contact_parameters(models):
+    from sim_rigid.scene import make_simulator
+
+    sim = make_simulator(robot=models.box_description(), obstacles=[{"type": "plane"}],
+                         friction=0.3)
+    design = sim.design_space().defaults()
+    assert set(design) == set(DESIGN_FIELDS)
+    assert design["contact.point"].shape == (8, 3) and float(design["contact.friction"]) == 0.3
+    params = sim.parameters({**design, "contact.stiffness": np.asarray(5e3)})
+    assert float(params["contact_stiffness"]) == 5e3
+    assert sim.design_space()["contact.stiffness"].unit == "N/m"
 
 
 def test_longer_links_swing_slower(models):

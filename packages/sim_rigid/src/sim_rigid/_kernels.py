@@ -35,16 +35,15 @@ class NodeArrays(NamedTuple):
 
 
 class Contacts(NamedTuple):
-    """Contact points and static obstacles (:mod:`sim_rigid.contact`), c points and o
-    obstacles."""
+    """Where the contact points sit and the static obstacles (:mod:`sim_rigid.contact`), c
+    points and o obstacles; the points' positions and the coefficients are parameters,
+    passed as dual arrays."""
 
     node: np.ndarray  # (c,) int64, the node of each point's link
-    point: np.ndarray  # (c, 3) in the link frame [m]
     obstacle_type: np.ndarray  # (o,) int64: 0 plane, 1 box
     obstacle_center: np.ndarray  # (o, 3) [m]
     obstacle_rotation: np.ndarray  # (o, 3, 3)
     obstacle_half_extents: np.ndarray  # (o, 3) [m]
-    coefficients: np.ndarray  # (4,): kn [N/m], kd [N s/m²], μ, kt [N s/m]
 
 
 @numba.njit(cache=True)
@@ -135,7 +134,7 @@ def _placement(nodes, node, origin, q, rotation, offset):
 def _signed_distance(contacts, obstacle, x):
     """(φ, outward normal) of an obstacle at the world point x (the reference's
     ``signed_distance``)."""
-    _, _, kinds, centers, rotations, halves, _ = contacts
+    _, kinds, centers, rotations, halves = contacts
     kind, center = kinds[obstacle], centers[obstacle]
     rotation, half = rotations[obstacle], halves[obstacle]
     relative = x - center
@@ -153,11 +152,20 @@ def _signed_distance(contacts, obstacle, x):
 
 
 @numba.njit(cache=True)
-def _contact_force(contacts, x, xdot, total):
-    """The dual world force (R, 3) on a contact point into ``total`` (the reference's
-    ``contact_force``)."""
-    kinds, coefficients = contacts[2], contacts[6]
-    kn, kd, mu, kt = coefficients[0], coefficients[1], coefficients[2], coefficients[3]
+def _times(a, b):
+    """a b for dual scalars (R,)."""
+    out = a[0] * b
+    out[1:] += a[1:] * b[0]
+    return out
+
+
+@numba.njit(cache=True)
+def _contact_force(contacts, coefficients, x, xdot, total):
+    """The dual world force (R, 3) on a contact point into ``total``, from the dual
+    coefficients (R, 4) (the reference's ``contact_force``)."""
+    kinds = contacts[1]
+    kn, kd = coefficients[:, 0].copy(), coefficients[:, 1].copy()
+    mu, kt = coefficients[:, 2].copy(), coefficients[:, 3].copy()
     rows = x.shape[0]
     total[:] = 0.0
     for obstacle in range(kinds.shape[0]):
@@ -167,28 +175,30 @@ def _contact_force(contacts, x, xdot, total):
         depth = -(x @ normal)
         depth[0] = -distance
         rate = -(xdot @ normal)
-        normal_force = kn * depth + kd * depth[0] * rate
-        normal_force[1:] += kd * depth[1:] * rate[0]
+        normal_force = _times(kn, depth) + _times(_times(kd, depth), rate)
         if normal_force[0] <= 0.0:
             continue
         along = xdot @ normal
         slip = xdot - along.reshape(rows, 1) * normal.reshape(1, 3)
         speed = np.sqrt(np.sum(slip[0] ** 2))
-        if kt * speed <= mu * normal_force[0]:
-            total += -kt * slip
+        friction = np.empty_like(slip)
+        if kt[0] * speed <= mu[0] * normal_force[0]:
+            _scale(kt, slip, friction)
         else:
-            direction = slip[0] / speed
-            total[0] += -mu * normal_force[0] * direction
+            direction = np.empty_like(slip)
+            direction[0] = slip[0] / speed
             for k in range(1, rows):
-                turn = (slip[k] - (slip[k] @ direction) * direction) / speed
-                total[k] += -mu * (normal_force[k] * direction + normal_force[0] * turn)
+                direction[k] = (slip[k] - (slip[k] @ direction[0]) * direction[0]) / speed
+            _scale(_times(mu, normal_force), direction, friction)
+        total -= friction
         total += normal_force.reshape(rows, 1) * normal.reshape(1, 3)
 
 
 @numba.njit(cache=True)
-def _apply_contacts(nodes, contacts, rotation, offset, w, v, torque, force):
-    """Subtract each contact point's force from its node's body force (the reference's
-    ``_apply_contacts``)."""
+def _apply_contacts(nodes, contacts, points, coefficients, rotation, offset, w, v, torque,
+                    force):
+    """Subtract each contact point's force from its node's body force, dual points (R, c, 3)
+    and coefficients (R, 4) (the reference's ``_apply_contacts``)."""
     parent = nodes[0]
     count, rows = parent.shape[0], rotation.shape[1]
     world_rotation = np.zeros((count, rows, 3, 3))
@@ -210,28 +220,29 @@ def _apply_contacts(nodes, contacts, rotation, offset, w, v, torque, force):
     spin = np.zeros((rows, 3))
     world_force = np.zeros((rows, 3))
     body = np.zeros((rows, 3))
-    contact_node, contact_point = contacts[0], contacts[1]
+    lever = np.zeros((rows, 3))
+    contact_node = contacts[0]
     for index in range(contact_node.shape[0]):
-        node, point = contact_node[index], contact_point[index]
-        for k in range(rows):
-            x[k] = world_origin[node, k] + world_rotation[node, k] @ point
-        _cross_constant(w[node], point, spin)
+        node = contact_node[index]
+        point = points[:, index].copy()
+        _rotate(world_rotation[node], point, False, x)
+        x += world_origin[node]
+        _cross(w[node], point, spin)
         spin += v[node]
         _rotate(world_rotation[node], spin, False, xdot)
-        _contact_force(contacts, x, xdot, world_force)
+        _contact_force(contacts, coefficients, x, xdot, world_force)
         _rotate(world_rotation[node], world_force, True, body)
         force[node] -= body
-        for k in range(rows):
-            torque[node, k, 0] -= point[1] * body[k, 2] - point[2] * body[k, 1]
-            torque[node, k, 1] -= point[2] * body[k, 0] - point[0] * body[k, 2]
-            torque[node, k, 2] -= point[0] * body[k, 1] - point[1] * body[k, 0]
+        _cross(point, body, lever)
+        torque[node] -= lever
 
 
 @numba.njit(cache=True)
-def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, gravity):
+def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, coefficients, gravity):
     """Dual joint forces (R, d) of dual coordinates, rates, accelerations (R, d), masses
-    (R, n), inertias (R, n, 3, 3) and joint origins (R, n, 3), contact forces subtracted
-    (the reference's ``inverse_dynamics_tangents``)."""
+    (R, n), inertias (R, n, 3, 3), joint origins (R, n, 3), contact points (R, c, 3) and
+    contact coefficients (R, 4), contact forces subtracted (the reference's
+    ``inverse_dynamics_tangents``)."""
     parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
     count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
     rotation = np.zeros((count, rows, 3, 3))
@@ -322,7 +333,8 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, gravity):
             _cross(w[node], momentum, tmp)
             force[node] = p_dot + tmp
     if contacts[0].shape[0]:
-        _apply_contacts(nodes, contacts, rotation, offset, w, v, torque, force)
+        _apply_contacts(nodes, contacts, points, coefficients, rotation, offset, w, v, torque,
+                        force)
     tau = np.zeros((rows, d))
     for node in range(count - 1, -1, -1):
         c = coordinate[node]

@@ -22,7 +22,11 @@ import numpy as np
 
 from .model import OBSTACLE_TYPES, RigidModel
 
-__all__ = ["contact_force", "signed_distance"]
+__all__ = ["COEFFICIENTS", "contact_force", "signed_distance"]
+
+COEFFICIENTS = ("contact_stiffness", "contact_damping", "friction", "friction_stiffness")
+"""The contact law's coefficients kn, kd, μ, kt, in the order of its dual coefficient array
+(model fields and :data:`~sim_rigid.model.PARAMETERS` entries)."""
 
 _PLANE, _BOX = OBSTACLE_TYPES.index("plane"), OBSTACLE_TYPES.index("box")
 
@@ -44,12 +48,26 @@ def signed_distance(model: RigidModel, obstacle: int, x) -> tuple[float, np.ndar
                  + min(float(np.max(excess)), 0.0)), np.zeros(3)
 
 
-def contact_force(model: RigidModel, x, xdot) -> np.ndarray:
+def _times(a, b):
+    """a b for dual scalars (K+1,)."""
+    out = a[0] * b
+    out[1:] += a[1:] * b[0]
+    return out
+
+
+def _scaled(s, x):
+    """s x for a dual scalar (K+1,) and a dual vector (K+1, 3)."""
+    out = s[0] * x
+    out[1:] += np.outer(s[1:], x[0])
+    return out
+
+
+def contact_force(model: RigidModel, coefficients, x, xdot) -> np.ndarray:
     """The world force [N] on a contact point, summed over the obstacles it penetrates, as a
-    dual array (K+1, 3) from its dual position ``x`` and velocity ``xdot`` (K+1, 3)."""
+    dual array (K+1, 3) from the dual coefficients (kn, kd, μ, kt) (K+1, 4) and the point's
+    dual position ``x`` and velocity ``xdot`` (K+1, 3)."""
     total = np.zeros_like(x)
-    kn, kd = model.contact_stiffness, model.contact_damping
-    mu, kt = model.friction, model.friction_stiffness
+    kn, kd, mu, kt = coefficients.T
     for obstacle in range(len(model.obstacle_type)):
         distance, normal = signed_distance(model, obstacle, x[0])
         if distance >= 0.0:
@@ -57,20 +75,17 @@ def contact_force(model: RigidModel, x, xdot) -> np.ndarray:
         depth = -(x @ normal)
         depth[0] = -distance
         rate = -(xdot @ normal)
-        normal_force = kn * depth + kd * depth[0] * rate
-        normal_force[1:] += kd * depth[1:] * rate[0]
+        normal_force = _times(kn, depth) + _times(_times(kd, depth), rate)
         if normal_force[0] <= 0.0:
             continue
         slip = xdot - np.outer(xdot @ normal, normal)
         speed = float(np.linalg.norm(slip[0]))
-        if kt * speed <= mu * normal_force[0]:
-            friction = -kt * slip
+        if kt[0] * speed <= mu[0] * normal_force[0]:
+            friction = -_scaled(kt, slip)
         else:
-            direction = slip[0] / speed
-            turn = (slip[1:] - np.outer(slip[1:] @ direction, direction)) / speed
-            friction = np.empty_like(slip)
-            friction[0] = -mu * normal_force[0] * direction
-            friction[1:] = -mu * (np.outer(normal_force[1:], direction)
-                                  + normal_force[0] * turn)
+            direction = np.empty_like(slip)
+            direction[0] = slip[0] / speed
+            direction[1:] = (slip[1:] - np.outer(slip[1:] @ direction[0], direction[0])) / speed
+            friction = -_scaled(_times(mu, normal_force), direction)
         total += np.outer(normal_force, normal) + friction
     return total

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .contact import contact_force
+from .contact import COEFFICIENTS, contact_force
 from .model import JOINT_TYPES, RigidModel
 
 __all__ = ["NodeTable", "bias_forces", "inverse_dynamics", "inverse_dynamics_tangents",
@@ -172,11 +172,14 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
     Args:
         model: the robot.
         params: :data:`~sim_rigid.model.PARAMETERS` (``link_mass``, ``link_inertia``,
-            ``joint_origin``; damping is not part of the rigid-body dynamics).
+            ``joint_origin``, the contact points and coefficients; damping is not part of
+            the rigid-body dynamics).
         q, qd, qdd: coordinates [rad or m], rates, accelerations, each (d,).
         tangents: K input directions, by name: ``q``, ``qd``, ``qdd`` (K, d), ``link_mass``
-            (K, n), ``link_inertia`` (K, n, 3, 3), ``joint_origin`` (K, n, 3); a missing
-            name is zero along every direction. All given arrays share K.
+            (K, n), ``link_inertia`` (K, n, 3, 3), ``joint_origin`` (K, n, 3),
+            ``contact_point`` (K, c, 3), each contact coefficient of
+            :data:`~sim_rigid.contact.COEFFICIENTS` (K,); a missing name is zero along every
+            direction. All given arrays share K.
 
     Returns:
         (K+1, d): row 0 is τ, row k the derivative of τ along direction k.
@@ -225,7 +228,10 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
         else:
             torque[node], force[node] = np.zeros((rows, 3)), np.zeros((rows, 3))
     if len(model.contact_link):
-        _apply_contacts(model, table, placements, w, v, torque, force)
+        points = _dual(params["contact_point"], tangents.get("contact_point"), rows)
+        coefficients = np.stack([_dual(params[name], tangents.get(name), rows)
+                                 for name in COEFFICIENTS], axis=1)
+        _apply_contacts(model, table, placements, points, coefficients, w, v, torque, force)
     tau = np.zeros((rows, model.coordinate_count))
     for node in range(count_nodes - 1, -1, -1):
         s_w, s_v = _motion_subspace(table, node)
@@ -242,9 +248,10 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
     return tau
 
 
-def _apply_contacts(model, table, placements, w, v, torque, force):
+def _apply_contacts(model, table, placements, points, coefficients, w, v, torque, force):
     """Subtract each contact point's force (:func:`sim_rigid.contact.contact_force`) from its
-    node's body force, so the recursion's joint forces become M q̈ + C - Jᵀ f."""
+    node's body force, so the recursion's joint forces become M q̈ + C - Jᵀ f; dual points
+    (K+1, c, 3) in their links' frames and coefficients (K+1, 4)."""
     world_rotation, world_origin = [], []
     for node, (rotation, offset) in enumerate(placements):
         parent = table.parent[node]
@@ -254,14 +261,14 @@ def _apply_contacts(model, table, placements, w, v, torque, force):
         else:
             world_rotation.append(_matmul(world_rotation[parent], rotation))
             world_origin.append(world_origin[parent] + _rotate(world_rotation[parent], offset))
-    for link, point in zip(model.contact_link, model.contact_point, strict=True):
-        node = table.link_node[link]
+    for index, link in enumerate(model.contact_link):
+        node, point = table.link_node[link], points[:, index]
         rotation = world_rotation[node]
-        x = world_origin[node] + rotation @ point
-        xdot = _rotate(rotation, v[node] + np.cross(w[node], point))
-        body = _rotate(rotation, contact_force(model, x, xdot), transpose=True)
+        x = world_origin[node] + _rotate(rotation, point)
+        xdot = _rotate(rotation, v[node] + _cross(w[node], point))
+        body = _rotate(rotation, contact_force(model, coefficients, x, xdot), transpose=True)
         force[node] = force[node] - body
-        torque[node] = torque[node] - np.cross(point, body)
+        torque[node] = torque[node] - _cross(point, body)
 
 
 def _motion_subspace(table: NodeTable, node: int):

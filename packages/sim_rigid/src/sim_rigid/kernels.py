@@ -16,6 +16,7 @@ import numpy as np
 from codesign.compile_notice import announce_compiles
 
 from . import _kernels
+from .contact import COEFFICIENTS
 from .dynamics import node_table
 from .model import RigidModel
 
@@ -52,12 +53,10 @@ def contact_arrays(model: RigidModel) -> tuple:
     arrays = _CONTACT_ARRAYS.get(model)
     if arrays is None:
         fields = _kernels.Contacts(
-            node=node_table(model).link_node[model.contact_link], point=model.contact_point,
+            node=node_table(model).link_node[model.contact_link],
             obstacle_type=model.obstacle_type, obstacle_center=model.obstacle_center,
             obstacle_rotation=model.obstacle_rotation,
-            obstacle_half_extents=model.obstacle_half_extents,
-            coefficients=np.array([model.contact_stiffness, model.contact_damping,
-                                   model.friction, model.friction_stiffness]))
+            obstacle_half_extents=model.obstacle_half_extents)
         arrays = _CONTACT_ARRAYS[model] = tuple(np.ascontiguousarray(a) for a in fields)
     return arrays
 
@@ -83,8 +82,11 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
              for name, value in (("q", q), ("qd", qd), ("qdd", qdd),
                                  ("link_mass", params["link_mass"]),
                                  ("link_inertia", params["link_inertia"]),
-                                 ("joint_origin", params["joint_origin"]))]
-    return _kernels.rnea(node_arrays(model), contact_arrays(model), *duals,
+                                 ("joint_origin", params["joint_origin"]),
+                                 ("contact_point", params["contact_point"]))]
+    coefficients = np.stack([_dual(np.asarray(params[name], dtype=np.float64),
+                                   tangents.get(name), rows) for name in COEFFICIENTS], axis=1)
+    return _kernels.rnea(node_arrays(model), contact_arrays(model), *duals, coefficients,
                          np.asarray(model.gravity, np.float64))
 
 

@@ -45,7 +45,8 @@ OBSTACLE_TYPES = ("plane", "box")
 side below it), a box centred at ``obstacle_center``, turned by ``obstacle_rotation``, with
 ``obstacle_half_extents``."""
 
-PARAMETERS = ("link_mass", "link_inertia", "joint_origin", "joint_damping")
+PARAMETERS = ("link_mass", "link_inertia", "joint_origin", "joint_damping", "contact_point",
+              "contact_stiffness", "contact_damping", "friction", "friction_stiffness")
 """The model fields a design may replace at step time (:meth:`RigidModel.parameters`); the
 step's VJP returns a gradient for each."""
 
@@ -310,5 +311,6 @@ class RigidModel:
         return tuple(names)
 
     def parameters(self) -> dict[str, np.ndarray]:
-        """The model's values of :data:`PARAMETERS`, by field name."""
-        return {name: getattr(self, name) for name in PARAMETERS}
+        """The model's values of :data:`PARAMETERS`, by field name (the contact
+        coefficients as arrays of shape ())."""
+        return {name: np.asarray(getattr(self, name), dtype=np.float64) for name in PARAMETERS}

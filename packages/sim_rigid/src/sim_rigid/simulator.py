@@ -5,7 +5,9 @@ State: :class:`RigidState` (coordinates and rates, now and one step before). Act
 value per actuated coordinate (the 1-DOF joints', in joint order): a torque [N m] or force
 [N], or with ``actuation="position"`` a position target [rad or m] tracked by a PD servo.
 Design parameters: ``link.mass``, ``link.inertia``, ``joint.origin`` (joint origins in the
-parent's frame: the link lengths) and ``joint.damping``, each defaulting to the model's.
+parent's frame: the link lengths) and ``joint.damping``, and for a robot with contact points
+``contact.point`` and the contact law's ``contact.stiffness``, ``contact.damping``,
+``contact.friction`` and ``contact.friction_stiffness``, each defaulting to the model's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ __all__ = ["DESIGN_FIELDS", "RigidSimulator"]
 _DEFAULT = RigidOptions()
 
 DESIGN_FIELDS = {"link.mass": "link_mass", "link.inertia": "link_inertia",
-                 "joint.origin": "joint_origin", "joint.damping": "joint_damping"}
+                 "joint.origin": "joint_origin", "joint.damping": "joint_damping",
+                 "contact.point": "contact_point", "contact.stiffness": "contact_stiffness",
+                 "contact.damping": "contact_damping", "contact.friction": "friction",
+                 "contact.friction_stiffness": "friction_stiffness"}
 """Design parameter name -> the model field (:data:`sim_rigid.model.PARAMETERS`) it replaces."""
 
 
@@ -64,7 +69,8 @@ class RigidSimulator:
     # -- contract -----------------------------------------------------------------------
 
     def design_space(self) -> DesignSpace:
-        """Link masses and inertias, joint origins, joint damping."""
+        """Link masses and inertias, joint origins, joint damping; contact points and
+        coefficients where the robot has contact points."""
         return self._design_space
 
     def _build_design_space(self) -> DesignSpace:
@@ -84,14 +90,30 @@ class RigidSimulator:
                                    default=m.joint_damping, entity="coordinate",
                                    scale=max(float(np.mean(m.joint_damping)) if d else 0.0,
                                              0.01)),
+            *self._contact_parameters(),
         ])
+
+    def _contact_parameters(self) -> list[Parameter]:
+        m = self.model
+        if not len(m.contact_link):
+            return []
+        return [
+            Parameter("contact.point", (len(m.contact_link), 3), m.contact_point, unit="m",
+                      scale=max(float(np.abs(m.contact_point).max()), 0.01), entity="contact",
+                      doc="contact point in its link's frame"),
+            *(RigidOptions.parameter(option, name=name, shape=(), default=getattr(m, option),
+                                     scale=max(abs(getattr(m, option)), 1e-3))
+              for name, option in (("contact.stiffness", "contact_stiffness"),
+                                   ("contact.damping", "contact_damping"),
+                                   ("contact.friction", "friction"),
+                                   ("contact.friction_stiffness", "friction_stiffness")))]
 
     def parameters(self, design: dict) -> dict[str, np.ndarray]:
         """The model's :data:`~sim_rigid.model.PARAMETERS` with the design's values in place
         (float64), the one place the model's values meet the design's."""
         params = self.model.parameters()
         for name, field in DESIGN_FIELDS.items():
-            if name in design:
+            if name in design and name in self._design_space:
                 value = np.asarray(design[name], dtype=np.float64)
                 if value.shape != params[field].shape:
                     raise ValueError(f"design {name!r} must have shape {params[field].shape}, "
@@ -115,7 +137,8 @@ class RigidSimulator:
     def design_gradient(self, g_params: dict) -> dict:
         """∂L/∂design from ∂L/∂params (entries of :data:`~sim_rigid.model.PARAMETERS`)."""
         return {name: np.asarray(g_params[field], dtype=np.float64)
-                for name, field in DESIGN_FIELDS.items() if field in g_params}
+                for name, field in DESIGN_FIELDS.items()
+                if field in g_params and name in self._design_space}
 
     def step(self, state: RigidState, action, design: dict, dt: float) -> RigidState:
         """Advance by ``dt`` [s]; pure."""

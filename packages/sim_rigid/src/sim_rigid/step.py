@@ -35,6 +35,7 @@ import scipy.linalg
 from codesign.simulator import SimulationError
 
 from . import dynamics, kernels
+from .contact import COEFFICIENTS
 from .model import RigidModel
 from .options import RigidOptions
 from .state import RigidState
@@ -143,11 +144,15 @@ class _Solve:
         """(∂L/∂q_b, ∂L/∂v_b, ∂L/∂action, ∂L/∂params) of a solution v, given ∂L/∂q and
         ∂L/∂v of its outputs q = q_b + c v and v."""
         model, c = self.model, self.c
-        d, n = model.coordinate_count, model.link_count
+        d = model.coordinate_count
         q, a = self.state_at(v)
-        blocks = {"q": d, "qd": d, "link_mass": n, "link_inertia": 9 * n, "joint_origin": 3 * n}
-        shapes = {"q": (d,), "qd": (d,), "link_mass": (n,), "link_inertia": (n, 3, 3),
-                  "joint_origin": (n, 3)}
+        # one tangent direction per scalar input: the state's, then every parameter's (the
+        # contact ones only where the model has contact points)
+        shapes = {"q": (d,), "qd": (d,)} | {
+            name: np.shape(self.params[name]) for name in
+            ("link_mass", "link_inertia", "joint_origin", *((
+                "contact_point", *COEFFICIENTS) if len(model.contact_link) else ()))}
+        blocks = {name: int(np.prod(shape, dtype=np.int64)) for name, shape in shapes.items()}
         total = sum(blocks.values())
         tangents, start = {}, 0
         for name, size in blocks.items():
@@ -169,7 +174,7 @@ class _Solve:
         g_action = adjoint[self.actuated] * (self.settings["servo_stiffness"] if self.position
                                              else 1.0)
         g_params, start = {}, 2 * d
-        for name in ("link_mass", "link_inertia", "joint_origin"):
+        for name in list(blocks)[2:]:
             size = blocks[name]
             g_params[name] = -(rows[start:start + size] @ adjoint).reshape(shapes[name])
             start += size
