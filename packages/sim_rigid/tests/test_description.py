@@ -37,6 +37,9 @@ def test_a_yaml_file_loads(tmp_path, models):
     assert load_description(path).link_count == 5
     with pytest.raises(DescriptionError, match="is not a file"):
         load_description(tmp_path / "missing.yaml")
+    path.write_text("links: [unclosed")
+    with pytest.raises(DescriptionError, match="is not valid YAML"):
+        load_description(path)
 
 
 def test_rpy_is_urdfs_convention():

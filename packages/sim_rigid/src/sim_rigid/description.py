@@ -140,8 +140,11 @@ def load_description(source, *, gravity=None) -> RigidModel:
         path = Path(source)
         if not path.is_file():
             raise DescriptionError(f"robot description {str(path)!r} is not a file")
-        with path.open() as stream:
-            source = yaml.safe_load(stream)
+        try:
+            source = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise DescriptionError(f"robot description {str(path)!r} is not valid YAML: "
+                                   f"{exc}") from exc
     if not isinstance(source, dict):
         raise DescriptionError(f"a robot description is a mapping with 'links' and 'joints', "
                                f"got {type(source).__name__}")

@@ -35,8 +35,9 @@ class RigidOptions(Options):
                     "folder), a bundled robot's name (arm4), or the description itself "
                     "{links: [...], joints: [...]} (sim_rigid.description)")
     initial_positions: dict[str, float] | list[float] = option(
-        {}, unit="rad or m", doc="joint positions at t = 0 by 1-DOF joint name, or one per "
-                                 "coordinate; default the description's")
+        {}, unit="rad or m", doc="coordinates at t = 0 by name (a 1-DOF joint's name, a free "
+                                 "joint's name.x ... name.rx), or one per coordinate; "
+                                 "default the description's")
     gravity: list[float] = option([0.0, 0.0, -9.81], unit="m/s^2",
                                   doc="gravity [gx, gy, gz] in the world frame")
     damping: float | list[float] | None = option(
