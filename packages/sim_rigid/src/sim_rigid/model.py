@@ -28,10 +28,12 @@ import functools
 
 import numpy as np
 
+from codesign.inertia import inertia_problem
+
 from .options import RigidOptions
 
 __all__ = ["JOINT_COORDINATES", "JOINT_TYPES", "ModelError", "OBSTACLE_TYPES", "PARAMETERS",
-           "RigidModel", "inertia_problem"]
+           "RigidModel"]
 
 JOINT_TYPES = ("revolute", "prismatic", "fixed", "free")
 """Joint type names, indexed by ``RigidModel.joint_type``."""
@@ -53,38 +55,10 @@ step's VJP returns a gradient for each."""
 _DEFAULT = RigidOptions()
 _UNIT_TOLERANCE = 1e-6
 """How far from 1 the norm of a joint axis may be, and from orthonormal a rotation."""
-_INERTIA_TOLERANCE = 1e-9
-"""Relative slack (of the largest principal moment) in the inertia triangle inequality."""
 
 
 class ModelError(ValueError):
     """A :class:`RigidModel` field has the wrong shape or an unphysical value."""
-
-
-def inertia_problem(inertia: np.ndarray) -> tuple[int, str] | None:
-    """The index of the first unphysical tensor among inertia tensors about the centre of
-    mass [kg m²], shape (n, 3, 3), and why, or None when all are physical (symmetric,
-    positive definite, principal moments meeting the triangle inequality)."""
-    if not len(inertia):
-        return None
-    scale = np.abs(inertia).max(axis=(1, 2))
-    asymmetric = np.abs(inertia - inertia.transpose(0, 2, 1)).max(axis=(1, 2)) \
-        > _INERTIA_TOLERANCE * scale
-    moments = np.linalg.eigvalsh(inertia)
-    indefinite = ~(moments[:, 0] > 0.0)
-    triangle = moments[:, 2] > (moments[:, 0] + moments[:, 1]) * (1.0 + _INERTIA_TOLERANCE)
-    bad = np.flatnonzero(asymmetric | indefinite | triangle)
-    if not bad.size:
-        return None
-    i = int(bad[0])
-    if asymmetric[i]:
-        return i, f"the inertia {inertia[i].tolist()} kg m² is not symmetric"
-    if indefinite[i]:
-        return i, (f"the inertia is not positive definite (principal moments "
-                   f"{moments[i].tolist()} kg m²); every principal moment must be > 0")
-    return i, (f"the inertia's principal moments {moments[i].tolist()} kg m² break the "
-               f"triangle inequality (the largest exceeds the sum of the others), which no "
-               f"mass distribution does; correct the inertia tensor")
 
 
 def _float_array(name: str, value, shape: tuple[int, ...]) -> np.ndarray:
