@@ -1,0 +1,99 @@
+"""The compiled dynamics (:mod:`._kernels`) behind :func:`sim_rigid.step.step` and
+:func:`sim_rigid.step.step_vjp` (``kernels="numba"``, the default), with the signatures of
+the NumPy reference in :mod:`sim_rigid.dynamics`, which they equal to round-off.
+
+Compilation: the kernels compile on their first call and are cached on disk (numba's cache,
+beside the sources or in ``NUMBA_CACHE_DIR``); while that happens, stderr says
+"sim_rigid: compiling kernels (first run only)", once per process.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from codesign.compile_notice import announce_compiles
+
+from . import _kernels
+from .contact import COEFFICIENTS
+from .dynamics import node_table
+from .model import RigidModel
+
+__all__ = ["COMPILE_NOTICE", "contact_arrays", "inverse_dynamics_tangents", "mass_matrix",
+           "node_arrays"]
+
+COMPILE_NOTICE = "sim_rigid: compiling kernels (first run only)"
+
+_COMPILES = announce_compiles(f"{__package__}.", COMPILE_NOTICE)
+
+_NODE_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CONTACT_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def node_arrays(model: RigidModel) -> tuple:
+    """The model's :class:`~sim_rigid._kernels.NodeArrays` as the plain tuple the kernels
+    take, built on first use and kept while the model lives."""
+    arrays = _NODE_ARRAYS.get(model)
+    if arrays is None:
+        table = node_table(model)
+        com = np.zeros((len(table.parent), 3))
+        carries = table.link >= 0
+        com[carries] = model.link_com[table.link[carries]]
+        fields = _kernels.NodeArrays(parent=table.parent, kind=table.kind, axis=table.axis,
+                                     rotation=table.rotation, origin_joint=table.origin_joint,
+                                     link=table.link, coordinate=table.coordinate, com=com)
+        arrays = _NODE_ARRAYS[model] = tuple(np.ascontiguousarray(a) for a in fields)
+    return arrays
+
+
+def contact_arrays(model: RigidModel) -> tuple:
+    """The model's :class:`~sim_rigid._kernels.Contacts` as the plain tuple the kernels
+    take, built on first use and kept while the model lives."""
+    arrays = _CONTACT_ARRAYS.get(model)
+    if arrays is None:
+        fields = _kernels.Contacts(
+            node=node_table(model).link_node[model.contact_link],
+            obstacle_type=model.obstacle_type, obstacle_center=model.obstacle_center,
+            obstacle_rotation=model.obstacle_rotation,
+            obstacle_half_extents=model.obstacle_half_extents)
+        arrays = _CONTACT_ARRAYS[model] = tuple(np.ascontiguousarray(a) for a in fields)
+    return arrays
+
+
+def _dual(value, tangent, rows: int) -> np.ndarray:
+    out = np.zeros((rows,) + np.shape(value))
+    out[0] = value
+    if tangent is not None:
+        out[1:] = tangent
+    return out
+
+
+def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
+                              tangents: dict | None = None) -> np.ndarray:
+    """τ and its directional derivatives (K+1, d), compiled; arguments as
+    :func:`sim_rigid.dynamics.inverse_dynamics_tangents`."""
+    tangents = tangents or {}
+    count = {np.shape(v)[0] for v in tangents.values()}
+    if len(count) > 1:
+        raise ValueError(f"every tangent needs the same number of directions, got {count}")
+    rows = 1 + (count.pop() if count else 0)
+    duals = [_dual(np.asarray(value, dtype=np.float64), tangents.get(name), rows)
+             for name, value in (("q", q), ("qd", qd), ("qdd", qdd),
+                                 ("link_mass", params["link_mass"]),
+                                 ("link_inertia", params["link_inertia"]),
+                                 ("joint_origin", params["joint_origin"]),
+                                 ("contact_point", params["contact_point"]))]
+    coefficients = np.stack([_dual(np.asarray(params[name], dtype=np.float64),
+                                   tangents.get(name), rows) for name in COEFFICIENTS], axis=1)
+    return _kernels.rnea(node_arrays(model), contact_arrays(model), *duals, coefficients,
+                         np.asarray(model.gravity, np.float64))
+
+
+def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:
+    """M(q) (d, d), compiled; arguments as :func:`sim_rigid.dynamics.mass_matrix`."""
+    return _kernels.mass_matrix(
+        node_arrays(model), np.ascontiguousarray(q, dtype=np.float64),
+        np.ascontiguousarray(params["link_mass"], dtype=np.float64),
+        np.ascontiguousarray(params["link_inertia"], dtype=np.float64),
+        np.ascontiguousarray(params["joint_origin"], dtype=np.float64))

@@ -1,0 +1,290 @@
+"""The static description of an articulated rigid robot in reduced coordinates.
+
+Featherstone's numbering: link i hangs from joint i, whose parent is link ``joint_parent[i]``
+(-1 for the world) with ``joint_parent[i] < i``, so the links are in tree order. A joint's
+frame sits at ``joint_origin`` in its parent link's frame, turned by ``joint_rotation``;
+the joint moves its link's frame relative to that joint frame:
+
+- ``revolute``: one coordinate, a rotation [rad] about ``joint_axis`` (unit, joint frame);
+- ``prismatic``: one coordinate, a translation [m] along ``joint_axis``;
+- ``fixed``: no coordinate;
+- ``free``: six coordinates, the translation x, y, z [m] of the link's frame in the joint
+  frame, then Z-Y-X Euler angles [rad] (the link turned by Rz Ry Rx); singular where the
+  middle angle is ±π/2 (:func:`sim_rigid.safety.check_state` refuses it).
+
+Each link's centre of mass sits at ``link_com`` in its frame, with ``link_inertia`` about the
+centre of mass in the link's frame. The coordinates of all joints, joint by joint, form the
+robot's ``joint_q`` (d,); the 1-DOF joints' coordinates are the actuated ones.
+
+Construction checks every field (shapes, finite values, physical masses and inertias, unit
+axes, rotation matrices, tree order) and raises :class:`ModelError` naming the field, the
+link or joint, and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from codesign.inertia import inertia_problem
+
+from .options import RigidOptions
+
+__all__ = ["JOINT_COORDINATES", "JOINT_TYPES", "ModelError", "OBSTACLE_TYPES", "PARAMETERS",
+           "RigidModel"]
+
+JOINT_TYPES = ("revolute", "prismatic", "fixed", "free")
+"""Joint type names, indexed by ``RigidModel.joint_type``."""
+
+JOINT_COORDINATES = (1, 1, 0, 6)
+"""Coordinates of each joint type of :data:`JOINT_TYPES`."""
+
+OBSTACLE_TYPES = ("plane", "box")
+"""Static obstacle shapes, indexed by ``RigidModel.obstacle_type``: a plane through
+``obstacle_center`` whose normal is the third column of ``obstacle_rotation`` (the solid
+side below it), a box centred at ``obstacle_center``, turned by ``obstacle_rotation``, with
+``obstacle_half_extents``."""
+
+PARAMETERS = ("link_mass", "link_inertia", "joint_origin", "joint_damping", "contact_point",
+              "contact_stiffness", "contact_damping", "friction", "friction_stiffness")
+"""The model fields a design may replace at step time (:meth:`RigidModel.parameters`); the
+step's VJP returns a gradient for each."""
+
+_DEFAULT = RigidOptions()
+_UNIT_TOLERANCE = 1e-6
+"""How far from 1 the norm of a joint axis may be, and from orthonormal a rotation."""
+
+
+class ModelError(ValueError):
+    """A :class:`RigidModel` field has the wrong shape or an unphysical value."""
+
+
+def _float_array(name: str, value, shape: tuple[int, ...]) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.kind not in "fiu" or array.dtype == np.bool_:
+        raise ModelError(f"{name} must hold numbers, got dtype {array.dtype}")
+    array = array.astype(np.float64)
+    if array.shape != shape:
+        raise ModelError(f"{name} must have shape {shape}, got {array.shape}")
+    if not np.all(np.isfinite(array)):
+        index = tuple(np.argwhere(~np.isfinite(array))[0].tolist())
+        raise ModelError(f"{name}{list(index)} is {array[index]}: every entry must be finite")
+    return array
+
+
+def _names(field: str, value) -> tuple[str, ...]:
+    names = tuple(value)
+    if not all(isinstance(name, str) and name for name in names):
+        raise ModelError(f"{field} must be non-empty strings, got {names!r}")
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ModelError(f"{field} must be unique; repeated: {duplicates}")
+    return names
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RigidModel:
+    """n links, each hanging from its joint (same index), d coordinates.
+
+    Attributes:
+        link_names: (n,) names.
+        link_mass: masses [kg], (n,).
+        link_com: centres of mass in the link frames [m], (n, 3).
+        link_inertia: inertia tensors about the centres of mass in the link frames [kg m²],
+            (n, 3, 3).
+        joint_names: (n,) names; joint i moves link i.
+        joint_type: index into :data:`JOINT_TYPES`, (n,) int64.
+        joint_parent: parent link index, -1 for the world, ``joint_parent[i] < i``, (n,).
+        joint_origin: joint frame origins in the parent link's frame (the world's for -1)
+            [m], (n, 3): the link lengths.
+        joint_rotation: joint frame orientations in the parent's frame, rotation matrices,
+            (n, 3, 3).
+        joint_axis: unit axes of revolute and prismatic joints in the joint frame (unused
+            for fixed and free joints), (n, 3).
+        joint_damping: viscous damping per coordinate [N m s/rad or N s/m], (d,).
+        joint_rest: coordinates of the initial state [rad or m], (d,).
+        gravity: [m/s²], (3,).
+        contact_link: the link each contact point is fixed on, (c,) int64.
+        contact_point: contact points in their links' frames [m], (c, 3).
+        obstacle_type: index into :data:`OBSTACLE_TYPES`, (o,) int64.
+        obstacle_center: a point of each plane, each box's centre [m], (o, 3).
+        obstacle_rotation: obstacle orientations in the world, rotation matrices, (o, 3, 3).
+        obstacle_half_extents: box half sizes [m] (unused for planes), (o, 3).
+        contact_stiffness: normal stiffness kn [N/m] per contact point.
+        contact_damping: normal damping [N s/m²]: the force kd d ḋ grows with the
+            penetration d, so it is continuous at first contact (the paper's law).
+        friction: Coulomb coefficient μ.
+        friction_stiffness: tangential viscous stiffness kt [N s/m] below sliding: the
+            friction force is -kt v_t until it reaches μ f_n.
+    """
+
+    link_names: tuple[str, ...]
+    link_mass: np.ndarray
+    link_com: np.ndarray
+    link_inertia: np.ndarray
+    joint_names: tuple[str, ...]
+    joint_type: np.ndarray
+    joint_parent: np.ndarray
+    joint_origin: np.ndarray
+    joint_rotation: np.ndarray
+    joint_axis: np.ndarray
+    joint_damping: np.ndarray
+    joint_rest: np.ndarray
+    gravity: np.ndarray
+    contact_link: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    contact_point: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    obstacle_type: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    obstacle_center: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 3)))
+    obstacle_rotation: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros((0, 3, 3)))
+    obstacle_half_extents: np.ndarray = dataclasses.field(
+        default_factory=lambda: np.zeros((0, 3)))
+    contact_stiffness: float = _DEFAULT.contact_stiffness
+    contact_damping: float = _DEFAULT.contact_damping
+    friction: float = _DEFAULT.friction
+    friction_stiffness: float = _DEFAULT.friction_stiffness
+
+    def __post_init__(self):
+        set_field = functools.partial(object.__setattr__, self)
+        set_field("link_names", _names("link_names", self.link_names))
+        set_field("joint_names", _names("joint_names", self.joint_names))
+        n = len(self.link_names)
+        if len(self.joint_names) != n:
+            raise ModelError(f"{n} links need {n} joints (link i hangs from joint i), got "
+                             f"{len(self.joint_names)}")
+        c, o = len(np.asarray(self.contact_link)), len(np.asarray(self.obstacle_type))
+        for name, count in (("joint_type", n), ("joint_parent", n), ("contact_link", c),
+                            ("obstacle_type", o)):
+            array = np.asarray(getattr(self, name))
+            if array.shape != (count,) or (array.size and array.dtype.kind not in "iu"):
+                raise ModelError(f"{name} must be an integer array of shape ({count},), got "
+                                 f"{array.dtype} {array.shape}")
+            set_field(name, array.astype(np.int64))
+        bad = np.flatnonzero((self.joint_type < 0) | (self.joint_type >= len(JOINT_TYPES)))
+        if bad.size:
+            raise ModelError(f"joint_type of joint {self.joint_names[bad[0]]!r} is "
+                             f"{self.joint_type[bad[0]]}: an index into {JOINT_TYPES}")
+        d = self.coordinate_count
+        shapes = {"link_mass": (n,), "link_com": (n, 3), "link_inertia": (n, 3, 3),
+                  "joint_origin": (n, 3), "joint_rotation": (n, 3, 3), "joint_axis": (n, 3),
+                  "joint_damping": (d,), "joint_rest": (d,), "gravity": (3,),
+                  "contact_point": (c, 3), "obstacle_center": (o, 3),
+                  "obstacle_rotation": (o, 3, 3), "obstacle_half_extents": (o, 3)}
+        for name, shape in shapes.items():
+            set_field(name, _float_array(name, getattr(self, name), shape))
+        self._check_tree()
+        self._check_links()
+        self._check_joints()
+        self._check_contacts()
+
+    def _check_tree(self):
+        for i, (name, parent) in enumerate(zip(self.joint_names, self.joint_parent,
+                                               strict=True)):
+            if not -1 <= parent < i:
+                raise ModelError(f"joint {name!r} (index {i}) has parent link {parent}: links "
+                                 f"must be in tree order, -1 <= joint_parent[i] < i")
+
+    def _check_links(self):
+        light = np.flatnonzero(~(self.link_mass > 0.0))
+        if light.size:
+            i = light[0]
+            raise ModelError(f"link_mass of link {self.link_names[i]!r} is {self.link_mass[i]} "
+                             f"kg: masses must be > 0")
+        problem = inertia_problem(self.link_inertia)
+        if problem is not None:
+            raise ModelError(f"link_inertia of link {self.link_names[problem[0]]!r}: "
+                             f"{problem[1]}")
+
+    def _check_joints(self):
+        moving = self.joint_type <= JOINT_TYPES.index("prismatic")
+        norms = np.linalg.norm(self.joint_axis, axis=1)
+        bad = np.flatnonzero(moving & (np.abs(norms - 1.0) > _UNIT_TOLERANCE))
+        if bad.size:
+            raise ModelError(f"joint_axis of joint {self.joint_names[bad[0]]!r} has norm "
+                             f"{norms[bad[0]]}: it must be a unit vector (normalize it)")
+        rotation = self.joint_rotation
+        error = np.abs(rotation @ rotation.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2),
+                                                                              initial=0.0)
+        bad = np.flatnonzero((error > _UNIT_TOLERANCE) | (np.linalg.det(rotation) < 0.0))
+        if bad.size:
+            raise ModelError(f"joint_rotation of joint {self.joint_names[bad[0]]!r} is not a "
+                             f"rotation matrix (orthonormal, determinant +1)")
+        problem = RigidOptions.spec("damping").problem(self.joint_damping)
+        if problem is not None:
+            raise ModelError(f"joint_damping: {problem}")
+
+    def _check_contacts(self):
+        bad = np.flatnonzero((self.contact_link < 0) | (self.contact_link >= self.link_count))
+        if bad.size:
+            raise ModelError(f"contact_link[{bad[0]}] is {self.contact_link[bad[0]]}: a link "
+                             f"index in [0, {self.link_count})")
+        bad = np.flatnonzero((self.obstacle_type < 0)
+                             | (self.obstacle_type >= len(OBSTACLE_TYPES)))
+        if bad.size:
+            raise ModelError(f"obstacle_type[{bad[0]}] is {self.obstacle_type[bad[0]]}: an "
+                             f"index into {OBSTACLE_TYPES}")
+        rotation = self.obstacle_rotation
+        error = np.abs(rotation @ rotation.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2),
+                                                                              initial=0.0)
+        bad = np.flatnonzero((error > _UNIT_TOLERANCE) | (np.linalg.det(rotation) < 0.0))
+        if bad.size:
+            raise ModelError(f"obstacle_rotation[{bad[0]}] is not a rotation matrix")
+        boxes = self.obstacle_type == OBSTACLE_TYPES.index("box")
+        bad = np.flatnonzero(boxes & ~np.all(self.obstacle_half_extents > 0.0, axis=1))
+        if bad.size:
+            raise ModelError(f"obstacle {bad[0]} is a box with half extents "
+                             f"{self.obstacle_half_extents[bad[0]].tolist()} m: each must "
+                             f"be > 0")
+        for name in ("contact_stiffness", "contact_damping", "friction", "friction_stiffness"):
+            value = getattr(self, name)
+            problem = RigidOptions.spec(name).problem(value)
+            if problem is not None:
+                raise ModelError(f"{name}: {problem}")
+            object.__setattr__(self, name, float(value))
+
+    @property
+    def link_count(self) -> int:
+        """n, the number of links (= joints)."""
+        return len(self.link_names)
+
+    @property
+    def joint_coordinates(self) -> np.ndarray:
+        """Coordinates per joint, (n,) int64 (:data:`JOINT_COORDINATES`)."""
+        return np.asarray(JOINT_COORDINATES, dtype=np.int64)[self.joint_type]
+
+    @property
+    def joint_first(self) -> np.ndarray:
+        """Index of each joint's first coordinate in ``joint_q``, (n,) int64."""
+        counts = self.joint_coordinates
+        return np.cumsum(counts) - counts
+
+    @property
+    def coordinate_count(self) -> int:
+        """d, the number of coordinates (and of rates)."""
+        return int(self.joint_coordinates.sum())
+
+    @property
+    def actuated(self) -> np.ndarray:
+        """Indices of the actuated coordinates (those of revolute and prismatic joints, in
+        joint order), (a,) int64; the action holds one value each."""
+        single = self.joint_type <= JOINT_TYPES.index("prismatic")
+        return self.joint_first[single]
+
+    @property
+    def coordinate_names(self) -> tuple[str, ...]:
+        """One name per coordinate: a 1-DOF joint's name, a free joint's ``name.x`` ...
+        ``name.rx``, (d,)."""
+        names = []
+        for name, kind in zip(self.joint_names, self.joint_type, strict=True):
+            if JOINT_TYPES[kind] == "free":
+                names.extend(f"{name}.{axis}" for axis in ("x", "y", "z", "rz", "ry", "rx"))
+            elif JOINT_TYPES[kind] != "fixed":
+                names.append(name)
+        return tuple(names)
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        """The model's values of :data:`PARAMETERS`, by field name (the contact
+        coefficients as arrays of shape ())."""
+        return {name: np.asarray(getattr(self, name), dtype=np.float64) for name in PARAMETERS}

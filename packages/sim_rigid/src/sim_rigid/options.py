@@ -1,0 +1,81 @@
+"""Every option of the ``rigid`` simulator, declared once (``codesign options rigid`` lists them).
+
+A YAML ``simulator: {name: rigid, options: {...}}`` sets these; :func:`sim_rigid.scene.build_model`
+turns them into a :class:`~sim_rigid.model.RigidModel`. ``damping`` also gives the physical
+bound :class:`~sim_rigid.model.RigidModel` checks its ``joint_damping`` against and the default
+of :func:`sim_rigid.description.load_description`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from codesign.options import Options, option
+
+__all__ = ["ACTUATIONS", "KERNELS", "RigidOptions", "VIEWS"]
+
+ACTUATIONS = ("torque", "position")
+"""What the action holds per actuated coordinate: a joint torque [N m] or force [N], or a
+position target [rad or m] a joint PD servo tracks (the paper's actuation)."""
+
+KERNELS = ("numba", "numpy")
+"""Dynamics implementations: compiled (numba) or the NumPy reference they equal."""
+
+VIEWS = ("front", "side", "top")
+"""Render projections: front (the y-z plane seen from +x), side (x-z seen from -y), top (x-y
+seen from +z)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RigidOptions(Options):
+    """The robot (a description), its actuation and the implicit integrator's settings."""
+
+    robot: str | dict = option(
+        "arm4", doc="robot description: a YAML file (relative to the experiment file's "
+                    "folder), a bundled robot's name (arm4), or the description itself "
+                    "{links: [...], joints: [...]} (sim_rigid.description)")
+    initial_positions: dict[str, float] | list[float] = option(
+        {}, unit="rad or m", doc="coordinates at t = 0 by name (a 1-DOF joint's name, a free "
+                                 "joint's name.x ... name.rx), or one per coordinate; "
+                                 "default the description's")
+    gravity: list[float] = option([0.0, 0.0, -9.81], unit="m/s^2",
+                                  doc="gravity [gx, gy, gz] in the world frame")
+    damping: float | list[float] | None = option(
+        None, unit="N m s/rad or N s/m", lower=0.0,
+        doc="joint viscous damping, one value or one per coordinate (default the "
+            "description's)")
+    obstacles: list[dict] = option(
+        [], doc="static obstacles the contact points touch, each {type: plane, point [m], "
+                "normal} or {type: box, center [m], half_extents [m], rpy [rad]}")
+    contact_stiffness: float = option(1.0e4, unit="N/m", lower=0.0,
+                                      doc="normal stiffness kn of each contact point")
+    contact_damping: float = option(1.0e3, unit="N s/m^2", lower=0.0,
+                                    doc="normal damping: the force kd d ḋ grows with the "
+                                        "penetration d (continuous at first contact)")
+    friction: float = option(0.5, lower=0.0, doc="Coulomb friction coefficient μ")
+    friction_stiffness: float = option(
+        1.0e3, unit="N s/m", lower=0.0,
+        doc="tangential viscous stiffness kt below sliding: friction -kt v_t up to μ f_n")
+    actuation: str = option("torque", choices=ACTUATIONS,
+                            doc="the action: joint torques, or position targets of PD servos")
+    servo_stiffness: float = option(100.0, unit="N m/rad or N/m", lower=0.0,
+                                    doc="PD servo gain on the position error (actuation: "
+                                        "position)")
+    servo_damping: float = option(5.0, unit="N m s/rad or N s/m", lower=0.0,
+                                  doc="PD servo gain on the joint rate (actuation: position)")
+    newton_tolerance: float = option(
+        1e-10, lower=1e-15, upper=1e-3,
+        doc="Newton converges when its update of the joint rates is at most this fraction "
+            "of (1 + their largest magnitude)")
+    newton_iterations: int = option(25, lower=1, upper=1000,
+                                    doc="Newton iterations per implicit solve before the step "
+                                        "fails with its residual")
+    kernels: str = option("numba", choices=KERNELS,
+                          doc="compiled dynamics kernels or the NumPy reference they equal")
+    view: str = option("front", choices=VIEWS, doc="render projection")
+    view_window: list[float] | None = option(
+        None, unit="m", doc="render window [u_min, u_max, v_min, v_max] in the projection "
+                            "plane (framed automatically)")
+    base_dir: str | None = option(None, doc="set by the run: the experiment file's folder, "
+                                            "where a relative robot path starts (default the "
+                                            "working directory)")

@@ -1,0 +1,113 @@
+"""Options to simulator: :func:`build_model` turns :class:`~sim_rigid.options.RigidOptions`
+into a :class:`~sim_rigid.model.RigidModel`, :func:`make_simulator` (the plugin's factory)
+into a :class:`~sim_rigid.simulator.RigidSimulator`.
+
+``robot`` is a description (a dict, :mod:`sim_rigid.description`), a YAML file of one
+(relative to the experiment file's folder, ``base_dir``) or the name of a robot shipped in
+``sim_rigid/robots/<name>.yaml``: ``arm4``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from codesign.options import options_factory
+
+from .description import DescriptionError, load_description, load_obstacles
+from .model import RigidModel
+from .options import RigidOptions
+from .simulator import RigidSimulator
+
+__all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "make_simulator", "robot_path"]
+
+ROBOT_DIRECTORY = Path(__file__).parent / "robots"
+"""Folder of the bundled robot descriptions, ``<name>.yaml`` each."""
+
+
+class SceneError(ValueError):
+    """Options that name no robot or do not fit the robot loaded."""
+
+
+def robot_path(robot: str, *, base_dir: str | Path | None = None) -> Path:
+    """The description file ``robot`` names: a path relative to ``base_dir`` (default the
+    working directory) or absolute, else a bundled robot's name (``arm4``)."""
+    folder = Path(base_dir or ".")
+    path = folder / robot
+    if path.is_file():
+        return path
+    bundled = ROBOT_DIRECTORY / f"{robot}.yaml"
+    if bundled.is_file():
+        return bundled
+    known = sorted(p.stem for p in ROBOT_DIRECTORY.glob("*.yaml"))
+    raise SceneError(f"robot {robot!r} is neither a file in {str(folder.resolve())!r} nor a "
+                     f"bundled robot; bundled: {known}")
+
+
+def _per_coordinate(name: str, value, model: RigidModel) -> np.ndarray:
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim == 0:
+        array = np.full(model.coordinate_count, float(array))
+    if array.shape != (model.coordinate_count,):
+        raise SceneError(f"{name} has {array.size} values; give one per coordinate "
+                         f"({model.coordinate_count}: {list(model.coordinate_names)})")
+    return array
+
+
+def build_model(options: RigidOptions) -> RigidModel:
+    """The model of ``options``: the description loaded with the options' gravity, its
+    initial positions and damping replaced where the options give them, the options'
+    obstacles and contact coefficients added."""
+    o = options
+    source = o.robot if isinstance(o.robot, dict) else robot_path(o.robot, base_dir=o.base_dir)
+    try:
+        model = load_description(source, gravity=o.gravity)
+    except DescriptionError as exc:
+        raise SceneError(f"robot {o.robot if isinstance(o.robot, str) else '(inline)'}: "
+                         f"{exc}") from exc
+    try:
+        changes = load_obstacles(o.obstacles)
+    except DescriptionError as exc:
+        raise SceneError(str(exc)) from exc
+    changes.update(contact_stiffness=o.contact_stiffness, contact_damping=o.contact_damping,
+                   friction=o.friction, friction_stiffness=o.friction_stiffness)
+    if o.damping is not None:
+        changes["joint_damping"] = _per_coordinate("damping", o.damping, model)
+    if isinstance(o.initial_positions, dict):
+        rest = np.array(model.joint_rest)
+        names = model.coordinate_names
+        for name, value in o.initial_positions.items():
+            if name not in names:
+                raise SceneError(f"initial_positions names {name!r}, not a coordinate; "
+                                 f"coordinates: {list(names)}")
+            rest[names.index(name)] = float(value)
+        changes["joint_rest"] = rest
+    else:
+        changes["joint_rest"] = _per_coordinate("initial_positions", o.initial_positions,
+                                                model)
+    return dataclasses.replace(model, **changes)
+
+
+def _window(window) -> tuple[float, float, float, float] | None:
+    if window is None:
+        return None
+    values = np.asarray(window, dtype=np.float64)
+    if values.shape != (4,) or not (values[0] < values[1] and values[2] < values[3]):
+        raise SceneError(f"view_window must be [u_min, u_max, v_min, v_max] with min < max, "
+                         f"got {window!r}")
+    return tuple(float(v) for v in values)
+
+
+@options_factory(RigidOptions)
+def make_simulator(options: RigidOptions) -> RigidSimulator:
+    """Build a :class:`~sim_rigid.simulator.RigidSimulator` from the options of
+    :class:`~sim_rigid.options.RigidOptions` (as keywords)."""
+    o = options
+    return RigidSimulator(build_model(o), actuation=o.actuation,
+                          servo_stiffness=o.servo_stiffness, servo_damping=o.servo_damping,
+                          newton_tolerance=o.newton_tolerance,
+                          newton_iterations=o.newton_iterations, kernels=o.kernels,
+                          view=o.view,
+                          window=_window(o.view_window))

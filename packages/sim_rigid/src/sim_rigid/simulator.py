@@ -1,0 +1,175 @@
+"""``RigidSimulator``: the codesign Simulator protocol for articulated rigid robots in reduced
+coordinates, integrated by BDF2 (SDIRK2 first step).
+
+State: :class:`RigidState` (coordinates and rates, now and one step before). Action: one
+value per actuated coordinate (the 1-DOF joints', in joint order): a torque [N m] or force
+[N], or with ``actuation="position"`` a position target [rad or m] tracked by a PD servo.
+Design parameters: ``link.mass``, ``link.inertia``, ``joint.origin`` (joint origins in the
+parent's frame: the link lengths) and ``joint.damping``, and for a robot with contact points
+``contact.point`` and the contact law's ``contact.stiffness``, ``contact.damping``,
+``contact.friction`` and ``contact.friction_stiffness``, each defaulting to the model's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codesign import DesignSpace, Parameter
+
+from . import safety
+from . import step as rigid_step
+from .model import RigidModel
+from .options import RigidOptions
+from .render import default_view, render_frame
+from .state import RigidState
+
+__all__ = ["DESIGN_FIELDS", "RigidSimulator"]
+
+_DEFAULT = RigidOptions()
+
+DESIGN_FIELDS = {"link.mass": "link_mass", "link.inertia": "link_inertia",
+                 "joint.origin": "joint_origin", "joint.damping": "joint_damping",
+                 "contact.point": "contact_point", "contact.stiffness": "contact_stiffness",
+                 "contact.damping": "contact_damping", "contact.friction": "friction",
+                 "contact.friction_stiffness": "friction_stiffness"}
+"""Design parameter name -> the model field (:data:`sim_rigid.model.PARAMETERS`) it replaces."""
+
+
+class RigidSimulator:
+    """A differentiable implicit simulator of one robot.
+
+    Args:
+        model: the robot.
+        actuation, servo_stiffness, servo_damping: what the action holds and the PD servos'
+            gains (see :class:`RigidOptions`).
+        newton_tolerance, newton_iterations: the implicit solves' convergence test and
+            budget.
+        kernels: "numba" (compiled dynamics) or "numpy" (the reference they equal).
+        view, window: what ``render`` shows (see :func:`render_frame`).
+    """
+
+    def __init__(self, model: RigidModel, *, actuation: str = _DEFAULT.actuation,
+                 servo_stiffness: float = _DEFAULT.servo_stiffness,
+                 servo_damping: float = _DEFAULT.servo_damping,
+                 newton_tolerance: float = _DEFAULT.newton_tolerance,
+                 newton_iterations: int = _DEFAULT.newton_iterations,
+                 kernels: str = _DEFAULT.kernels, view: str = _DEFAULT.view, window=None):
+        RigidOptions(actuation=actuation, servo_stiffness=servo_stiffness,  # checks them
+                     servo_damping=servo_damping, newton_tolerance=newton_tolerance,
+                     newton_iterations=newton_iterations, kernels=kernels, view=view)
+        self.model = model
+        self.settings = dict(actuation=str(actuation), servo_stiffness=float(servo_stiffness),
+                             servo_damping=float(servo_damping),
+                             tolerance=float(newton_tolerance),
+                             iterations=int(newton_iterations), kernels=str(kernels))
+        self.view, self.window = view, window
+        self.action_size = len(model.actuated)
+        self._design_space = self._build_design_space()
+
+    # -- contract -----------------------------------------------------------------------
+
+    def design_space(self) -> DesignSpace:
+        """Link masses and inertias, joint origins, joint damping; contact points and
+        coefficients where the robot has contact points."""
+        return self._design_space
+
+    def _build_design_space(self) -> DesignSpace:
+        m = self.model
+        n, d = m.link_count, m.coordinate_count
+        length = max(float(np.max(np.linalg.norm(m.joint_origin, axis=1), initial=0.0)), 0.01)
+        return DesignSpace([
+            Parameter("link.mass", (n,), m.link_mass, lower=0.0, unit="kg",
+                      scale=float(np.mean(m.link_mass)), entity="link", doc="link mass"),
+            Parameter("link.inertia", (n, 3, 3), m.link_inertia, unit="kg m^2",
+                      scale=max(float(np.mean(np.trace(m.link_inertia, axis1=1, axis2=2))) / 3,
+                                1e-6),
+                      entity="link", doc="inertia about the centre of mass, link frame"),
+            Parameter("joint.origin", (n, 3), m.joint_origin, unit="m", scale=length,
+                      entity="joint", doc="joint origin in the parent link's frame"),
+            RigidOptions.parameter("damping", name="joint.damping", shape=(d,),
+                                   default=m.joint_damping, entity="coordinate",
+                                   scale=max(float(np.mean(m.joint_damping)) if d else 0.0,
+                                             0.01)),
+            *self._contact_parameters(),
+        ])
+
+    def _contact_parameters(self) -> list[Parameter]:
+        m = self.model
+        if not len(m.contact_link):
+            return []
+        return [
+            Parameter("contact.point", (len(m.contact_link), 3), m.contact_point, unit="m",
+                      scale=max(float(np.abs(m.contact_point).max()), 0.01), entity="contact",
+                      doc="contact point in its link's frame"),
+            *(RigidOptions.parameter(option, name=name, shape=(), default=getattr(m, option),
+                                     scale=max(abs(getattr(m, option)), 1e-3))
+              for name, option in (("contact.stiffness", "contact_stiffness"),
+                                   ("contact.damping", "contact_damping"),
+                                   ("contact.friction", "friction"),
+                                   ("contact.friction_stiffness", "friction_stiffness")))]
+
+    def parameters(self, design: dict) -> dict[str, np.ndarray]:
+        """The model's :data:`~sim_rigid.model.PARAMETERS` with the design's values in place
+        (float64), the one place the model's values meet the design's."""
+        params = self.model.parameters()
+        for name, field in DESIGN_FIELDS.items():
+            if name in design and name in self._design_space:
+                value = np.asarray(design[name], dtype=np.float64)
+                if value.shape != params[field].shape:
+                    raise ValueError(f"design {name!r} must have shape {params[field].shape}, "
+                                     f"got {value.shape}")
+                params[field] = value
+        if np.any(params["link_mass"] <= 0):
+            raise ValueError("link.mass must be positive for every link")
+        return params
+
+    def initial_state(self, design: dict) -> RigidState:
+        """The robot at rest in its rest pose (the description's ``initial`` values)."""
+        rest = np.array(self.model.joint_rest, dtype=np.float64)
+        return RigidState(joint_q=rest, joint_qd=np.zeros_like(rest),
+                          joint_q_prev=rest.copy(), joint_qd_prev=np.zeros_like(rest),
+                          step_count=np.asarray(0, dtype=np.int64))
+
+    def initial_state_vjp(self, design: dict, g_state: RigidState) -> dict:
+        """The initial state does not depend on the design: no gradient."""
+        return {}
+
+    def design_gradient(self, g_params: dict) -> dict:
+        """∂L/∂design from ∂L/∂params (entries of :data:`~sim_rigid.model.PARAMETERS`)."""
+        return {name: np.asarray(g_params[field], dtype=np.float64)
+                for name, field in DESIGN_FIELDS.items()
+                if field in g_params and name in self._design_space}
+
+    def step(self, state: RigidState, action, design: dict, dt: float) -> RigidState:
+        """Advance by ``dt`` [s]; pure."""
+        action = safety.check_step_inputs(self.model, state, action)
+        return rigid_step.step(self.model, state, action, self.parameters(design), float(dt),
+                               **self.settings)
+
+    def step_vjp(self, state: RigidState, action, design: dict, dt: float,
+                 g_next: RigidState):
+        """(∂L/∂state, ∂L/∂action, ∂L/∂design) given ∂L/∂(next state)."""
+        action = safety.check_step_inputs(self.model, state, action)
+        g_state, g_action, g_params = rigid_step.step_vjp(
+            self.model, state, action, self.parameters(design), float(dt), g_next,
+            **self.settings)
+        return g_state, g_action, self.design_gradient(g_params)
+
+    def check_time_step(self, design: dict, dt: float) -> None:
+        """Raise UnstableTimeStepError unless dt is a positive finite number (the
+        integrators are A-stable; a step too large shows as a failed Newton solve)."""
+        safety.check_time_step(dt)
+
+    def check_state(self, state: RigidState, step_index: int) -> None:
+        """Raise SimulationError on NaN/inf or a free joint at its Euler singularity."""
+        safety.check_state(self.model, state, step_index)
+
+    def render(self, state: RigidState, design: dict, *, width: int, height: int,
+               action=None) -> np.ndarray:
+        """One video frame, uint8 (height, width, 3)."""
+        params = self.parameters(design)
+        window = self.window
+        if window is None:  # framed on the rest pose, so the camera does not move
+            window = default_view(self.model, params, self.model.joint_rest, view=self.view)
+        return render_frame(self.model, state, params=params, width=width, height=height,
+                            view=self.view, window=window)

@@ -1,0 +1,285 @@
+"""One implicit time step and its adjoint.
+
+BDF2 (second order, two-step) advances every step but the first, which SDIRK2 (Alexander's
+two-stage, L-stable, stiffly accurate, γ = 1 - 1/√2) takes from the initial state alone, as
+in the paper. Each BDF2 step and each SDIRK2 stage is one implicit solve of the same form:
+given base values ``q_b``, ``v_b`` and a coefficient ``c`` [s], find the rates v with
+
+    q = q_b + c v,   a = (v - v_b) / c,
+    r(v) = ID(q, v, a) + D v - B τ_act(q, v, u) = 0,
+
+ID the rigid-body inverse dynamics (:mod:`sim_rigid.dynamics`, gravity included), D the joint
+damping, B the actuated coordinates and τ_act the actuation: the action itself (joint torques)
+or PD servos ``kp (u - q) - kd v`` tracking position targets u. BDF2: q_b = (4 q_n -
+q_{n-1}) / 3, v_b likewise, c = 2h/3. SDIRK2: stage 1 from (q_n, v_n), stage 2 from q_n + (1 -
+γ) h V1 and v_n + (1 - γ) h A1, both with c = γh.
+
+Newton's method solves r(v) = 0 on the analytic Jacobian ∂r/∂v = c ∂ID/∂q + ∂ID/∂v + M/c + D
+(+ servo gains), with a backtracking line search on |r|; it has converged when a full step
+moves v by at most ``tolerance`` (1 + |v|∞), and raises :class:`NewtonError` (step number,
+residual) when it has not within ``iterations``.
+
+The adjoint of a solve factors the Jacobian at the converged solution (its final Newton
+matrix) and solves Jᵀ λ = ∂L/∂v; then ∂L/∂(q_b, v_b, u, θ) = -λᵀ ∂r/∂(q_b, v_b, u, θ), the
+partial derivatives by forward-mode tangents of the recursive Newton-Euler algorithm.
+:func:`step_vjp` recomputes the step from its state, as the core's contract asks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.linalg
+
+from codesign.simulator import SimulationError
+
+from . import dynamics, kernels
+from .contact import COEFFICIENTS
+from .model import RigidModel
+from .options import RigidOptions
+from .state import RigidState
+
+__all__ = ["GAMMA", "NewtonError", "step", "step_vjp"]
+
+GAMMA = 1.0 - 1.0 / math.sqrt(2.0)
+"""SDIRK2's diagonal coefficient (Alexander 1977): L-stable and second order."""
+
+_DEFAULT = RigidOptions()
+_DYNAMICS = {"numba": kernels, "numpy": dynamics}
+"""Per ``kernels`` option, the module whose ``inverse_dynamics_tangents`` and
+``mass_matrix`` the solves call."""
+_ARMIJO = 1e-4
+_SMALLEST_STEP = 2.0**-30
+
+
+class NewtonError(SimulationError):
+    """Newton's method did not solve a step's implicit equations."""
+
+
+class _Solve:
+    """One implicit solve r(v) = 0 (the module docstring) at fixed base values."""
+
+    def __init__(self, model: RigidModel, params: dict, q_base, v_base, c: float, action,
+                 settings: dict):
+        self.model, self.params, self.settings = model, params, settings
+        self.q_base, self.v_base, self.c = q_base, v_base, c
+        self.action = action
+        self.actuated = model.actuated
+        self.position = settings["actuation"] == "position"
+        self.dynamics = _DYNAMICS[settings["kernels"]]
+
+    def _servo(self, q, v):
+        """B τ_act (d,) at (q, v)."""
+        out = np.zeros(self.model.coordinate_count)
+        a = self.actuated
+        if self.position:
+            out[a] = (self.settings["servo_stiffness"] * (self.action - q[a])
+                      - self.settings["servo_damping"] * v[a])
+        else:
+            out[a] = self.action
+        return out
+
+    def _servo_jacobian(self):
+        """-∂(B τ_act)/∂q and -∂(B τ_act)/∂v, diagonal (d,) each."""
+        d = self.model.coordinate_count
+        gain_q, gain_v = np.zeros(d), np.zeros(d)
+        if self.position:
+            gain_q[self.actuated] = self.settings["servo_stiffness"]
+            gain_v[self.actuated] = self.settings["servo_damping"]
+        return gain_q, gain_v
+
+    def state_at(self, v):
+        """(q, a) of the rates v."""
+        return self.q_base + self.c * v, (v - self.v_base) / self.c
+
+    def residual(self, v) -> np.ndarray:
+        """r(v) [N m or N], (d,)."""
+        q, a = self.state_at(v)
+        tau = self.dynamics.inverse_dynamics_tangents(self.model, self.params, q, v, a)[0]
+        return tau + self.params["joint_damping"] * v - self._servo(q, v)
+
+    def residual_and_jacobian(self, v):
+        """(r(v) (d,), ∂r/∂v (d, d))."""
+        q, a = self.state_at(v)
+        d = self.model.coordinate_count
+        identity = np.eye(d)
+        rows = self.dynamics.inverse_dynamics_tangents(
+            self.model, self.params, q, v, a, tangents={"q": self.c * identity, "qd": identity})
+        gain_q, gain_v = self._servo_jacobian()
+        jacobian = (rows[1:].T + self.dynamics.mass_matrix(self.model, self.params, q) / self.c
+                    + np.diag(self.params["joint_damping"] + self.c * gain_q + gain_v))
+        return rows[0] + self.params["joint_damping"] * v - self._servo(q, v), jacobian
+
+    def solve(self, v_start, step_index: int) -> np.ndarray:
+        """The rates v solving r(v) = 0 by Newton's method with a line search."""
+        tolerance, iterations = self.settings["tolerance"], self.settings["iterations"]
+        v = np.array(v_start, dtype=np.float64)
+        residual, jacobian = self.residual_and_jacobian(v)
+        update = np.full_like(v, np.inf)
+        for _ in range(iterations):
+            with np.errstate(all="ignore"):
+                update = -np.linalg.solve(jacobian, residual) if np.all(
+                    np.isfinite(jacobian)) else np.full_like(v, np.nan)
+            if not np.all(np.isfinite(update)):
+                break
+            if np.max(np.abs(update)) <= tolerance * (1.0 + np.max(np.abs(v))):
+                return v + update
+            norm, fraction = np.linalg.norm(residual), 1.0
+            while True:
+                trial = v + fraction * update
+                trial_residual = self.residual(trial)
+                if (np.linalg.norm(trial_residual) <= (1.0 - _ARMIJO * fraction) * norm
+                        or fraction <= _SMALLEST_STEP):
+                    break
+                fraction *= 0.5
+            v = trial
+            residual, jacobian = self.residual_and_jacobian(v)
+        raise NewtonError(
+            f"step {step_index}: Newton's method did not converge in {iterations} iterations "
+            f"(residual {np.linalg.norm(residual):.3g} N m or N, last update "
+            f"{np.max(np.abs(update)):.3g}); lower dt or raise newton_iterations")
+
+    def vjp(self, v, g_q, g_v):
+        """(∂L/∂q_b, ∂L/∂v_b, ∂L/∂action, ∂L/∂params) of a solution v, given ∂L/∂q and
+        ∂L/∂v of its outputs q = q_b + c v and v."""
+        model, c = self.model, self.c
+        d = model.coordinate_count
+        q, a = self.state_at(v)
+        # one tangent direction per scalar input: the state's, then every parameter's (the
+        # contact ones only where the model has contact points)
+        shapes = {"q": (d,), "qd": (d,)} | {
+            name: np.shape(self.params[name]) for name in
+            ("link_mass", "link_inertia", "joint_origin", *((
+                "contact_point", *COEFFICIENTS) if len(model.contact_link) else ()))}
+        blocks = {name: int(np.prod(shape, dtype=np.int64)) for name, shape in shapes.items()}
+        total = sum(blocks.values())
+        tangents, start = {}, 0
+        for name, size in blocks.items():
+            block = np.zeros((total, size))
+            block[start:start + size] = np.eye(size)
+            tangents[name] = block.reshape((total,) + shapes[name])
+            start += size
+        rows = self.dynamics.inverse_dynamics_tangents(model, self.params, q, v, a,
+                                                       tangents=tangents)[1:]
+        d_q, d_v = rows[:d], rows[d:2 * d]
+        gain_q, gain_v = self._servo_jacobian()
+        mass = self.dynamics.mass_matrix(model, self.params, q)
+        jacobian = (c * d_q.T + d_v.T + mass / c
+                    + np.diag(self.params["joint_damping"] + c * gain_q + gain_v))
+        factor = scipy.linalg.lu_factor(jacobian)
+        adjoint = scipy.linalg.lu_solve(factor, g_v + c * g_q, trans=1)
+        g_q_base = g_q - d_q @ adjoint - gain_q * adjoint
+        g_v_base = mass @ adjoint / c
+        g_action = adjoint[self.actuated] * (self.settings["servo_stiffness"] if self.position
+                                             else 1.0)
+        g_params, start = {}, 2 * d
+        for name in list(blocks)[2:]:
+            size = blocks[name]
+            g_params[name] = -(rows[start:start + size] @ adjoint).reshape(shapes[name])
+            start += size
+        g_params["joint_damping"] = -adjoint * v
+        return g_q_base, g_v_base, g_action, g_params
+
+
+def _settings(actuation, servo_stiffness, servo_damping, tolerance, iterations,
+              kernels) -> dict:
+    if kernels not in _DYNAMICS:
+        raise ValueError(f"kernels must be one of {sorted(_DYNAMICS)}, got {kernels!r}")
+    return dict(actuation=actuation, servo_stiffness=float(servo_stiffness),
+                servo_damping=float(servo_damping), tolerance=float(tolerance),
+                iterations=int(iterations), kernels=kernels)
+
+
+def _stages(model, state, action, params, dt, settings):
+    """The solves of one step in order, each as (solve, base rates' start): SDIRK2's two
+    stages (the second built after the first is solved) or BDF2's one."""
+    q_n, v_n = state.joint_q, state.joint_qd
+    count = int(state.step_count)
+    if count == 0:
+        c = GAMMA * dt
+        first = _Solve(model, params, q_n, v_n, c, action, settings)
+        v1 = first.solve(v_n, count)
+        second = _Solve(model, params, q_n + (1.0 - GAMMA) * dt * v1,
+                        v_n + (1.0 - GAMMA) * dt * (v1 - v_n) / c, c, action, settings)
+        return [(first, v1), (second, second.solve(v1, count))]
+    c = 2.0 * dt / 3.0
+    bdf = _Solve(model, params, (4.0 * q_n - state.joint_q_prev) / 3.0,
+                 (4.0 * v_n - state.joint_qd_prev) / 3.0, c, action, settings)
+    return [(bdf, bdf.solve(2.0 * v_n - state.joint_qd_prev, count))]
+
+
+def step(model: RigidModel, state: RigidState, action, params: dict, dt: float, *,
+         actuation: str = _DEFAULT.actuation,
+         servo_stiffness: float = _DEFAULT.servo_stiffness,
+         servo_damping: float = _DEFAULT.servo_damping,
+         tolerance: float = _DEFAULT.newton_tolerance,
+         iterations: int = _DEFAULT.newton_iterations,
+         kernels: str = _DEFAULT.kernels) -> RigidState:
+    """The state ``dt`` [s] later under ``action`` (a,) (torques [N m or N] or position
+    targets [rad or m], see ``actuation``) with the model's :data:`PARAMETERS` ``params``;
+    pure. ``kernels`` picks the compiled dynamics or the NumPy reference. Raises
+    :class:`NewtonError` when a solve does not converge."""
+    settings = _settings(actuation, servo_stiffness, servo_damping, tolerance, iterations,
+                         kernels)
+    solve, v = _stages(model, state, np.asarray(action, dtype=np.float64), params, float(dt),
+                       settings)[-1]
+    return RigidState(joint_q=solve.q_base + solve.c * v, joint_qd=v,
+                      joint_q_prev=np.array(state.joint_q, dtype=np.float64),
+                      joint_qd_prev=np.array(state.joint_qd, dtype=np.float64),
+                      step_count=np.asarray(int(state.step_count) + 1, dtype=np.int64))
+
+
+def _zeros_for_none(value, size):
+    return np.zeros(size) if value is None else np.asarray(value, dtype=np.float64)
+
+
+def step_vjp(model: RigidModel, state: RigidState, action, params: dict, dt: float,
+             g_next: RigidState, *, actuation: str = _DEFAULT.actuation,
+             servo_stiffness: float = _DEFAULT.servo_stiffness,
+             servo_damping: float = _DEFAULT.servo_damping,
+             tolerance: float = _DEFAULT.newton_tolerance,
+             iterations: int = _DEFAULT.newton_iterations,
+             kernels: str = _DEFAULT.kernels):
+    """(∂L/∂state, ∂L/∂action, ∂L/∂params) given ∂L/∂(next state) ``g_next`` (``None``
+    fields are zero); the step is recomputed from ``state``."""
+    settings = _settings(actuation, servo_stiffness, servo_damping, tolerance, iterations,
+                         kernels)
+    dt = float(dt)
+    d = model.coordinate_count
+    g_q, g_v, g_q_prev, g_v_prev = (_zeros_for_none(getattr(g_next, name), d) for name in
+                                    ("joint_q", "joint_qd", "joint_q_prev", "joint_qd_prev"))
+    stages = _stages(model, state, np.asarray(action, dtype=np.float64), params, dt, settings)
+    g_action = np.zeros(len(model.actuated))
+    g_params = {name: np.zeros_like(np.asarray(value, dtype=np.float64))
+                for name, value in params.items()}
+
+    def solve_vjp(solve, v, g_out_q, g_out_v):
+        nonlocal g_action
+        g_base_q, g_base_v, g_a, g_p = solve.vjp(v, g_out_q, g_out_v)
+        g_action = g_action + g_a
+        for name, value in g_p.items():
+            g_params[name] = g_params[name] + value
+        return g_base_q, g_base_v
+
+    g_state_q, g_state_v = g_q_prev.copy(), g_v_prev.copy()  # the state moves to "previous"
+    g_before_q, g_before_v = np.zeros(d), np.zeros(d)
+    if len(stages) == 2:
+        (first, v1), (second, v2) = stages
+        g_base_q, g_base_v = solve_vjp(second, v2, g_q, g_v)
+        ratio = (1.0 - GAMMA) * dt / first.c
+        g_v1 = (1.0 - GAMMA) * dt * g_base_q + ratio * g_base_v
+        g_state_q += g_base_q
+        g_state_v += (1.0 - ratio) * g_base_v
+        g_base_q, g_base_v = solve_vjp(first, v1, np.zeros(d), g_v1)
+        g_state_q += g_base_q
+        g_state_v += g_base_v
+    else:
+        ((bdf, v),) = stages
+        g_base_q, g_base_v = solve_vjp(bdf, v, g_q, g_v)
+        g_state_q += 4.0 / 3.0 * g_base_q
+        g_state_v += 4.0 / 3.0 * g_base_v
+        g_before_q, g_before_v = -g_base_q / 3.0, -g_base_v / 3.0
+    g_state = RigidState(joint_q=g_state_q, joint_qd=g_state_v, joint_q_prev=g_before_q,
+                         joint_qd_prev=g_before_v, step_count=None)
+    return g_state, g_action, g_params

@@ -1,0 +1,88 @@
+"""The compiled dynamics equal the NumPy reference (to round-off), and so do whole steps
+and their VJPs through each."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from sim_rigid import RigidState, dynamics, kernels
+from sim_rigid.contact import COEFFICIENTS
+from sim_rigid.description import load_description, load_obstacles
+from sim_rigid.step import step, step_vjp
+
+
+def test_rnea_tangents_equal_the_reference(any_model, models):
+    params = any_model.parameters()
+    q, qd, qdd = models.random_point(any_model, seed=6)
+    d, n = any_model.coordinate_count, any_model.link_count
+    rng = np.random.default_rng(7)
+    tangents = {"q": rng.standard_normal((3, d)), "qd": rng.standard_normal((3, d)),
+                "qdd": rng.standard_normal((3, d)), "link_mass": rng.standard_normal((3, n)),
+                "link_inertia": rng.standard_normal((3, n, 3, 3)),
+                "joint_origin": rng.standard_normal((3, n, 3))}
+    expected = dynamics.inverse_dynamics_tangents(any_model, params, q, qd, qdd,
+                                                  tangents=tangents)
+    got = kernels.inverse_dynamics_tangents(any_model, params, q, qd, qdd, tangents=tangents)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
+    plain = kernels.inverse_dynamics_tangents(any_model, params, q, qd, qdd)
+    np.testing.assert_allclose(plain[0], expected[0], rtol=0,
+                               atol=1e-13 * np.abs(expected).max())
+
+
+def test_mass_matrix_equals_the_reference(any_model, models):
+    params = any_model.parameters()
+    q, _, _ = models.random_point(any_model, seed=8)
+    expected = dynamics.mass_matrix(any_model, params, q)
+    np.testing.assert_allclose(kernels.mass_matrix(any_model, params, q), expected, rtol=0,
+                               atol=1e-14 * np.abs(expected).max())
+
+
+def test_steps_and_vjps_equal_the_reference(any_model):
+    params = any_model.parameters()
+    d = any_model.coordinate_count
+    state = RigidState(any_model.joint_rest, np.linspace(-1.0, 1.0, d), any_model.joint_rest,
+                       np.zeros(d), np.asarray(0, dtype=np.int64))
+    action = np.linspace(0.5, -0.5, len(any_model.actuated))
+    g_next = RigidState(*(np.linspace(-1.0, 2.0, d) for _ in range(4)), None)
+    for _ in range(3):
+        compiled = step(any_model, state, action, params, 0.01, kernels="numba")
+        reference = step(any_model, state, action, params, 0.01, kernels="numpy")
+        for field in ("joint_q", "joint_qd"):
+            np.testing.assert_allclose(getattr(compiled, field), getattr(reference, field),
+                                       rtol=0, atol=1e-12)
+        g_compiled = step_vjp(any_model, state, action, params, 0.01, g_next, kernels="numba")
+        g_reference = step_vjp(any_model, state, action, params, 0.01, g_next,
+                               kernels="numpy")
+        np.testing.assert_allclose(g_compiled[0].joint_q, g_reference[0].joint_q, rtol=1e-10)
+        np.testing.assert_allclose(g_compiled[1], g_reference[1], rtol=1e-10)
+        for name, value in g_reference[2].items():
+            np.testing.assert_allclose(g_compiled[2][name], value, rtol=1e-9,
+                                       atol=1e-12 * np.abs(value).max(initial=0.0))
+        state = compiled
+
+
+def test_contact_forces_and_their_tangents_equal_the_reference(models):
+    # a tilted box sunk into a plane and a box obstacle, sliding and spinning: both
+    # friction branches (the slow corners stick) and every tangent
+    obstacles = load_obstacles([{"type": "plane"}, {"type": "box", "center": [0.1, 0, -0.2],
+                                                     "half_extents": [0.1, 0.3, 0.2],
+                                                     "rpy": [0.1, 0.0, 0.2]}])
+    model = dataclasses.replace(load_description(models.box_description()), **obstacles,
+                                friction_stiffness=20.0)
+    params = model.parameters()
+    q = np.array([0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
+    qd = np.array([0.02, 0.01, -0.05, 0.3, -0.2, 0.1])
+    rng = np.random.default_rng(9)
+    tangents = {"q": rng.standard_normal((4, 6)), "qd": rng.standard_normal((4, 6)),
+                "joint_origin": rng.standard_normal((4, 1, 3)),
+                "contact_point": rng.standard_normal((4, 8, 3))} | {
+        name: rng.standard_normal(4) for name in COEFFICIENTS}
+    expected = dynamics.inverse_dynamics_tangents(model, params, q, qd, np.zeros(6),
+                                                  tangents=tangents)
+    got = kernels.inverse_dynamics_tangents(model, params, q, qd, np.zeros(6),
+                                            tangents=tangents)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    # the contacts act: the plane holds the box up with about its weight and more
+    assert abs(expected[0, 2]) > 5.0

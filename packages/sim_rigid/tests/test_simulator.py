@@ -1,0 +1,102 @@
+"""RigidSimulator against the core's contract: conformance, design parameters, the factory,
+bad inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.simulator import SimulationError
+from codesign.testing import run_conformance
+from sim_rigid.scene import make_simulator
+from sim_rigid.simulator import DESIGN_FIELDS, RigidSimulator
+
+
+@pytest.mark.parametrize("actuation", ["torque", "position"])
+def test_conformance_of_the_arm(models, actuation):
+    sim = RigidSimulator(models.arm4(), actuation=actuation)
+    design = sim.design_space().defaults()
+    # the inertias (down to 8e-5 kg m²) need finite-difference steps far below the rest's
+    # (test_gradients checks them with their own): the suite's one step checks the others
+    del design["link.inertia"]
+    action = sim.model.joint_rest + 0.2 if actuation == "position" else np.array(
+        [0.3, -0.2, 0.1, 0.05])
+    run_conformance(sim, dt=0.01, action=action, design=design, steps=(1, 4),
+                    rollout_steps=3, substeps=2, eps=1e-5)
+
+
+def test_conformance_of_a_floating_tree(models):
+    sim = RigidSimulator(models.mixed_tree())
+    design = sim.design_space().defaults()
+    del design["link.inertia"]
+    run_conformance(sim, dt=0.01, design=design, steps=(1, 3), rollout_steps=2, substeps=2,
+                    eps=1e-5)
+
+
+def test_design_parameters_replace_the_model_values(models):
+    sim = RigidSimulator(models.arm4())
+    design = sim.design_space().defaults()
+    assert set(design) == {"link.mass", "link.inertia", "joint.origin", "joint.damping"}
+    params = sim.parameters({**design, "link.mass": np.array([2.0, 3.0, 1.0, 1.0])})
+    np.testing.assert_array_equal(params["link_mass"], [2.0, 3.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="link.mass must be positive"):
+        sim.parameters({"link.mass": np.array([1.0, 0.0, 1.0, 1.0])})
+    with pytest.raises(ValueError, match=r"joint.origin.*shape \(4, 3\)"):
+        sim.parameters({"joint.origin": np.zeros(3)})
+
+
+def test_a_robot_with_contact_points_gets_contact_parameters(models):
+    from sim_rigid.scene import make_simulator
+
+    sim = make_simulator(robot=models.box_description(), obstacles=[{"type": "plane"}],
+                         friction=0.3)
+    design = sim.design_space().defaults()
+    assert set(design) == set(DESIGN_FIELDS)
+    assert design["contact.point"].shape == (8, 3) and float(design["contact.friction"]) == 0.3
+    params = sim.parameters({**design, "contact.stiffness": np.asarray(5e3)})
+    assert float(params["contact_stiffness"]) == 5e3
+    assert sim.design_space()["contact.stiffness"].unit == "N/m"
+
+
+def test_longer_links_swing_slower(models):
+    # the design's joint origins are the link lengths the step sees
+    sim = RigidSimulator(models.arm4())
+    design = sim.design_space().defaults()
+    longer = {**design, "joint.origin": design["joint.origin"] * 1.5}
+    finals = []
+    for current in (design, longer):
+        state = sim.initial_state(current)
+        for _ in range(10):
+            state = sim.step(state, np.zeros(4), current, 0.01)
+        finals.append(state.joint_q[1])
+    # the shoulder falls from -0.3 rad (up) under gravity, less far with the longer arm
+    assert finals[0] > finals[1] > -0.3
+
+
+def test_the_factory_builds_the_bundled_arm():
+    sim = make_simulator(robot="arm4", initial_positions={"elbow": 0.5}, damping=0.2)
+    assert sim.action_size == 4 and sim.model.joint_names == ("yaw", "shoulder", "elbow",
+                                                               "wrist")
+    design = sim.design_space().defaults()
+    np.testing.assert_array_equal(design["joint.damping"], np.full(4, 0.2))
+    state = sim.initial_state(design)
+    assert state.joint_q[2] == 0.5
+    for step_index in range(5):
+        state = sim.step(state, np.zeros(4), design, 0.01)
+        sim.check_state(state, step_index)
+    assert int(state.step_count) == 5
+
+
+def test_wrong_actions_get_clear_errors(models):
+    sim = RigidSimulator(models.arm4())
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    with pytest.raises(ValueError, match=r"one value per actuated joint .* shape \(4,\)"):
+        sim.step(state, np.zeros(3), design, 0.01)
+    with pytest.raises(SimulationError, match="NaN or inf at joint.*elbow"):
+        sim.step(state, np.array([0.0, 0.0, np.nan, 0.0]), design, 0.01)
+
+
+def test_unknown_options_are_refused(models):
+    with pytest.raises(ValueError, match="actuation"):
+        RigidSimulator(models.arm4(), actuation="velocity")
