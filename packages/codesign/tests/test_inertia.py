@@ -20,3 +20,14 @@ def test_each_unphysical_tensor_is_named_with_its_index_and_why():
     assert index == 0 and "not positive definite" in why
     index, why = inertia_problem(np.array([good, good, np.diag([1.0, 1.0, 3.0])]))
     assert index == 2 and "triangle inequality" in why
+
+
+def test_a_flat_disc_and_a_rotated_body_pass_and_a_rod_without_axial_moment_fails():
+    rotation = np.linalg.qr(np.arange(9.0).reshape(3, 3) + np.eye(3))[0]
+    physical = [np.diag([1.0, 1.0, 2.0]),  # a flat disc: the triangle inequality's equality
+                rotation @ np.diag([0.3, 0.4, 0.7]) @ rotation.T]
+    assert inertia_problem(np.array(physical)) is None
+    index, why = inertia_problem(np.array([*physical, np.diag([1.0, 1.0, 0.0])]))
+    assert index == 2 and "not positive definite" in why  # a thin rod has no axial moment
+    index, why = inertia_problem(np.array([np.diag([0.3, 0.4, 0.71]), *physical]))
+    assert index == 0 and "triangle" in why

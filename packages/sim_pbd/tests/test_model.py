@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sim_pbd.model import ModelError, PBDModel, inertia_problem
+from sim_pbd.model import ModelError, PBDModel
 
 
 def fields(**changes) -> dict:
@@ -91,14 +91,3 @@ BAD_FIELDS = [
 def test_bad_fields_raise_naming_the_field(changes, message):
     with pytest.raises(ModelError, match=message):
         PBDModel(**fields(**changes))
-
-
-def test_inertia_problem_accepts_every_rigid_body():
-    rotation = np.linalg.qr(np.arange(9.0).reshape(3, 3) + np.eye(3))[0]
-    physical = [np.diag([1.0, 1.0, 2.0]),  # a flat disc: the triangle inequality's equality
-                rotation @ np.diag([0.3, 0.4, 0.7]) @ rotation.T]
-    assert inertia_problem(np.array(physical)) is None
-    index, why = inertia_problem(np.array([*physical, np.diag([1.0, 1.0, 0.0])]))
-    assert index == 2 and "not positive definite" in why  # a thin rod has no axial moment
-    index, why = inertia_problem(np.array([np.diag([0.3, 0.4, 0.71]), *physical]))
-    assert index == 0 and "triangle" in why

@@ -1,5 +1,5 @@
 """Physical checks of rigid-body inertia tensors, shared by the simulators that read them
-(sim_rigid's model; sim_pbd's holds the same check)."""
+(sim_rigid's and sim_pbd's models, sim_pbd's URDF reader)."""
 
 from __future__ import annotations
 

@@ -20,9 +20,11 @@ import functools
 
 import numpy as np
 
+from codesign.inertia import inertia_problem
+
 from .options import PBDOptions
 
-__all__ = ["JOINT_TYPES", "ModelError", "PARAMETERS", "PBDModel", "inertia_problem"]
+__all__ = ["JOINT_TYPES", "ModelError", "PARAMETERS", "PBDModel"]
 
 JOINT_TYPES = ("revolute", "prismatic")
 """Joint type names, indexed by ``PBDModel.joint_type`` (URDF ``continuous`` is a revolute
@@ -35,39 +37,10 @@ step's VJP returns a gradient for each."""
 
 _UNIT_TOLERANCE = 1e-6
 """How far from 1 the norm of a joint axis or quaternion may be (float32 rounding)."""
-_INERTIA_TOLERANCE = 1e-9
-"""Relative slack (of the largest principal moment) in the inertia triangle inequality, which
-a thin rod meets with equality."""
 
 
 class ModelError(ValueError):
     """A :class:`PBDModel` field has the wrong shape or an unphysical value."""
-
-
-def inertia_problem(inertia: np.ndarray) -> tuple[int, str] | None:
-    """The index of the first unphysical tensor among inertia tensors about the centre of
-    mass [kg m²], shape (n, 3, 3), and why, or None when all are physical: each must be
-    symmetric, positive definite, and its principal moments must satisfy the triangle
-    inequality (the largest at most the sum of the others), as every mass distribution's do.
-    """
-    scale = np.abs(inertia).max(axis=(1, 2))
-    asymmetric = np.abs(inertia - inertia.transpose(0, 2, 1)).max(axis=(1, 2)) \
-        > _INERTIA_TOLERANCE * scale
-    moments = np.linalg.eigvalsh(inertia)
-    indefinite = ~(moments[:, 0] > 0.0)
-    triangle = moments[:, 2] > (moments[:, 0] + moments[:, 1]) * (1.0 + _INERTIA_TOLERANCE)
-    bad = np.flatnonzero(asymmetric | indefinite | triangle)
-    if not bad.size:
-        return None
-    i = int(bad[0])
-    if asymmetric[i]:
-        return i, f"the inertia {inertia[i].tolist()} kg m² is not symmetric"
-    if indefinite[i]:
-        return i, (f"the inertia is not positive definite (principal moments "
-                   f"{moments[i].tolist()} kg m²); every principal moment must be > 0")
-    return i, (f"the inertia's principal moments {moments[i].tolist()} kg m² break the "
-               f"triangle inequality (the largest exceeds the sum of the others), which no "
-               f"mass distribution does; correct the inertia tensor")
 
 
 def _float_array(name: str, value, shape: tuple[int, ...], *, finite: bool = True

@@ -31,9 +31,10 @@ from pyexpat import ErrorString, ExpatError, ParserCreate
 
 import numpy as np
 
+from codesign.inertia import inertia_problem
 from codesign.options import suggest
 
-from .model import JOINT_TYPES, PBDModel, inertia_problem
+from .model import JOINT_TYPES, PBDModel
 from .options import PBDOptions
 
 __all__ = ["URDFError", "load_urdf"]
