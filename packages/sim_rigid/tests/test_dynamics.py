@@ -8,6 +8,8 @@ import pytest
 
 from sim_rigid.dynamics import (
     bias_forces,
+    dual,
+    dual_rows,
     inverse_dynamics,
     inverse_dynamics_tangents,
     link_frames,
@@ -137,3 +139,16 @@ def test_tangents_need_one_direction_count(models):
     with pytest.raises(ValueError, match="same number of directions"):
         inverse_dynamics_tangents(model, model.parameters(), np.zeros(d), np.zeros(d),
                                   np.zeros(d), tangents={"q": np.eye(d), "qd": np.eye(d)[:2]})
+
+
+def test_dual_stacks_a_value_over_its_tangent_and_zero_without_one():
+    value = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(dual(value, np.array([[3.0, 4.0]]), 2), [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(dual(value, None, 3), [[1, 2], [0, 0], [0, 0]])
+
+
+def test_dual_rows_count_the_directions_plus_the_value():
+    assert dual_rows({}) == 1
+    assert dual_rows({"q": np.zeros((4, 2)), "link_mass": np.zeros((4, 3))}) == 5
+    with pytest.raises(ValueError, match="same number of directions"):
+        dual_rows({"q": np.zeros((4, 2)), "qd": np.zeros((2, 2))})

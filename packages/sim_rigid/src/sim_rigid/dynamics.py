@@ -29,8 +29,8 @@ import numpy as np
 from .contact import COEFFICIENTS, contact_force
 from .model import JOINT_TYPES, RigidModel
 
-__all__ = ["NodeTable", "bias_forces", "inverse_dynamics", "inverse_dynamics_tangents",
-           "link_frames", "mass_matrix", "node_table"]
+__all__ = ["NodeTable", "bias_forces", "dual", "dual_rows", "inverse_dynamics",
+           "inverse_dynamics_tangents", "link_frames", "mass_matrix", "node_table"]
 
 _REVOLUTE, _PRISMATIC, _FIXED = 0, 1, 2
 _AXES = np.eye(3)
@@ -156,8 +156,19 @@ def _node_placements(table: NodeTable, origin, q):
     return placements
 
 
-def _dual(value, tangent, rows):
-    """Stack a value and its (K, ...) tangent (None: zero) into a dual array (K+1, ...)."""
+def dual_rows(tangents: dict) -> int:
+    """K+1 for tangents that each hold K input directions along their first axis (1 for no
+    tangents): the rows of every dual array built from them."""
+    count = {np.shape(v)[0] for v in tangents.values()}
+    if len(count) > 1:
+        raise ValueError(f"every tangent needs the same number of directions, got {count}; "
+                         f"give each tangent array the same first dimension K")
+    return 1 + (count.pop() if count else 0)
+
+
+def dual(value, tangent, rows: int) -> np.ndarray:
+    """Stack a value and its (K, ...) tangent (None: zero) into a dual array (K+1, ...),
+    ``rows`` = K+1 (:func:`dual_rows`)."""
     out = np.zeros((rows,) + np.shape(value))
     out[0] = value
     if tangent is not None:
@@ -185,16 +196,13 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
         (K+1, d): row 0 is τ, row k the derivative of τ along direction k.
     """
     tangents = tangents or {}
-    count = {np.shape(v)[0] for v in tangents.values()}
-    if len(count) > 1:
-        raise ValueError(f"every tangent needs the same number of directions, got {count}")
-    rows = 1 + (count.pop() if count else 0)
+    rows = dual_rows(tangents)
     table = node_table(model)
-    q_d, qd_d, qdd_d = (_dual(np.asarray(x, dtype=np.float64), tangents.get(name), rows)
+    q_d, qd_d, qdd_d = (dual(np.asarray(x, dtype=np.float64), tangents.get(name), rows)
                         for name, x in (("q", q), ("qd", qd), ("qdd", qdd)))
-    mass = _dual(params["link_mass"], tangents.get("link_mass"), rows)
-    inertia = _dual(params["link_inertia"], tangents.get("link_inertia"), rows)
-    origin = _dual(params["joint_origin"], tangents.get("joint_origin"), rows)
+    mass = dual(params["link_mass"], tangents.get("link_mass"), rows)
+    inertia = dual(params["link_inertia"], tangents.get("link_inertia"), rows)
+    origin = dual(params["joint_origin"], tangents.get("joint_origin"), rows)
     placements = _node_placements(table, origin, q_d)
     zero = np.zeros((rows, 3))
     gravity_acceleration = np.zeros((rows, 3))
@@ -228,8 +236,8 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
         else:
             torque[node], force[node] = np.zeros((rows, 3)), np.zeros((rows, 3))
     if len(model.contact_link):
-        points = _dual(params["contact_point"], tangents.get("contact_point"), rows)
-        coefficients = np.stack([_dual(params[name], tangents.get(name), rows)
+        points = dual(params["contact_point"], tangents.get("contact_point"), rows)
+        coefficients = np.stack([dual(params[name], tangents.get(name), rows)
                                  for name in COEFFICIENTS], axis=1)
         _apply_contacts(model, table, placements, points, coefficients, w, v, torque, force)
     tau = np.zeros((rows, model.coordinate_count))

@@ -17,7 +17,7 @@ from codesign.compile_notice import announce_compiles
 
 from . import _kernels
 from .contact import COEFFICIENTS
-from .dynamics import node_table
+from .dynamics import dual, dual_rows, node_table
 from .model import RigidModel
 
 __all__ = ["COMPILE_NOTICE", "contact_arrays", "inverse_dynamics_tangents", "mass_matrix",
@@ -61,30 +61,19 @@ def contact_arrays(model: RigidModel) -> tuple:
     return arrays
 
 
-def _dual(value, tangent, rows: int) -> np.ndarray:
-    out = np.zeros((rows,) + np.shape(value))
-    out[0] = value
-    if tangent is not None:
-        out[1:] = tangent
-    return out
-
-
 def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
                               tangents: dict | None = None) -> np.ndarray:
     """τ and its directional derivatives (K+1, d), compiled; arguments as
     :func:`sim_rigid.dynamics.inverse_dynamics_tangents`."""
     tangents = tangents or {}
-    count = {np.shape(v)[0] for v in tangents.values()}
-    if len(count) > 1:
-        raise ValueError(f"every tangent needs the same number of directions, got {count}")
-    rows = 1 + (count.pop() if count else 0)
-    duals = [_dual(np.asarray(value, dtype=np.float64), tangents.get(name), rows)
+    rows = dual_rows(tangents)
+    duals = [dual(np.asarray(value, dtype=np.float64), tangents.get(name), rows)
              for name, value in (("q", q), ("qd", qd), ("qdd", qdd),
                                  ("link_mass", params["link_mass"]),
                                  ("link_inertia", params["link_inertia"]),
                                  ("joint_origin", params["joint_origin"]),
                                  ("contact_point", params["contact_point"]))]
-    coefficients = np.stack([_dual(np.asarray(params[name], dtype=np.float64),
+    coefficients = np.stack([dual(np.asarray(params[name], dtype=np.float64),
                                    tangents.get(name), rows) for name in COEFFICIENTS], axis=1)
     return _kernels.rnea(node_arrays(model), contact_arrays(model), *duals, coefficients,
                          np.asarray(model.gravity, np.float64))
