@@ -20,6 +20,7 @@ import functools
 
 import numpy as np
 
+from codesign.fields import float_array, index_array, unique_names
 from codesign.inertia import inertia_problem
 
 from .options import PBDOptions
@@ -41,42 +42,6 @@ _UNIT_TOLERANCE = 1e-6
 
 class ModelError(ValueError):
     """A :class:`PBDModel` field has the wrong shape or an unphysical value."""
-
-
-def _float_array(name: str, value, shape: tuple[int, ...], *, finite: bool = True
-                 ) -> np.ndarray:
-    """``value`` as a floating array of ``shape`` (kept float32 if it is; float64 otherwise)."""
-    array = np.asarray(value)
-    if array.dtype.kind not in "fiu" or array.dtype == np.bool_:
-        raise ModelError(f"{name} must hold numbers, got dtype {array.dtype}")
-    if array.dtype.kind != "f":
-        array = array.astype(np.float64)
-    if array.shape != shape:
-        raise ModelError(f"{name} must have shape {shape}, got {array.shape}")
-    bad = ~np.isfinite(array) if finite else np.isnan(array)
-    if bad.any():
-        index = tuple(np.argwhere(bad)[0].tolist())
-        raise ModelError(f"{name}{list(index)} is {array[index]}: every entry must be "
-                         f"{'finite' if finite else 'a number (±inf allowed)'}")
-    return array
-
-
-def _index_array(name: str, value, count: int) -> np.ndarray:
-    array = np.asarray(value)
-    if array.shape != (count,) or (array.size and array.dtype.kind not in "iu"):
-        raise ModelError(f"{name} must be an integer array of shape ({count},), got "
-                         f"{array.dtype} {array.shape}")
-    return array.astype(np.int64)
-
-
-def _names(field: str, value) -> tuple[str, ...]:
-    names = tuple(value)
-    if not all(isinstance(name, str) and name for name in names):
-        raise ModelError(f"{field} must be non-empty strings, got {names!r}")
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ModelError(f"{field} must be unique; repeated: {duplicates}")
-    return names
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -134,8 +99,8 @@ class PBDModel:
 
     def __post_init__(self):
         set_field = functools.partial(object.__setattr__, self)
-        set_field("link_names", _names("link_names", self.link_names))
-        set_field("joint_names", _names("joint_names", self.joint_names))
+        set_field("link_names", unique_names("link_names", self.link_names, error=ModelError))
+        set_field("joint_names", unique_names("joint_names", self.joint_names, error=ModelError))
         n, m = self.link_count, self.joint_count
         shapes = {"link_mass": (n,), "link_inertia": (n, 3, 3), "joint_parent_x": (m, 3),
                   "joint_parent_q": (m, 4), "joint_child_x": (m, 3), "joint_child_q": (m, 4),
@@ -143,10 +108,11 @@ class PBDModel:
                   "joint_damping": (m,), "joint_friction": (m,), "joint_compliance": (m,),
                   "joint_rest": (m,), "gravity": (3,)}
         for name, shape in shapes.items():
-            set_field(name, _float_array(name, getattr(self, name), shape,
-                                         finite=name not in ("joint_lower", "joint_upper")))
+            set_field(name, float_array(name, getattr(self, name), shape, error=ModelError,
+                                        finite=name not in ("joint_lower", "joint_upper"),
+                                        keep_float=True))
         for name in ("joint_type", "joint_parent", "joint_child"):
-            set_field(name, _index_array(name, getattr(self, name), m))
+            set_field(name, index_array(name, getattr(self, name), m, error=ModelError))
         if not isinstance(self.floating_base, bool | np.bool_):
             raise ModelError(f"floating_base must be true or false, got {self.floating_base!r}")
         set_field("floating_base", bool(self.floating_base))

@@ -28,6 +28,7 @@ import functools
 
 import numpy as np
 
+from codesign.fields import float_array, index_array, unique_names
 from codesign.inertia import inertia_problem
 
 from .options import RigidOptions
@@ -59,29 +60,6 @@ _UNIT_TOLERANCE = 1e-6
 
 class ModelError(ValueError):
     """A :class:`RigidModel` field has the wrong shape or an unphysical value."""
-
-
-def _float_array(name: str, value, shape: tuple[int, ...]) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype.kind not in "fiu" or array.dtype == np.bool_:
-        raise ModelError(f"{name} must hold numbers, got dtype {array.dtype}")
-    array = array.astype(np.float64)
-    if array.shape != shape:
-        raise ModelError(f"{name} must have shape {shape}, got {array.shape}")
-    if not np.all(np.isfinite(array)):
-        index = tuple(np.argwhere(~np.isfinite(array))[0].tolist())
-        raise ModelError(f"{name}{list(index)} is {array[index]}: every entry must be finite")
-    return array
-
-
-def _names(field: str, value) -> tuple[str, ...]:
-    names = tuple(value)
-    if not all(isinstance(name, str) and name for name in names):
-        raise ModelError(f"{field} must be non-empty strings, got {names!r}")
-    duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates:
-        raise ModelError(f"{field} must be unique; repeated: {duplicates}")
-    return names
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -148,8 +126,8 @@ class RigidModel:
 
     def __post_init__(self):
         set_field = functools.partial(object.__setattr__, self)
-        set_field("link_names", _names("link_names", self.link_names))
-        set_field("joint_names", _names("joint_names", self.joint_names))
+        set_field("link_names", unique_names("link_names", self.link_names, error=ModelError))
+        set_field("joint_names", unique_names("joint_names", self.joint_names, error=ModelError))
         n = len(self.link_names)
         if len(self.joint_names) != n:
             raise ModelError(f"{n} links need {n} joints (link i hangs from joint i), got "
@@ -157,11 +135,7 @@ class RigidModel:
         c, o = len(np.asarray(self.contact_link)), len(np.asarray(self.obstacle_type))
         for name, count in (("joint_type", n), ("joint_parent", n), ("contact_link", c),
                             ("obstacle_type", o)):
-            array = np.asarray(getattr(self, name))
-            if array.shape != (count,) or (array.size and array.dtype.kind not in "iu"):
-                raise ModelError(f"{name} must be an integer array of shape ({count},), got "
-                                 f"{array.dtype} {array.shape}")
-            set_field(name, array.astype(np.int64))
+            set_field(name, index_array(name, getattr(self, name), count, error=ModelError))
         bad = np.flatnonzero((self.joint_type < 0) | (self.joint_type >= len(JOINT_TYPES)))
         if bad.size:
             raise ModelError(f"joint_type of joint {self.joint_names[bad[0]]!r} is "
@@ -173,7 +147,7 @@ class RigidModel:
                   "contact_point": (c, 3), "obstacle_center": (o, 3),
                   "obstacle_rotation": (o, 3, 3), "obstacle_half_extents": (o, 3)}
         for name, shape in shapes.items():
-            set_field(name, _float_array(name, getattr(self, name), shape))
+            set_field(name, float_array(name, getattr(self, name), shape, error=ModelError))
         self._check_tree()
         self._check_links()
         self._check_joints()
