@@ -4,7 +4,7 @@ field."""
 import numpy as np
 import pytest
 
-from codesign.fields import float_array, index_array, unique_names
+from codesign.fields import float_array, index_array, unique_names, view_window
 
 
 class FieldError(ValueError):
@@ -51,3 +51,11 @@ def test_unique_names_rejects_empty_non_string_and_repeated_names():
             unique_names("names", value, error=FieldError)
     with pytest.raises(FieldError, match=r"names must be unique; repeated: \['a'\]"):
         unique_names("names", ["a", "b", "a"], error=FieldError)
+
+
+def test_view_window_gives_four_floats_or_none_and_rejects_empty_ranges():
+    assert view_window(None, error=FieldError) is None
+    assert view_window([0, 1, -1, 2], error=FieldError) == (0.0, 1.0, -1.0, 2.0)
+    for window in ([1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0], [0.0, 1.0]):
+        with pytest.raises(FieldError, match="view_window must be"):
+            view_window(window, error=FieldError)

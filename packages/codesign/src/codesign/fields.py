@@ -1,12 +1,12 @@
-"""Checks of the array and name fields of a simulator's static model, shared by the
-simulators' model classes (sim_rigid's and sim_pbd's): each returns the field in its
-checked form or raises the model's own error class naming the field and what it must be."""
+"""Checks of the array and name fields a simulator builds its static model and views from,
+shared by the simulators (sim_rigid's and sim_pbd's): each returns the field in its checked
+form or raises the simulator's own error class naming the field and what it must be."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["float_array", "index_array", "unique_names"]
+__all__ = ["float_array", "index_array", "unique_names", "view_window"]
 
 
 def float_array(name: str, value, shape: tuple[int, ...], *, error: type[Exception],
@@ -52,3 +52,15 @@ def unique_names(field: str, value, *, error: type[Exception]) -> tuple[str, ...
     if repeated:
         raise error(f"{field} must be unique; repeated: {repeated}")
     return names
+
+
+def view_window(window, *, error: type[Exception]) -> tuple[float, float, float, float] | None:
+    """The ``view_window`` option [u_min, u_max, v_min, v_max] [m] as floats (None: framed
+    automatically); raises ``error`` unless it holds four values with min < max."""
+    if window is None:
+        return None
+    values = np.asarray(window, dtype=np.float64)
+    if values.shape != (4,) or not (values[0] < values[1] and values[2] < values[3]):
+        raise error(f"view_window must be [u_min, u_max, v_min, v_max] with min < max, "
+                    f"got {window!r}")
+    return tuple(float(v) for v in values)

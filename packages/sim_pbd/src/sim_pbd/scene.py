@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.fields import view_window
 from codesign.options import options_factory
+from codesign.paths import named_file
 
 from .model import JOINT_TYPES, PBDModel
 from .options import PBDOptions
@@ -35,17 +37,9 @@ class SceneError(ValueError):
 def urdf_path(urdf: str, *, base_dir: str | Path | None = None) -> Path:
     """The URDF file ``urdf`` names: a path relative to ``base_dir`` (default the working
     directory) or absolute, else a bundled robot's name (``baxter``, ``double_pendulum``)."""
-    folder = Path(base_dir or ".")
-    path = folder / urdf
-    if path.is_file():
-        return path
-    bundled = ROBOT_DIRECTORY / urdf / f"{urdf}.urdf"
-    if bundled.is_file():
-        return bundled
-    known = sorted(p.parent.name for p in ROBOT_DIRECTORY.glob("*/*.urdf")
-                   if p.stem == p.parent.name)
-    raise SceneError(f"urdf {urdf!r} is neither a file in {str(folder.resolve())!r} nor a "
-                     f"bundled robot; bundled: {known}")
+    bundled = {path.stem: path for path in ROBOT_DIRECTORY.glob("*/*.urdf")
+               if path.stem == path.parent.name}
+    return named_file("urdf", urdf, base_dir=base_dir, bundled=bundled, error=SceneError)
 
 
 def build_model(options: PBDOptions) -> PBDModel:
@@ -72,16 +66,6 @@ def build_model(options: PBDOptions) -> PBDModel:
     return dataclasses.replace(model, **changes) if changes else model
 
 
-def _window(window) -> tuple[float, float, float, float] | None:
-    if window is None:
-        return None
-    values = np.asarray(window, dtype=np.float64)
-    if values.shape != (4,) or not (values[0] < values[1] and values[2] < values[3]):
-        raise SceneError(f"view_window must be [u_min, u_max, v_min, v_max] with min < max, "
-                         f"got {window!r}")
-    return tuple(float(v) for v in values)
-
-
 @options_factory(PBDOptions)
 def make_simulator(options: PBDOptions) -> PBDSimulator:
     """Build a :class:`~sim_pbd.simulator.PBDSimulator` from the options of
@@ -94,5 +78,6 @@ def make_simulator(options: PBDOptions) -> PBDSimulator:
     except ValueError as exc:
         raise SceneError(str(exc)) from exc
     return PBDSimulator(model, substeps=o.substeps, iterations=o.iterations, solver=o.solver,
-                        kernels=o.kernels, view=o.view, window=_window(o.view_window),
+                        kernels=o.kernels, view=o.view,
+                        window=view_window(o.view_window, error=SceneError),
                         springs=springs)

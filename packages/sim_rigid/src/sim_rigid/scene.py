@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.fields import view_window
 from codesign.options import options_factory
+from codesign.paths import named_file
 
 from .description import DescriptionError, load_description, load_obstacles
 from .model import RigidModel
@@ -34,16 +36,8 @@ class SceneError(ValueError):
 def robot_path(robot: str, *, base_dir: str | Path | None = None) -> Path:
     """The description file ``robot`` names: a path relative to ``base_dir`` (default the
     working directory) or absolute, else a bundled robot's name (``arm4``)."""
-    folder = Path(base_dir or ".")
-    path = folder / robot
-    if path.is_file():
-        return path
-    bundled = ROBOT_DIRECTORY / f"{robot}.yaml"
-    if bundled.is_file():
-        return bundled
-    known = sorted(p.stem for p in ROBOT_DIRECTORY.glob("*.yaml"))
-    raise SceneError(f"robot {robot!r} is neither a file in {str(folder.resolve())!r} nor a "
-                     f"bundled robot; bundled: {known}")
+    bundled = {path.stem: path for path in ROBOT_DIRECTORY.glob("*.yaml")}
+    return named_file("robot", robot, base_dir=base_dir, bundled=bundled, error=SceneError)
 
 
 def _per_coordinate(name: str, value, model: RigidModel) -> np.ndarray:
@@ -90,16 +84,6 @@ def build_model(options: RigidOptions) -> RigidModel:
     return dataclasses.replace(model, **changes)
 
 
-def _window(window) -> tuple[float, float, float, float] | None:
-    if window is None:
-        return None
-    values = np.asarray(window, dtype=np.float64)
-    if values.shape != (4,) or not (values[0] < values[1] and values[2] < values[3]):
-        raise SceneError(f"view_window must be [u_min, u_max, v_min, v_max] with min < max, "
-                         f"got {window!r}")
-    return tuple(float(v) for v in values)
-
-
 @options_factory(RigidOptions)
 def make_simulator(options: RigidOptions) -> RigidSimulator:
     """Build a :class:`~sim_rigid.simulator.RigidSimulator` from the options of
@@ -110,4 +94,4 @@ def make_simulator(options: RigidOptions) -> RigidSimulator:
                           newton_tolerance=o.newton_tolerance,
                           newton_iterations=o.newton_iterations, kernels=o.kernels,
                           view=o.view,
-                          window=_window(o.view_window))
+                          window=view_window(o.view_window, error=SceneError))
