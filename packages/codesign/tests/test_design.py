@@ -85,3 +85,16 @@ def test_design_replace_by_full_name_and_by_prefix():
     np.testing.assert_array_equal(out["links.damping"], [1, 1])
     with pytest.raises(DesignError, match="no design parameter at path"):
         design_replace(d, "joints", 1.0)
+
+
+def test_fields_from_design_puts_the_designs_values_in_a_copy_of_the_fields():
+    from codesign.design import fields_from_design
+
+    fields = {"link_mass": np.ones(2), "joint_damping": np.zeros(3)}
+    names = {"link.mass": "link_mass", "joint.damping": "joint_damping"}
+    out = fields_from_design(fields, {"link.mass": [2, 3], "other": 1.0}, names)
+    assert out["link_mass"].dtype == np.float64 and out["link_mass"].tolist() == [2.0, 3.0]
+    assert out["joint_damping"] is fields["joint_damping"]
+    assert fields["link_mass"].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match=r"design 'joint.damping' must have shape \(3,\)"):
+        fields_from_design(fields, {"joint.damping": np.zeros(2)}, names)

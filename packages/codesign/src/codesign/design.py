@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DesignError", "Parameter", "DesignSpace", "design_replace"]
+__all__ = ["DesignError", "Parameter", "DesignSpace", "design_replace", "fields_from_design"]
 
 
 class DesignError(ValueError):
@@ -250,3 +250,22 @@ def design_replace(design: Mapping[str, Any], path: str, value) -> dict[str, Any
             out = design_replace(out, f"{path}.{key}", sub)
         return out
     raise DesignError(f"no design parameter at path {path!r}; known: {', '.join(design)}")
+
+
+def fields_from_design(fields: Mapping[str, Any], design: Mapping[str, Any],
+                       names: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of a model's ``fields`` with, for each design parameter ``names`` maps to a
+    field (``{"link.mass": "link_mass"}``) and ``design`` holds, the design's value in place
+    (float64): the one place a simulator's model values meet the design's.
+
+    Raises ValueError naming the parameter when its value's shape is not the field's.
+    """
+    out = dict(fields)
+    for name, field in names.items():
+        if name in design:
+            value = np.asarray(design[name], dtype=np.float64)
+            if value.shape != np.shape(out[field]):
+                raise ValueError(f"design {name!r} must have shape {np.shape(out[field])}, "
+                                 f"got {value.shape}")
+            out[field] = value
+    return out

@@ -1,11 +1,13 @@
-"""Physical checks of rigid-body inertia tensors, shared by the simulators that read them
-(sim_rigid's and sim_pbd's models, sim_pbd's URDF reader)."""
+"""Rigid-body masses and inertia tensors, shared by the simulators of rigid links (sim_rigid,
+sim_pbd): the physical check of inertia tensors and the links' design parameters."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["INERTIA_TOLERANCE", "inertia_problem"]
+from .design import Parameter
+
+__all__ = ["INERTIA_TOLERANCE", "inertia_problem", "link_parameters"]
 
 INERTIA_TOLERANCE = 1e-9
 """Relative slack (of the largest entry or principal moment) in the symmetry test and the
@@ -39,3 +41,18 @@ def inertia_problem(inertia) -> tuple[int, str] | None:
     return i, (f"the inertia's principal moments {moments[i].tolist()} kg m² break the "
                f"triangle inequality (the largest exceeds the sum of the others), which no "
                f"mass distribution does; correct the inertia tensor")
+
+
+def link_parameters(link_mass, link_inertia, *, frame: str) -> list[Parameter]:
+    """The design parameters ``link.mass`` (n,) [kg] and ``link.inertia`` (n, 3, 3) [kg m²]
+    of n rigid links, defaulting to the model's ``link_mass`` and ``link_inertia`` (about
+    the centres of mass, in the links' ``frame``, named in the doc) and scaled by their
+    means (a third of the mean trace for the inertia, at least 1e-6 kg m²)."""
+    n = len(link_mass)
+    return [
+        Parameter("link.mass", (n,), link_mass, lower=0.0, unit="kg",
+                  scale=float(np.mean(link_mass)), entity="link", doc="link mass"),
+        Parameter("link.inertia", (n, 3, 3), link_inertia, unit="kg m^2",
+                  scale=max(float(np.mean(np.trace(link_inertia, axis1=1, axis2=2))) / 3, 1e-6),
+                  entity="link", doc=f"inertia about the centre of mass, {frame}"),
+    ]

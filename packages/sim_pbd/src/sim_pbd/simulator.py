@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from codesign import DesignSpace, Parameter
+from codesign.design import fields_from_design
+from codesign.inertia import link_parameters
 from codesign.tree import tree_add
 
 from . import safety
@@ -79,15 +81,10 @@ class PBDSimulator:
 
     def _build_design_space(self) -> DesignSpace:
         m = self.model
-        n, j = m.link_count, m.joint_count
+        j = m.joint_count
         length = max(float(np.max(np.linalg.norm(m.joint_parent_x, axis=1), initial=0.0)), 0.01)
         return DesignSpace([
-            Parameter("link.mass", (n,), m.link_mass, lower=0.0, unit="kg",
-                      scale=float(np.mean(m.link_mass)), entity="link", doc="link mass"),
-            Parameter("link.inertia", (n, 3, 3), m.link_inertia, unit="kg m^2",
-                      scale=max(float(np.mean(np.trace(m.link_inertia, axis1=1, axis2=2))) / 3,
-                                1e-6),
-                      entity="link", doc="inertia about the centre of mass, body frame"),
+            *link_parameters(m.link_mass, m.link_inertia, frame="body frame"),
             Parameter("joint.origin", (j, 3), m.joint_parent_x, unit="m", scale=length,
                       entity="joint", doc="joint origin in the parent's body frame"),
             Parameter("joint.child_origin", (j, 3), m.joint_child_x, unit="m", scale=length,
@@ -114,14 +111,7 @@ class PBDSimulator:
     def parameters(self, design: dict) -> dict[str, np.ndarray]:
         """The model's :data:`~sim_pbd.model.PARAMETERS` with the design's values in place
         (float64), the one place the model's values meet the design's."""
-        params = self.model.parameters()
-        for name, field in DESIGN_FIELDS.items():
-            if name in design:
-                value = np.asarray(design[name], dtype=np.float64)
-                if value.shape != params[field].shape:
-                    raise ValueError(f"design {name!r} must have shape {params[field].shape}, "
-                                     f"got {value.shape}")
-                params[field] = value
+        params = fields_from_design(self.model.parameters(), design, DESIGN_FIELDS)
         if np.any(params["link_mass"] <= 0):
             raise ValueError("link.mass must be positive for every link")
         return params

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from codesign import DesignSpace, Parameter
+from codesign.design import fields_from_design
+from codesign.inertia import link_parameters
 
 from . import safety
 from . import step as rigid_step
@@ -78,12 +80,7 @@ class RigidSimulator:
         n, d = m.link_count, m.coordinate_count
         length = max(float(np.max(np.linalg.norm(m.joint_origin, axis=1), initial=0.0)), 0.01)
         return DesignSpace([
-            Parameter("link.mass", (n,), m.link_mass, lower=0.0, unit="kg",
-                      scale=float(np.mean(m.link_mass)), entity="link", doc="link mass"),
-            Parameter("link.inertia", (n, 3, 3), m.link_inertia, unit="kg m^2",
-                      scale=max(float(np.mean(np.trace(m.link_inertia, axis1=1, axis2=2))) / 3,
-                                1e-6),
-                      entity="link", doc="inertia about the centre of mass, link frame"),
+            *link_parameters(m.link_mass, m.link_inertia, frame="link frame"),
             Parameter("joint.origin", (n, 3), m.joint_origin, unit="m", scale=length,
                       entity="joint", doc="joint origin in the parent link's frame"),
             RigidOptions.parameter("damping", name="joint.damping", shape=(d,),
@@ -111,14 +108,9 @@ class RigidSimulator:
     def parameters(self, design: dict) -> dict[str, np.ndarray]:
         """The model's :data:`~sim_rigid.model.PARAMETERS` with the design's values in place
         (float64), the one place the model's values meet the design's."""
-        params = self.model.parameters()
-        for name, field in DESIGN_FIELDS.items():
-            if name in design and name in self._design_space:
-                value = np.asarray(design[name], dtype=np.float64)
-                if value.shape != params[field].shape:
-                    raise ValueError(f"design {name!r} must have shape {params[field].shape}, "
-                                     f"got {value.shape}")
-                params[field] = value
+        params = fields_from_design(self.model.parameters(), design,
+                                    {name: field for name, field in DESIGN_FIELDS.items()
+                                     if name in self._design_space})
         if np.any(params["link_mass"] <= 0):
             raise ValueError("link.mass must be positive for every link")
         return params
