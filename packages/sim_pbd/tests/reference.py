@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from codesign.testing import rk4_step
+
 BAXTER = Path(__file__).parents[1] / "src" / "sim_pbd" / "examples" / "baxter" / "baxter.urdf"
 LEFT_ARM = ["left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"]
 
@@ -81,15 +83,7 @@ def drive(model: pin.Model, joint_q, torque, samples: int, *, damping, sample: f
             return pin.aba(model, data, q, v, tau - b * v)
 
         for _ in range(every):
-            a1 = acceleration(q, v)
-            v2 = v + 0.5 * dt * a1
-            a2 = acceleration(q + 0.5 * dt * v, v2)
-            v3 = v + 0.5 * dt * a2
-            a3 = acceleration(q + 0.5 * dt * v2, v3)
-            v4 = v + dt * a3
-            a4 = acceleration(q + dt * v3, v4)
-            q = q + dt / 6.0 * (v + 2.0 * v2 + 2.0 * v3 + v4)
-            v = v + dt / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
+            q, v = rk4_step(q, v, acceleration, dt)
         qs.append(q.copy())
         vs.append(v.copy())
         taus.append(tau)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
+from codesign.testing import rk4_step
 from sim_rigid.model import JOINT_TYPES
 
 
@@ -66,14 +67,6 @@ def release(reference: pin.Model, joint_q, joint_qd, *, damping, duration: float
     rows = [q.copy()]
     for _ in range(samples):
         for _ in range(every):
-            a1 = acceleration(q, v)
-            v2 = v + 0.5 * dt * a1
-            a2 = acceleration(q + 0.5 * dt * v, v2)
-            v3 = v + 0.5 * dt * a2
-            a3 = acceleration(q + 0.5 * dt * v2, v3)
-            v4 = v + dt * a3
-            a4 = acceleration(q + dt * v3, v4)
-            q = q + dt / 6.0 * (v + 2.0 * v2 + 2.0 * v3 + v4)
-            v = v + dt / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
+            q, v = rk4_step(q, v, acceleration, dt)
         rows.append(q.copy())
     return np.array(rows)
