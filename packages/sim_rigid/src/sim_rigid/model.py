@@ -62,6 +62,14 @@ class ModelError(ValueError):
     """A :class:`RigidModel` field has the wrong shape or an unphysical value."""
 
 
+def _not_rotations(rotation: np.ndarray) -> np.ndarray:
+    """Indices of the matrices among ``rotation`` (k, 3, 3) that are not rotations
+    (orthonormal to :data:`_UNIT_TOLERANCE`, determinant +1)."""
+    error = np.abs(rotation @ rotation.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2),
+                                                                          initial=0.0)
+    return np.flatnonzero((error > _UNIT_TOLERANCE) | (np.linalg.det(rotation) < 0.0))
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class RigidModel:
     """n links, each hanging from its joint (same index), d coordinates.
@@ -178,10 +186,7 @@ class RigidModel:
         if bad.size:
             raise ModelError(f"joint_axis of joint {self.joint_names[bad[0]]!r} has norm "
                              f"{norms[bad[0]]}: it must be a unit vector (normalize it)")
-        rotation = self.joint_rotation
-        error = np.abs(rotation @ rotation.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2),
-                                                                              initial=0.0)
-        bad = np.flatnonzero((error > _UNIT_TOLERANCE) | (np.linalg.det(rotation) < 0.0))
+        bad = _not_rotations(self.joint_rotation)
         if bad.size:
             raise ModelError(f"joint_rotation of joint {self.joint_names[bad[0]]!r} is not a "
                              f"rotation matrix (orthonormal, determinant +1)")
@@ -199,10 +204,7 @@ class RigidModel:
         if bad.size:
             raise ModelError(f"obstacle_type[{bad[0]}] is {self.obstacle_type[bad[0]]}: an "
                              f"index into {OBSTACLE_TYPES}")
-        rotation = self.obstacle_rotation
-        error = np.abs(rotation @ rotation.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2),
-                                                                              initial=0.0)
-        bad = np.flatnonzero((error > _UNIT_TOLERANCE) | (np.linalg.det(rotation) < 0.0))
+        bad = _not_rotations(self.obstacle_rotation)
         if bad.size:
             raise ModelError(f"obstacle_rotation[{bad[0]}] is not a rotation matrix")
         boxes = self.obstacle_type == OBSTACLE_TYPES.index("box")
