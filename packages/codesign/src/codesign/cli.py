@@ -1,8 +1,9 @@
 """The ``codesign`` command line: run, validate, plugins, options, demo.
 
-- ``codesign run exp.yaml --out DIR [--quick] [--resume]``: optimize (or, for an
-  experiment with an ``identification`` section, fit parameters to recordings and print
-  the recovered values against the truth) and write DIR.
+- ``codesign run exp.yaml --out DIR [--quick] [--resume] [--executor KIND[=ADDRESS]]``:
+  optimize (or, for an experiment with an ``identification`` section, fit parameters to
+  recordings and print the recovered values against the truth) and write DIR; batches run
+  on ``--executor`` instead of ``run.executor`` when given (``dask=tcp://host:8786``).
 - ``codesign validate exp.yaml [--quick]``: check the experiment (both phases), print OK or
   every problem.
 - ``codesign plugins``: every registered component with its plugin and distribution.
@@ -31,6 +32,7 @@ from pathlib import Path
 from . import __version__
 from .config import ConfigError, load_config
 from .design import DesignError
+from .executors import ExecutorError
 from .experiment import build_experiment
 from .options import format_options
 from .plugins import COMPONENT_KINDS, RegistryError, get_plugin_manager, get_registry
@@ -39,7 +41,7 @@ from .runs import RunError, RunInterrupted, run_experiment
 from .simulator import SimulationError
 from .validation import validate_config
 
-__all__ = ["main", "build_parser", "DEMO_HELP"]
+__all__ = ["main", "build_parser", "parse_executor", "DEMO_HELP"]
 
 DEMO_HELP = """\
 codesign demo runs the default example that a simulator plugin registers (the soft-robot
@@ -54,7 +56,17 @@ Then `codesign demo` trains the walker and writes its run directory (loss curve,
 `codesign plugins` lists what is installed."""
 
 _EXPECTED_ERRORS = (ConfigError, DesignError, SimulationError, RunError, RegistryError,
-                    FloatingPointError, OSError)
+                    ExecutorError, FloatingPointError, OSError)
+
+
+def parse_executor(text: str) -> str | dict:
+    """``--executor``'s value: ``KIND`` or ``KIND=ADDRESS`` (``dask=tcp://host:8786``) as a
+    ``run.executor`` value (a kind, or ``{kind, address}``)."""
+    kind, equals, address = text.partition("=")
+    if not kind or (equals and not address):
+        raise argparse.ArgumentTypeError(f"expected KIND or KIND=ADDRESS (e.g. dask or "
+                                         f"dask=tcp://127.0.0.1:8786), got {text!r}")
+    return {"kind": kind, "address": address} if equals else kind
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (run, demo):
         sub.add_argument("--resume", action="store_true",
                          help="continue the interrupted run journaled in OUT.partial")
+        sub.add_argument("--executor", type=parse_executor, default=None, metavar="KIND[=ADDRESS]",
+                         help="run batches on this executor instead of run.executor: inline, "
+                              "process, dask (a local cluster) or dask=tcp://HOST:8786")
         sub.add_argument("--no-progress", action="store_true",
                          help="hide the progress (a bar on a terminal; otherwise a line every "
                               "few seconds)")
@@ -119,7 +134,7 @@ def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
         summary = run_experiment(experiment_path, get_registry(plugin_manager), out=out,
                                  quick=args.quick, resume=args.resume,
                                  progress=not args.no_progress, plugin_manager=plugin_manager,
-                                 command=args.command_line)
+                                 command=args.command_line, executor=args.executor)
     print(f"wrote {out}: final loss {summary['final_loss']:.6g} after {summary['iterations']} "
           f"iteration(s), {summary['evaluations']} evaluation(s), {summary['wall_time_s']:.1f} s")
     for note in summary["notes"]:

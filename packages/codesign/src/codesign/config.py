@@ -19,8 +19,8 @@ The sections (``*`` marks required keys; defaults in parentheses)::
                 or {terms*: [...], constraints: [{terms*, equals | at_most / at_least, name}]}
     optimizer:  {name*, options, iterations (100)}
     run:        {steps*, dt* [s], substeps (1), seed (0), checkpoint_every (√N), executor
-                 ("inline" | "process"), workers, video: {fps (30), width (480), height (360),
-                 every (1)}}
+                 ("inline" | "process" | "dask" | {kind*, <the kind's options>}), workers,
+                 video: {fps (30), width (480), height (360), every (1)}}
     quick:      a partial experiment merged over the rest by --quick
     identification: {recordings*: {source*, options}, measurement*: {name*, options},
                      batch_size (null: every recording), fit_initial_state (false)}
@@ -35,6 +35,10 @@ values. Each recording's actions are replayed open loop, one per control step of
 given, is the default ``steps`` option of a source that takes one (the ``synthetic``
 trajectory length). ``batch_size`` below the number of recordings makes the fit stochastic
 over recordings (minibatches drawn with ``run.seed``; Adam only).
+
+``run.executor`` names the engine that runs batches (population members, recordings,
+starts): a registered executor kind, with ``run.workers``, or a mapping of the kind and its
+options, e.g. ``{kind: dask, address: tcp://host:8786, workers: 4}`` (:mod:`codesign.executors`).
 
 ``run.seed`` is the default ``seed`` option of the controller, optimizer and recording-source
 factories that take one, so a run is reproducible (and resumable) unless a seed is set

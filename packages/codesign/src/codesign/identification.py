@@ -236,7 +236,7 @@ class IdentificationProblem(VectorProblem):
         return Evaluation(loss=loss, grad=vector, constraint_jac=np.zeros((0, self.size)))
 
     def _run(self, xs: Sequence[np.ndarray], indices: Sequence[int], grad: bool) -> list:
-        results = self._map(_evaluate_recording, [(self, np.asarray(x, dtype=float), int(i), grad)
+        results = self._map(_evaluate_recording, [(np.asarray(x, dtype=float), int(i), grad)
                                                   for x in xs for i in indices])
         n = len(indices)
         return [results[k * n : (k + 1) * n] for k in range(len(xs))]

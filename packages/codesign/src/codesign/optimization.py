@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .executors import shared
 from .experiment import Experiment, IdentificationExperiment
 from .identification import identify
 from .optim.base import Evaluation, IterationInfo, OptimizeResult
@@ -151,9 +152,10 @@ class JournaledFunction:
         """
         xs = [np.asarray(x, dtype=np.float64) for x in xs]
         executor = getattr(self.problem, "executor", None)
-        pending = {} if executor is None else {
-            i: executor.submit(evaluate_point, self.problem, x, grad)
-            for i, x in enumerate(xs) if self.journal.get(x, grad=grad) is None}
+        fresh = [i for i, x in enumerate(xs) if self.journal.get(x, grad=grad) is None]
+        problem = shared(executor, self.problem) if executor is not None and fresh else None
+        pending = {} if problem is None else {
+            i: executor.submit(evaluate_point, problem, xs[i], grad) for i in fresh}
         return [self._answer(x, grad, pending[i].result if i in pending else
                              functools.partial(self.problem.evaluate, x, grad=grad))
                 for i, x in enumerate(xs)]
