@@ -434,6 +434,14 @@ def test_executor_mapping_form_is_checked_against_the_kinds_factory(registry):
                               "'dask'")
 
 
+def test_optimizer_starts_is_a_positive_count(registry):
+    assert validate(BASE, registry).data["optimizer"]["starts"] == 1
+    text = BASE.replace("  iterations: 3\n", "  iterations: 3\n  starts: 4\n")
+    assert build_experiment(validate(text, registry), registry).starts == 4
+    (error,) = errors_of(text.replace("starts: 4", "starts: 0"), registry)
+    assert error == "optimizer.starts (line 13): must be at least 1, got 0"
+
+
 def test_process_executor_is_built_and_shut_down(registry):
     text = BASE + "  executor: process\n  workers: 2\n"
     experiment = build_experiment(validate(text, registry), registry)

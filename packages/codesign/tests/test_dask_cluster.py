@@ -92,7 +92,10 @@ def test_a_worker_killed_mid_batch_has_its_tasks_rerun_with_the_same_result(clus
         futures = [executor.submit(evaluate_point, handle, x, True) for x in xs]
         futures[0].result()
         client = executor.client
-        busy = [address for address, keys in client.processing().items() if keys]
+        busy = []
+        while not busy and not futures[-1].future.done():  # between two tasks it is idle
+            busy = [address for address, keys in client.processing().items() if keys]
+        assert busy, "the batch ended before a worker could be killed in the middle of it"
         pid = client.run(os.getpid, workers=busy[:1])[busy[0]]
         (victim,) = [w for w in cluster.workers if w.pid == pid]
         victim.kill()  # while it runs a task, with more queued

@@ -16,6 +16,7 @@ from test_identification import DT, FREE, q_observer, recordings
 from codesign.dask_executor import DaskExecutor, unpicklable_part
 from codesign.executors import ExecutorError, get_executor, map_batch
 from codesign.identification import IdentificationProblem
+from codesign.multistart import Solver, run_starts, start_points
 from codesign.optim import CMAES
 from codesign.plugins import get_plugin_manager, get_registry
 
@@ -139,3 +140,17 @@ def test_a_worker_without_a_module_of_the_problem_is_named(cluster, tmp_path, mo
                                             r"import 'codesign_plugin_only_here'"):
         map_batch(cluster, lambda p, x: p.evaluate(x), problem, [(problem.x0(),)])
     monkeypatch.delitem(sys.modules, "codesign_plugin_only_here")
+
+
+def test_starts_run_as_dask_tasks_give_the_inline_results(cluster, tmp_path):
+    problem = spring_problem()
+    points = start_points(problem, 3, seed=2)
+    solver = Solver(CMAES(population_size=4, seed=5), 3)
+
+    def starts(executor, folder):
+        return run_starts(problem, solver, points, executor=executor,
+                          journal_folder=tmp_path / folder, on_finished=lambda *_: None)
+
+    for got, want in zip(starts(cluster, "dask"), starts(None, "inline"), strict=True):
+        assert got.result.history == want.result.history
+        np.testing.assert_array_equal(got.result.x, want.result.x)

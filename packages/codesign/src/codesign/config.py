@@ -17,7 +17,7 @@ The sections (``*`` marks required keys; defaults in parentheses)::
     observer:   {name ("none"), options}
     objective:  [{term*, weight (1), options, name}, ...]
                 or {terms*: [...], constraints: [{terms*, equals | at_most / at_least, name}]}
-    optimizer:  {name*, options, iterations (100)}
+    optimizer:  {name*, options, iterations (100), starts (1)}
     run:        {steps*, dt* [s], substeps (1), seed (0), checkpoint_every (√N), executor
                  ("inline" | "process" | "dask" | {kind*, <the kind's options>}), workers,
                  video: {fps (30), width (480), height (360), every (1)}}
@@ -35,6 +35,10 @@ values. Each recording's actions are replayed open loop, one per control step of
 given, is the default ``steps`` option of a source that takes one (the ``synthetic``
 trajectory length). ``batch_size`` below the number of recordings makes the fit stochastic
 over recordings (minibatches drawn with ``run.seed``; Adam only).
+
+``optimizer.starts`` above 1 runs the optimizer from that many starting points (the
+experiment's, then random ones drawn with ``run.seed``) as one batch on the executor and
+keeps the best (:mod:`codesign.multistart`); every start is recorded in history.json.
 
 ``run.executor`` names the engine that runs batches (population members, recordings,
 starts): a registered executor kind, with ``run.workers``, or a mapping of the kind and its

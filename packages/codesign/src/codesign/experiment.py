@@ -48,7 +48,10 @@ class _BuiltExperiment:
         simulator: the constructed simulator.
         problem: the vector problem the optimizer minimizes (:mod:`codesign.problem`).
         optimizer: the constructed optimizer.
-        iterations: the optimizer's iteration budget.
+        iterations: the optimizer's iteration budget (per start).
+        starts: starting points of the optimizer (``optimizer.starts``), run as one batch.
+        seed: ``run.seed``: draws the extra starting points (and an identification's
+            minibatches).
         executor: the executor of batched evaluations, or ``None`` for inline.
     """
 
@@ -57,6 +60,8 @@ class _BuiltExperiment:
     problem: Any
     optimizer: Any
     iterations: int
+    starts: int = 1
+    seed: int = 0
     executor: Executor | None = None
 
     def close(self) -> None:
@@ -104,14 +109,12 @@ class IdentificationExperiment(_BuiltExperiment):
         problem: the :class:`IdentificationProblem` over the design section's parameters.
         iterations: the optimizer's iteration budget (minibatch steps when stochastic).
         batch_size: recordings per stochastic step, or ``None`` for full batch.
-        seed: seed of the minibatch sampler (``run.seed``).
     """
 
     measurement: Any
     recordings: list
     truth: dict[str, np.ndarray] | None
     batch_size: int | None
-    seed: int
 
     @property
     def stochastic(self) -> bool:
@@ -262,7 +265,7 @@ def build_experiment(config: ExperimentConfig, registry, *,
     spec = run["executor"] if executor is None else executor
     parts["problem"].executor = pool = executor_from_spec(spec, registry, workers=run["workers"])
     return kind(config=config, simulator=simulator, iterations=data["optimizer"]["iterations"],
-                executor=pool, **parts)
+                starts=data["optimizer"]["starts"], seed=run["seed"], executor=pool, **parts)
 
 
 def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, Any]:
@@ -381,4 +384,4 @@ def _identification_parts(builder: _Builder, simulator, overrides: dict) -> dict
     truth = getattr(recordings, "truth", None)
     return {"measurement": measurement, "recordings": recordings,
             "truth": None if not truth else dict(truth), "problem": problem,
-            "optimizer": optimizer, "batch_size": batch_size, "seed": run["seed"]}
+            "optimizer": optimizer, "batch_size": batch_size}

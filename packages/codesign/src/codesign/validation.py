@@ -34,6 +34,7 @@ from .limits import (
     MAX_BATCH_SIZE,
     MAX_DT,
     MAX_ITERATIONS,
+    MAX_STARTS,
     MAX_UNKNOWN_KEYS_LISTED,
     RUN_RANGES,
     VIDEO_RANGES,
@@ -358,12 +359,15 @@ def _check_controller(ck: _Checker, tree: dict, seed: int) -> dict:
 
 def _check_optimizer(ck: _Checker, tree: dict, seed: int) -> dict:
     optimizer = ck.component(tree.get("optimizer"), ("optimizer",), "optimizers", injected=(),
-                             extra_keys=("iterations",), defaults={"seed": seed}) \
+                             extra_keys=("iterations", "starts"), defaults={"seed": seed}) \
         if "optimizer" in tree else {}
     if isinstance(tree.get("optimizer"), dict):
         optimizer["iterations"] = ck.number(tree["optimizer"].get("iterations", 100),
                                             ("optimizer", "iterations"), integer=True, minimum=1,
                                             maximum=MAX_ITERATIONS)
+        optimizer["starts"] = ck.number(tree["optimizer"].get("starts", 1),
+                                        ("optimizer", "starts"), integer=True, minimum=1,
+                                        maximum=MAX_STARTS)
     return optimizer
 
 
