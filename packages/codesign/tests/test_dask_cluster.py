@@ -86,14 +86,14 @@ def test_a_worker_killed_mid_batch_has_its_tasks_rerun_with_the_same_result(clus
 
     with cluster.executor() as executor:
         problem = spring_problem(executor)
-        problem.rollout.simulator = SlowSpringMass(delay_s=0.2)
-        xs = points(problem, 8)  # four rounds of 0.2 s on two workers
+        problem.rollout.simulator = SlowSpringMass(delay_s=0.4)
+        xs = points(problem, 8)  # four rounds of 0.4 s on two workers
         handle = shared(executor, problem)
         futures = [executor.submit(evaluate_point, handle, x, True) for x in xs]
         futures[0].result()
         client = executor.client
         busy = []
-        while not busy and not futures[-1].future.done():  # between two tasks it is idle
+        while not busy and not all(f.future.done() for f in futures):  # idle between tasks
             busy = [address for address, keys in client.processing().items() if keys]
         assert busy, "the batch ended before a worker could be killed in the middle of it"
         pid = client.run(os.getpid, workers=busy[:1])[busy[0]]

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "source_folder",
+    "with_settings",
     "without",
 ]
 
@@ -511,6 +512,36 @@ def parse_config(text: str, *, source: str = "<experiment>", quick: bool = False
         if isinstance(overlay, dict):
             tree = deep_merge(without(tree, "quick"), overlay, origin="quick")
     return RawConfig(tree=tree, source=source, quick=quick, base=base)
+
+
+def with_settings(raw: RawConfig, settings: Mapping[str, Any]) -> RawConfig:
+    """``raw`` with each ``"dotted.key": value`` of ``settings`` set (``codesign sweep
+    --set``), over the quick section too; mappings on the way are created as needed.
+
+    Raises ConfigError when a key crosses a value that is not a mapping.
+    """
+    tree, base = raw.tree, raw.base
+    for key, value in settings.items():
+        parts = key.split(".")
+        if not all(parts):
+            raise ConfigError([ConfigIssue(key, None, "a setting needs a dotted key such as "
+                                           "optimizer.options.sigma0")], source=raw.source)
+        override: Any = value
+        for part in reversed(parts):
+            override = {part: override}
+        node = tree
+        for depth, part in enumerate(parts[:-1]):
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is not None and not isinstance(node, dict):
+                where = ".".join(parts[:depth + 1])
+                raise ConfigError([ConfigIssue(where, line_of(tree, parts[:depth + 1]),
+                                               f"cannot set {key}: {where} is not a mapping")],
+                                  source=raw.source)
+            if node is None:
+                break
+        tree = deep_merge(tree, override, origin="--set")
+        base = deep_merge(base, override, origin="--set")
+    return dataclasses.replace(raw, tree=tree, base=base)
 
 
 def load_config(path: str | Path, *, quick: bool = False) -> RawConfig:

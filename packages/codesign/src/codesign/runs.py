@@ -25,11 +25,11 @@ import dataclasses
 import json
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import load_config
+from .config import load_config, with_settings
 from .environment import run_environment
 from .executors import ExecutorLostError
 from .experiment import build_experiment
@@ -73,6 +73,7 @@ class _RunRecord:
 def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool = False,
                    resume: bool = False, progress: bool = True, plugin_manager=None,
                    command: Sequence[str] | None = None, executor: str | dict | None = None,
+                   settings: Mapping[str, Any] | None = None,
                    log: Callable[[str], None] = _stderr) -> dict[str, Any]:
     """Run the experiment file ``path`` into the run directory ``out``; return the summary.
 
@@ -83,7 +84,9 @@ def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool =
     are listed. ``command`` is the command line environment.json records (default
     ``sys.argv``). ``executor`` (a kind or ``{kind, <options>}``) replaces the experiment's
     ``run.executor``; it is not part of the experiment, so a run may resume on another
-    executor (results do not depend on it). ``log`` receives notes and warnings.
+    executor (results do not depend on it). ``settings`` (``"dotted.key": value``) are set
+    in the experiment (:func:`codesign.config.with_settings`; the recorded config.yaml holds
+    them). ``log`` receives notes and warnings.
 
     Raises ConfigError/DesignError before anything is created, RunError for an existing
     ``out``, a stale journal or a resume whose experiment, input files or plugins changed,
@@ -91,7 +94,8 @@ def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool =
     executor's cluster is lost; any other error (a diverged simulation)
     removes the journal, every temporary file and the folders the run created.
     """
-    config = validate_config(load_config(path, quick=quick), registry)
+    config = validate_config(with_settings(load_config(path, quick=quick), settings or {}),
+                             registry)
     out = Path(out)
     journal_dir = _journal_dir_to_use(out, resume=resume, log=log)
     record = _RunRecord(config.to_yaml(), input_files(config),
