@@ -17,8 +17,9 @@ one by kind. The core registers:
   extra of codesign).
 
 An executor may offer ``share(obj) -> handle``: a handle that stands for ``obj`` in the
-arguments of ``submit`` and is shipped to each worker once (Dask), instead of pickling
-``obj`` with every task. :func:`shared` asks for it and falls back to ``obj`` itself;
+arguments of ``submit`` and reaches each worker once (Dask: a task the workers copy from
+each other; the process pool: a file each worker reads once), instead of pickling ``obj``
+with every task. :func:`shared` asks for it and falls back to ``obj`` itself;
 :func:`map_batch` runs one function over a batch with a shared first argument and returns
 the results in the order of the jobs (never in completion order, so reductions over them
 are the same on every executor).
@@ -27,6 +28,10 @@ are the same on every executor).
 from __future__ import annotations
 
 import multiprocessing
+import os
+import pickle
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -81,15 +86,70 @@ class InlineExecutor(Executor):
             self._shutdown = True
 
 
+_LOADED: dict[str, Any] = {}
+"""Objects shared through files, by path, in this (worker) process."""
+
+
+def _load_shared(path: str) -> Any:
+    """The object pickled in ``path``, read once per process."""
+    if path not in _LOADED:
+        with open(path, "rb") as file:
+            _LOADED[path] = pickle.load(file)
+    return _LOADED[path]
+
+
+class _SharedFile:
+    """Stands for an object pickled once into a file: it pickles as the path and unpickles
+    (in a worker) as the object, read from the file the first time only."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return _load_shared, (self.path,)
+
+
 class SpawnProcessPoolExecutor(ProcessPoolExecutor):
     """A process pool whose workers are started with ``"spawn"``.
 
+    :meth:`share` pickles an object once into a temporary file that each worker reads once
+    (a per-worker cache), so tasks carry only its path.
+
     Args:
         max_workers: number of worker processes (default: the CPU count).
+
+    Attributes:
+        shared_bytes: bytes of every object shared so far (each written once).
     """
 
     def __init__(self, max_workers: int | None = None):
         super().__init__(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"))
+        self.shared_bytes = 0
+        self._folder: str | None = None
+        self._shared: dict[int, tuple[Any, _SharedFile]] = {}  # id(obj): (obj kept, handle)
+
+    def share(self, obj: Any) -> _SharedFile:
+        """A handle standing for ``obj`` in ``submit`` arguments (see the class docstring)."""
+        known = self._shared.get(id(obj))
+        if known is not None:
+            return known[1]
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="codesign-shared-")
+        path = os.path.join(self._folder, f"{len(self._shared)}.pickle")
+        with open(path, "wb") as file:
+            pickle.dump(obj, file, protocol=pickle.HIGHEST_PROTOCOL)
+        handle = _SharedFile(path)
+        self.shared_bytes += os.path.getsize(path)
+        self._shared[id(obj)] = (obj, handle)
+        return handle
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the workers and remove the shared objects' files."""
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+        self._shared.clear()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
 
 _Workers = Annotated[int | None, Range(1, 1024)]
