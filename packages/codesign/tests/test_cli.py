@@ -99,6 +99,14 @@ def test_validate_ok(manager, capsys):
                           "'test_gd' for 4 iteration(s)")
 
 
+def test_validate_contacts_no_scheduler(tmp_path, manager, capsys):
+    experiment = tmp_path / "exp.yaml"  # nothing listens on port 9 (discard) of loopback
+    experiment.write_text(SPRING.replace(
+        "  dt: 0.01\n", "  dt: 0.01\n  executor: {kind: dask, address: 'tcp://127.0.0.1:9'}\n"))
+    code, out, err = codesign(["validate", experiment], manager, capsys)
+    assert code == 0 and out.startswith(f"OK: {experiment}"), err
+
+
 def test_run_prints_a_summary_and_a_progress_bar(tmp_path, manager, capsys):
     out_dir = tmp_path / "run"
     code, out, err = codesign(["run", fx.SPRING_YAML, "--out", out_dir, "--quick"], manager,

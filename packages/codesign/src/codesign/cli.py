@@ -194,7 +194,8 @@ def _sweep(args, plugin_manager) -> int:
 def _validate(args, plugin_manager) -> int:
     registry = get_registry(plugin_manager)
     config = validate_config(load_config(args.experiment, quick=args.quick), registry)
-    with build_experiment(config, registry) as experiment:
+    # Built without its executor: validating starts no cluster and contacts no scheduler.
+    with build_experiment(config, registry, executor="inline") as experiment:
         problem = experiment.problem
         free = problem.free
         if config.identification:
