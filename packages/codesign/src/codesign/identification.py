@@ -223,6 +223,8 @@ class IdentificationProblem(VectorProblem):
         return _unflatten_like(self.state_template, values[f"initial_state.{index}"])
 
     def _combine(self, parts, indices: Sequence[int], grad: bool) -> Evaluation:
+        # Summed in recording order (the executor returns parts in job order, never in
+        # completion order), so the mean is bit-identical on every executor.
         count = len(indices)
         loss = sum(p[0] for p in parts) / count
         if not grad:
