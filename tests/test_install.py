@@ -1,7 +1,8 @@
 """Each package installs alone with plain pip into a fresh virtual environment, with the
 README's one command for it ("Install with pip"), read from the README itself.
 
-The core by itself imports and its CLI runs; each simulator plugin installed with the core
+The core by itself imports and its CLI runs, without Dask until its ``dask`` extra is
+installed; each simulator plugin installed with the core
 in one command shows up in ``codesign plugins`` with its examples (package data), an
 example copied elsewhere with its assets validates from another working directory, and
 ``codesign demo <simulator> --quick`` runs there; a package that is not a plugin yet
@@ -89,6 +90,12 @@ def test_core_installs_alone_with_plain_pip(tmp_path):
     out = run([python, "-c", "import codesign; print(codesign.__version__)"]).stdout
     assert out.strip() == "0.1.0"
     assert "codesign" in run([str(Path(python).parent / "codesign"), "plugins"]).stdout
+    # Dask comes only with the dask extra; without it the dask executor says how to get it.
+    hint = subprocess.run([python, "-c", "from codesign.executors import get_executor; "
+                                         "get_executor('dask')"], capture_output=True, text=True)
+    assert hint.returncode != 0 and "pip install 'codesign[dask]'" in hint.stderr
+    pip_install(python, "pip install ./packages/codesign[dask]")
+    run([python, "-c", "import distributed"])
 
 
 @pytest.mark.parametrize("package", [p for p in PACKAGES if p != "codesign"])

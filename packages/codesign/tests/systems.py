@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -102,3 +103,16 @@ class SpringMass:
             "damping": np.array(-np.sum(g_force * state.v)),
         }
         return SpringState(q=g_q, v=g_v0), g_force.copy(), g_design
+
+
+class SlowSpringMass(SpringMass):
+    """The spring-mass taking ``delay_s`` seconds longer per rollout (slept at the start), so
+    tests of cluster faults can act while a batch is still running."""
+
+    def __init__(self, *, delay_s=0.2, **kwargs):
+        super().__init__(**kwargs)
+        self.delay_s = delay_s
+
+    def initial_state(self, design):
+        time.sleep(self.delay_s)
+        return super().initial_state(design)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from plugin_fixture import fixtures_plugin
 
-from codesign.cli import main
+from codesign.cli import main, parse_executor
 from codesign.config import ConfigError
 from codesign.hookspecs import hookimpl
 from codesign.outputs import read_npz
@@ -99,6 +99,14 @@ def test_validate_ok(manager, capsys):
                           "'test_gd' for 4 iteration(s)")
 
 
+def test_validate_contacts_no_scheduler(tmp_path, manager, capsys):
+    experiment = tmp_path / "exp.yaml"  # nothing listens on port 9 (discard) of loopback
+    experiment.write_text(SPRING.replace(
+        "  dt: 0.01\n", "  dt: 0.01\n  executor: {kind: dask, address: 'tcp://127.0.0.1:9'}\n"))
+    code, out, err = codesign(["validate", experiment], manager, capsys)
+    assert code == 0 and out.startswith(f"OK: {experiment}"), err
+
+
 def test_run_prints_a_summary_and_a_progress_bar(tmp_path, manager, capsys):
     out_dir = tmp_path / "run"
     code, out, err = codesign(["run", fx.SPRING_YAML, "--out", out_dir, "--quick"], manager,
@@ -157,9 +165,24 @@ def test_plugins_lists_the_cores_components(capsys):
                       ("controller", "pd"), ("controller", "sinusoid"),
                       ("observer", "none"), ("observer", "state_fields"),
                       ("term", "action_l2"), ("term", "parameter_regularizer"),
-                      ("optimizer", "adam"), ("optimizer", "cmaes")]:
+                      ("optimizer", "adam"), ("optimizer", "cmaes"),
+                      ("executor", "inline"), ("executor", "process"), ("executor", "dask")]:
         assert rows[component] == ["core", __version__, "codesign"], component
     assert "0 simulators" in lines[-1]
+
+
+def test_executor_option_is_a_kind_or_kind_equals_address(tmp_path, manager, capsys):
+    assert parse_executor("dask") == "dask"
+    assert parse_executor("dask=tcp://10.0.0.5:8786") == {"kind": "dask",
+                                                          "address": "tcp://10.0.0.5:8786"}
+    with pytest.raises(SystemExit):
+        codesign(["run", fx.SPRING_YAML, "--out", tmp_path / "a", "--executor", "dask="],
+                 manager, capsys)
+    assert "expected KIND or KIND=ADDRESS" in capsys.readouterr().err
+    code, _, err = codesign(["run", fx.SPRING_YAML, "--out", tmp_path / "b", "--executor",
+                             "threads"], manager, capsys)
+    assert code == 2 and "unknown executor kind 'threads'; allowed: inline, process, dask" in err
+    assert not (tmp_path / "b").exists()
 
 
 def test_demo_without_simulators_says_how_to_get_one(capsys):

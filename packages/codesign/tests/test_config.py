@@ -418,6 +418,39 @@ def test_nothing_to_optimize_is_refused(registry):
                      "design or set controller.optimize: true")
 
 
+def test_executor_mapping_form_is_checked_against_the_kinds_factory(registry):
+    text = BASE + "  executor: {kind: dask, address: 'tcp://10.0.0.5:8786', workers: 4}\n"
+    assert validate(text, registry).data["run"]["executor"] == {
+        "kind": "dask", "address": "tcp://10.0.0.5:8786", "workers": 4,
+        "connect_timeout_s": 5.0}
+    assert validate(BASE + "  executor: {kind: process}\n  workers: 2\n",
+                    registry).data["run"]["executor"] == {"kind": "process", "workers": 2}
+    (wrong_kind,) = errors_of(BASE + "  executor: {kind: process, address: x}\n", registry)
+    assert wrong_kind.startswith("run.executor.address (line 16): unknown option 'address' "
+                                 "for executor 'process'; accepted: workers")
+    (no_kind,) = errors_of(BASE + "  executor: {address: x}\n", registry)
+    assert no_kind == ("run.executor (line 16): missing required key 'kind' in run.executor; "
+                       "kinds: inline, process, dask")
+    (typo,) = errors_of(BASE + "  executor: dsak\n", registry)
+    assert typo.startswith("run.executor (line 16): unknown executor 'dsak' (did you mean "
+                           "'dask'?); available: inline, process, dask")
+    (twice,) = errors_of(BASE + "  executor: {kind: dask, workers: 2}\n  workers: 2\n",
+                         registry)
+    assert twice.startswith("run.workers (line 17): workers is set both here and in "
+                            "run.executor")
+    (too_few,) = errors_of(BASE + "  executor: {kind: dask, workers: 0}\n", registry)
+    assert too_few.startswith("run.executor.workers (line 16): option 'workers' of executor "
+                              "'dask'")
+
+
+def test_optimizer_starts_is_a_positive_count(registry):
+    assert validate(BASE, registry).data["optimizer"]["starts"] == 1
+    text = BASE.replace("  iterations: 3\n", "  iterations: 3\n  starts: 4\n")
+    assert build_experiment(validate(text, registry), registry).starts == 4
+    (error,) = errors_of(text.replace("starts: 4", "starts: 0"), registry)
+    assert error == "optimizer.starts (line 13): must be at least 1, got 0"
+
+
 def test_process_executor_is_built_and_shut_down(registry):
     text = BASE + "  executor: process\n  workers: 2\n"
     experiment = build_experiment(validate(text, registry), registry)

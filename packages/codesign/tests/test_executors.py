@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pickle
 from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 from systems import SpringMass
 
 from codesign import Objective, OpenLoopController, Rollout, StateFieldObserver, TrajectoryTracking
-from codesign.executors import InlineExecutor, get_executor
+from codesign.executors import InlineExecutor, get_executor, shared
 from codesign.problem import RolloutProblem
 
 
@@ -83,3 +84,18 @@ def test_rollout_problem_pickles_with_either_executor():
         assert clone.executor is None
         if executor is not None:
             executor.shutdown()
+
+
+def test_a_process_pool_ships_a_shared_problem_once_per_worker():
+    with get_executor("process", max_workers=2) as pool:
+        problem = spring_problem(pool)
+        handle = shared(pool, problem)
+        assert shared(pool, problem) is handle  # one file per problem, whatever the batches
+        assert len(pickle.dumps(handle)) < 200 < len(pickle.dumps(problem))
+        xs = points(problem, 6)
+        got = problem.evaluate_many(xs, grad=True)
+        folder = pool._folder
+    for a, b in zip(got, spring_problem().evaluate_many(xs, grad=True), strict=True):
+        assert a.loss == b.loss
+        np.testing.assert_array_equal(a.grad, b.grad)
+    assert not Path(folder).exists()  # removed at shutdown

@@ -1,5 +1,7 @@
 """Scenes from keyword options: bodies, actuators, cables, boundaries, and their errors."""
 
+import pickle
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -122,6 +124,18 @@ def test_geometry_groups_and_anchor():
     np.testing.assert_allclose(model.geometry_anchor[1], [0.3, 0.2])
     np.testing.assert_allclose(model.geometry_anchor[0],
                                model.particle_rest_x[model.particle_geometry_group == 0].mean(0))
+
+
+def test_a_simulator_pickles_for_process_executors():
+    sim = make_simulator(grid_resolution=32, bodies=[BOX], kernels="reference",
+                         color_by="actuation")
+    clone = pickle.loads(pickle.dumps(sim))  # holds the array module: pickled by its choices
+    assert clone.xp is np and clone.kernels == "reference" and clone.color_by == "actuation"
+    design = sim.design_space().defaults()
+    action = np.zeros(sim.action_size)
+    np.testing.assert_array_equal(
+        clone.step(clone.initial_state(design), action, design, 1e-3).particle_x,
+        sim.step(sim.initial_state(design), action, design, 1e-3).particle_x)
 
 
 def test_make_simulator_renders_and_steps():

@@ -58,3 +58,15 @@ def codesign_register_optimizers(register):
     register("trust_constr", TrustConstr, description="SciPy trust-constr with rollout constraints")
     register("cmaes", CMAES, description="CMA-ES, gradient-free baseline")
     register("one_plus_one_es", OnePlusOneES, description="(1+1)-ES with the 1/5 success rule")
+
+
+@hookimpl
+def codesign_register_executors(register):
+    from .dask_executor import dask_executor
+    from .executors import inline_executor, process_executor
+
+    register("inline", inline_executor, description="one call at a time in the calling thread")
+    register("process", process_executor, description="local process pool (spawned workers)")
+    register("dask", dask_executor,
+             description="Dask distributed: a LocalCluster or a scheduler's address "
+                         "(pip install 'codesign[dask]')")

@@ -1,8 +1,13 @@
-"""The ``codesign`` command line: run, validate, plugins, options, demo.
+"""The ``codesign`` command line: run, sweep, validate, plugins, options, demo.
 
-- ``codesign run exp.yaml --out DIR [--quick] [--resume]``: optimize (or, for an
-  experiment with an ``identification`` section, fit parameters to recordings and print
-  the recovered values against the truth) and write DIR.
+- ``codesign run exp.yaml --out DIR [--quick] [--resume] [--executor KIND[=ADDRESS]]``:
+  optimize (or, for an experiment with an ``identification`` section, fit parameters to
+  recordings and print the recovered values against the truth) and write DIR; batches run
+  on ``--executor`` instead of ``run.executor`` when given (``dask=tcp://host:8786``).
+- ``codesign sweep exp.yaml --set KEY=V1,V2 [--set ...] --out DIR [--resume]
+  [--executor ...]``: one run per point of the grid (:mod:`codesign.sweep`), a summary
+  table (summary.csv) and a plot of the final loss over the grid; exit code 1 when a point
+  failed.
 - ``codesign validate exp.yaml [--quick]``: check the experiment (both phases), print OK or
   every problem.
 - ``codesign plugins``: every registered component with its plugin and distribution.
@@ -31,15 +36,17 @@ from pathlib import Path
 from . import __version__
 from .config import ConfigError, load_config
 from .design import DesignError
+from .executors import ExecutorError
 from .experiment import build_experiment
 from .options import format_options
 from .plugins import COMPONENT_KINDS, RegistryError, get_plugin_manager, get_registry
 from .run_directory import format_identification_table
 from .runs import RunError, RunInterrupted, run_experiment
 from .simulator import SimulationError
+from .sweep import parse_setting, run_sweep
 from .validation import validate_config
 
-__all__ = ["main", "build_parser", "DEMO_HELP"]
+__all__ = ["main", "build_parser", "parse_executor", "DEMO_HELP"]
 
 DEMO_HELP = """\
 codesign demo runs the default example that a simulator plugin registers (the soft-robot
@@ -54,7 +61,24 @@ Then `codesign demo` trains the walker and writes its run directory (loss curve,
 `codesign plugins` lists what is installed."""
 
 _EXPECTED_ERRORS = (ConfigError, DesignError, SimulationError, RunError, RegistryError,
-                    FloatingPointError, OSError)
+                    ExecutorError, FloatingPointError, OSError)
+
+
+def _setting(text: str) -> tuple[str, list]:
+    try:
+        return parse_setting(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parse_executor(text: str) -> str | dict:
+    """``--executor``'s value: ``KIND`` or ``KIND=ADDRESS`` (``dask=tcp://host:8786``) as a
+    ``run.executor`` value (a kind, or ``{kind, address}``)."""
+    kind, equals, address = text.partition("=")
+    if not kind or (equals and not address):
+        raise argparse.ArgumentTypeError(f"expected KIND or KIND=ADDRESS (e.g. dask or "
+                                         f"dask=tcp://127.0.0.1:8786), got {text!r}")
+    return {"kind": kind, "address": address} if equals else kind
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, required=True, help="run directory to create")
     run.add_argument("--quick", action="store_true",
                      help="apply the experiment's quick section (a short setting)")
+
+    sweep = commands.add_parser("sweep", help="run an experiment over a grid of settings, "
+                                              "one run directory per point")
+    sweep.add_argument("experiment", type=Path, help="experiment YAML file")
+    sweep.add_argument("--set", dest="settings", action="append", required=True,
+                       type=_setting, metavar="KEY=V1,V2,...",
+                       help="a dotted key of the experiment and its values, e.g. "
+                            "optimizer.options.sigma0=0.1,0.3 (repeat for a grid)")
+    sweep.add_argument("--out", type=Path, required=True,
+                       help="sweep directory: a run directory per point, summary.csv, "
+                            "objective.png")
+    sweep.add_argument("--quick", action="store_true",
+                       help="apply the experiment's quick section (a short setting)")
 
     validate = commands.add_parser("validate", help="check an experiment without running it")
     validate.add_argument("experiment", type=Path, help="experiment YAML file")
@@ -89,13 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="a short run (seconds to minutes)")
     demo.add_argument("--out", type=Path, default=None,
                       help="run directory (default: runs/<example>-<date>-<time>)")
-    for sub in (run, demo):
+    for sub in (run, demo, sweep):
         sub.add_argument("--resume", action="store_true",
-                         help="continue the interrupted run journaled in OUT.partial")
+                         help="continue the interrupted run journaled in OUT.partial (a "
+                              "sweep: skip finished points)")
+        sub.add_argument("--executor", type=parse_executor, default=None, metavar="KIND[=ADDRESS]",
+                         help="run batches on this executor instead of run.executor: inline, "
+                              "process, dask (a local cluster) or dask=tcp://HOST:8786")
         sub.add_argument("--no-progress", action="store_true",
                          help="hide the progress (a bar on a terminal; otherwise a line every "
                               "few seconds)")
-    for sub in (run, validate, demo):
+    for sub in (run, validate, demo, sweep):
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help="show the full traceback of an error")
     return parser
@@ -119,7 +160,7 @@ def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
         summary = run_experiment(experiment_path, get_registry(plugin_manager), out=out,
                                  quick=args.quick, resume=args.resume,
                                  progress=not args.no_progress, plugin_manager=plugin_manager,
-                                 command=args.command_line)
+                                 command=args.command_line, executor=args.executor)
     print(f"wrote {out}: final loss {summary['final_loss']:.6g} after {summary['iterations']} "
           f"iteration(s), {summary['evaluations']} evaluation(s), {summary['wall_time_s']:.1f} s")
     for note in summary["notes"]:
@@ -132,10 +173,29 @@ def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
     return 0
 
 
+def _sweep(args, plugin_manager) -> int:
+    with _sigterm_as_interrupt():
+        rows = run_sweep(args.experiment, get_registry(plugin_manager),
+                         assignments=args.settings, out=args.out, quick=args.quick,
+                         resume=args.resume, progress=not args.no_progress,
+                         plugin_manager=plugin_manager, command=args.command_line,
+                         executor=args.executor, log=lambda line: print(line, file=sys.stderr))
+    keys = [key for key, _ in args.settings]
+    print(f"wrote {args.out}: {len(rows)} point(s), summary.csv and objective.png")
+    for row in rows:
+        values = ", ".join(f"{key}={row[key]!r}" for key in keys)
+        result = f"failed: {row['error']}" if row["error"] else \
+            f"final loss {row['final_loss']:.6g}"
+        print(f"  {row['point']:>3}  {values}: {result}")
+    failed = sum(1 for row in rows if row["error"])
+    return 1 if failed else 0
+
+
 def _validate(args, plugin_manager) -> int:
     registry = get_registry(plugin_manager)
     config = validate_config(load_config(args.experiment, quick=args.quick), registry)
-    with build_experiment(config, registry) as experiment:
+    # Built without its executor: validating starts no cluster and contacts no scheduler.
+    with build_experiment(config, registry, executor="inline") as experiment:
         problem = experiment.problem
         free = problem.free
         if config.identification:
@@ -224,6 +284,8 @@ def main(argv: Sequence[str] | None = None, *, plugin_manager=None) -> int:
             return _run(args, manager, args.experiment, args.out)
         if args.command == "validate":
             return _validate(args, manager)
+        if args.command == "sweep":
+            return _sweep(args, manager)
         if args.command == "plugins":
             return _plugins(manager)
         if args.command == "options":

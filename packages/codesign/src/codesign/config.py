@@ -17,10 +17,10 @@ The sections (``*`` marks required keys; defaults in parentheses)::
     observer:   {name ("none"), options}
     objective:  [{term*, weight (1), options, name}, ...]
                 or {terms*: [...], constraints: [{terms*, equals | at_most / at_least, name}]}
-    optimizer:  {name*, options, iterations (100)}
+    optimizer:  {name*, options, iterations (100), starts (1)}
     run:        {steps*, dt* [s], substeps (1), seed (0), checkpoint_every (√N), executor
-                 ("inline" | "process"), workers, video: {fps (30), width (480), height (360),
-                 every (1)}}
+                 ("inline" | "process" | "dask" | {kind*, <the kind's options>}), workers,
+                 video: {fps (30), width (480), height (360), every (1)}}
     quick:      a partial experiment merged over the rest by --quick
     identification: {recordings*: {source*, options}, measurement*: {name*, options},
                      batch_size (null: every recording), fit_initial_state (false)}
@@ -36,6 +36,14 @@ given, is the default ``steps`` option of a source that takes one (the ``synthet
 trajectory length). ``batch_size`` below the number of recordings makes the fit stochastic
 over recordings (minibatches drawn with ``run.seed``; Adam only).
 
+``optimizer.starts`` above 1 runs the optimizer from that many starting points (the
+experiment's, then random ones drawn with ``run.seed``) as one batch on the executor and
+keeps the best (:mod:`codesign.multistart`); every start is recorded in history.json.
+
+``run.executor`` names the engine that runs batches (population members, recordings,
+starts): a registered executor kind, with ``run.workers``, or a mapping of the kind and its
+options, e.g. ``{kind: dask, address: tcp://host:8786, workers: 4}`` (:mod:`codesign.executors`).
+
 ``run.seed`` is the default ``seed`` option of the controller, optimizer and recording-source
 factories that take one, so a run is reproducible (and resumable) unless a seed is set
 explicitly.
@@ -45,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +88,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "source_folder",
+    "with_settings",
     "without",
 ]
 
@@ -507,6 +516,36 @@ def parse_config(text: str, *, source: str = "<experiment>", quick: bool = False
         if isinstance(overlay, dict):
             tree = deep_merge(without(tree, "quick"), overlay, origin="quick")
     return RawConfig(tree=tree, source=source, quick=quick, base=base)
+
+
+def with_settings(raw: RawConfig, settings: Mapping[str, Any]) -> RawConfig:
+    """``raw`` with each ``"dotted.key": value`` of ``settings`` set (``codesign sweep
+    --set``), over the quick section too; mappings on the way are created as needed.
+
+    Raises ConfigError when a key crosses a value that is not a mapping.
+    """
+    tree, base = raw.tree, raw.base
+    for key, value in settings.items():
+        parts = key.split(".")
+        if not all(parts):
+            raise ConfigError([ConfigIssue(key, None, "a setting needs a dotted key such as "
+                                           "optimizer.options.sigma0")], source=raw.source)
+        override: Any = value
+        for part in reversed(parts):
+            override = {part: override}
+        node = tree
+        for depth, part in enumerate(parts[:-1]):
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is not None and not isinstance(node, dict):
+                where = ".".join(parts[:depth + 1])
+                raise ConfigError([ConfigIssue(where, line_of(tree, parts[:depth + 1]),
+                                               f"cannot set {key}: {where} is not a mapping")],
+                                  source=raw.source)
+            if node is None:
+                break
+        tree = deep_merge(tree, override, origin="--set")
+        base = deep_merge(base, override, origin="--set")
+    return dataclasses.replace(raw, tree=tree, base=base)
 
 
 def load_config(path: str | Path, *, quick: bool = False) -> RawConfig:

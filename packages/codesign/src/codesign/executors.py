@@ -1,8 +1,10 @@
-"""Executors that run batches of rollouts (population members, recordings).
+"""Executors that run batches of rollouts (population members, recordings, starts).
 
 Everything here has the standard :class:`concurrent.futures.Executor` shape (``submit``,
-``map``, ``shutdown``, context manager), so a distributed engine's executor (Ray's or Dask's
-``concurrent.futures``-compatible clients) can replace these without changes elsewhere.
+``map``, ``shutdown``, context manager). Executors are plugins: the hook
+``codesign_register_executors(register)`` registers factories taking keyword-only options
+(``workers`` and kind-specific ones such as Dask's ``address``); :func:`get_executor` builds
+one by kind. The core registers:
 
 - ``"inline"``: :class:`InlineExecutor` runs each call at once in the calling thread.
 - ``"process"``: a :class:`concurrent.futures.ProcessPoolExecutor` whose workers start with
@@ -11,17 +13,45 @@ Everything here has the standard :class:`concurrent.futures.Executor` shape (``s
   Workers import the problem's modules themselves, so simulators must be importable and
   picklable. Problems leave their executor behind when pickled, so a problem that holds a
   pool can be shipped to that pool's workers.
+- ``"dask"``: Dask's distributed scheduler (:mod:`codesign.dask_executor`, the ``dask``
+  extra of codesign).
+
+An executor may offer ``share(obj) -> handle``: a handle that stands for ``obj`` in the
+arguments of ``submit`` and reaches each worker once (Dask: a task the workers copy from
+each other; the process pool: a file each worker reads once), instead of pickling ``obj``
+with every task. :func:`shared` asks for it and falls back to ``obj`` itself;
+:func:`map_batch` runs one function over a batch with a shared first argument and returns
+the results in the order of the jobs (never in completion order, so reductions over them
+are the same on every executor).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import pickle
+import shutil
+import tempfile
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from typing import Annotated, Any
 
-__all__ = ["InlineExecutor", "SpawnProcessPoolExecutor", "get_executor", "EXECUTOR_KINDS"]
+from .options import Range, check_options
 
-EXECUTOR_KINDS = ("inline", "process")
+__all__ = ["ExecutorError", "ExecutorLostError", "InlineExecutor", "SpawnProcessPoolExecutor",
+           "get_executor", "inline_executor", "map_batch", "process_executor", "shared"]
+
+
+class ExecutorError(RuntimeError):
+    """An executor cannot be used as configured (its engine is not installed, its address does
+    not answer, a worker lacks a module, the problem does not pickle); the message says how
+    to fix it."""
+
+
+class ExecutorLostError(ExecutorError):
+    """The engine behind an executor went away mid-run (a cluster's scheduler); what was
+    journaled survives, and ``--resume`` continues from it."""
 
 
 class InlineExecutor(Executor):
@@ -56,30 +86,127 @@ class InlineExecutor(Executor):
             self._shutdown = True
 
 
+_LOADED: dict[str, Any] = {}
+"""Objects shared through files, by path, in this (worker) process."""
+
+
+def _load_shared(path: str) -> Any:
+    """The object pickled in ``path``, read once per process."""
+    if path not in _LOADED:
+        with open(path, "rb") as file:
+            _LOADED[path] = pickle.load(file)
+    return _LOADED[path]
+
+
+class _SharedFile:
+    """Stands for an object pickled once into a file: it pickles as the path and unpickles
+    (in a worker) as the object, read from the file the first time only."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return _load_shared, (self.path,)
+
+
 class SpawnProcessPoolExecutor(ProcessPoolExecutor):
     """A process pool whose workers are started with ``"spawn"``.
 
+    :meth:`share` pickles an object once into a temporary file that each worker reads once
+    (a per-worker cache), so tasks carry only its path.
+
     Args:
         max_workers: number of worker processes (default: the CPU count).
+
+    Attributes:
+        shared_bytes: bytes of every object shared so far (each written once).
     """
 
     def __init__(self, max_workers: int | None = None):
         super().__init__(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"))
+        self.shared_bytes = 0
+        self._folder: str | None = None
+        self._shared: dict[int, tuple[Any, _SharedFile]] = {}  # id(obj): (obj kept, handle)
+
+    def share(self, obj: Any) -> _SharedFile:
+        """A handle standing for ``obj`` in ``submit`` arguments (see the class docstring)."""
+        known = self._shared.get(id(obj))
+        if known is not None:
+            return known[1]
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="codesign-shared-")
+        path = os.path.join(self._folder, f"{len(self._shared)}.pickle")
+        with open(path, "wb") as file:
+            pickle.dump(obj, file, protocol=pickle.HIGHEST_PROTOCOL)
+        handle = _SharedFile(path)
+        self.shared_bytes += os.path.getsize(path)
+        self._shared[id(obj)] = (obj, handle)
+        return handle
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the workers and remove the shared objects' files."""
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+        self._shared.clear()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
 
 
-def get_executor(kind: str = "inline", *, max_workers: int | None = None) -> Executor:
-    """An executor of ``kind`` (``"inline"`` or ``"process"``, see the module docstring) with
-    ``max_workers`` workers (``"process"``: default the CPU count; ``"inline"``: unset or 1).
+_Workers = Annotated[int | None, Range(1, 1024)]
 
-    Shut a process pool down when done (``with get_executor("process") as ex: ...``).
+
+def inline_executor(*, workers: _Workers = None) -> InlineExecutor:
+    """The ``inline`` executor; ``workers`` may only be unset or 1 (one call at a time)."""
+    if workers not in (None, 1):
+        raise ValueError("the inline executor runs one call at a time; leave workers "
+                         "(max_workers) unset or choose kind='process'")
+    return InlineExecutor()
+
+
+def process_executor(*, workers: _Workers = None) -> SpawnProcessPoolExecutor:
+    """The ``process`` executor: ``workers`` spawned processes (default: the CPU count)."""
+    return SpawnProcessPoolExecutor(max_workers=workers)
+
+
+def get_executor(kind: str = "inline", *, max_workers: int | None = None, registry=None,
+                 **options) -> Executor:
+    """An executor of ``kind`` with ``max_workers`` workers and the kind's other ``options``
+    (``"dask"``: ``address``), from ``registry`` (default: every installed plugin's).
+
+    ``"process"``: default the CPU count; ``"inline"``: unset or 1. Shut a pool down when done
+    (``with get_executor("process") as ex: ...``). Unknown kinds and options that the kind
+    does not take raise ValueError naming what is allowed.
     """
-    if kind not in EXECUTOR_KINDS:
-        raise ValueError(f"unknown executor kind {kind!r}; allowed: {', '.join(EXECUTOR_KINDS)}")
     if max_workers is not None and max_workers < 1:
         raise ValueError(f"max_workers must be >= 1, got {max_workers}")
-    if kind == "inline":
-        if max_workers not in (None, 1):
-            raise ValueError("the inline executor runs one call at a time; leave max_workers "
-                             "unset or choose kind='process'")
-        return InlineExecutor()
-    return SpawnProcessPoolExecutor(max_workers=max_workers)
+    if registry is None:
+        from .plugins import get_registry
+
+        registry = get_registry()
+    kinds = registry.names("executors", ordered=True)
+    if kind not in kinds:
+        raise ValueError(f"unknown executor kind {kind!r}; allowed: {', '.join(kinds)}")
+    factory = registry.get("executors", kind).factory
+    given = dict(options, **({} if max_workers is None else {"workers": max_workers}))
+    resolved, problems = check_options(factory, given, what=f"executor {kind!r}")
+    if problems:
+        raise ValueError("; ".join(message for _, message in problems))
+    return factory(**resolved)
+
+
+def shared(executor: Executor | None, obj: Any) -> Any:
+    """What stands for ``obj`` in the arguments of ``executor.submit``: the executor's
+    ``share(obj)`` handle when it has one (shipped to each worker once), else ``obj``."""
+    share = getattr(executor, "share", None)
+    return obj if share is None else share(obj)
+
+
+def map_batch(executor: Executor | None, function: Callable, common: Any,
+              jobs: Sequence[tuple]) -> list:
+    """``[function(common, *job) for job in jobs]``, through ``executor`` when one is set,
+    ``common`` shipped once (:func:`shared`); results in the order of ``jobs``."""
+    if executor is None:
+        return [function(common, *job) for job in jobs]
+    handle = shared(executor, common)
+    futures = [executor.submit(function, handle, *job) for job in jobs]
+    return [future.result() for future in futures]

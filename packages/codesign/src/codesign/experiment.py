@@ -34,7 +34,8 @@ from .rollout import Rollout
 from .simulator import UnstableTimeStepError
 from .terms import Constraint, Objective, WeightedTerm
 
-__all__ = ["Experiment", "IdentificationExperiment", "build_experiment", "check_initial_design"]
+__all__ = ["Experiment", "IdentificationExperiment", "build_experiment", "check_initial_design",
+           "executor_from_spec"]
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -47,7 +48,10 @@ class _BuiltExperiment:
         simulator: the constructed simulator.
         problem: the vector problem the optimizer minimizes (:mod:`codesign.problem`).
         optimizer: the constructed optimizer.
-        iterations: the optimizer's iteration budget.
+        iterations: the optimizer's iteration budget (per start).
+        starts: starting points of the optimizer (``optimizer.starts``), run as one batch.
+        seed: ``run.seed``: draws the extra starting points (and an identification's
+            minibatches).
         executor: the executor of batched evaluations, or ``None`` for inline.
     """
 
@@ -56,6 +60,8 @@ class _BuiltExperiment:
     problem: Any
     optimizer: Any
     iterations: int
+    starts: int = 1
+    seed: int = 0
     executor: Executor | None = None
 
     def close(self) -> None:
@@ -103,14 +109,12 @@ class IdentificationExperiment(_BuiltExperiment):
         problem: the :class:`IdentificationProblem` over the design section's parameters.
         iterations: the optimizer's iteration budget (minibatch steps when stochastic).
         batch_size: recordings per stochastic step, or ``None`` for full batch.
-        seed: seed of the minibatch sampler (``run.seed``).
     """
 
     measurement: Any
     recordings: list
     truth: dict[str, np.ndarray] | None
     batch_size: int | None
-    seed: int
 
     @property
     def stochastic(self) -> bool:
@@ -211,11 +215,16 @@ def _broadcasts(value, shape: tuple[int, ...]) -> bool:
     return True
 
 
-def _executor(run: dict) -> Executor | None:
-    """The executor of ``run`` (its ``executor`` and ``workers``), ``None`` for inline."""
-    if run["executor"] == "inline":
+def executor_from_spec(spec: str | dict, registry, *, workers: int | None = None
+                       ) -> Executor | None:
+    """The executor a resolved ``run.executor`` names: a kind (with ``workers``) or a mapping
+    ``{kind, <options>}``; ``None`` for inline (batches run in the calling thread)."""
+    options = dict(spec) if isinstance(spec, dict) else {"kind": spec}
+    kind = options.pop("kind")
+    if kind == "inline":
         return None
-    return get_executor(run["executor"], max_workers=run["workers"])
+    workers = options.pop("workers", workers)
+    return get_executor(kind, max_workers=workers, registry=registry, **options)
 
 
 def check_initial_design(problem: RolloutProblem) -> None:
@@ -235,13 +244,15 @@ def check_initial_design(problem: RolloutProblem) -> None:
                           f"{', '.join(names)}); move init inside [lower, upper]")
 
 
-def build_experiment(config: ExperimentConfig,
-                     registry) -> Experiment | IdentificationExperiment:
+def build_experiment(config: ExperimentConfig, registry, *,
+                     executor: str | dict | None = None) -> Experiment | IdentificationExperiment:
     """Construct every component of ``config``; raise ConfigError/DesignError before running.
 
     Each factory receives, of the arguments the run supplies for its kind (listed in
     :mod:`codesign.hookspecs`), those its signature accepts. An identification experiment
-    (``config.identification``) becomes an :class:`IdentificationExperiment`.
+    (``config.identification``) becomes an :class:`IdentificationExperiment`. ``executor``
+    (a kind or ``{kind, <options>}``, e.g. from ``--executor``) replaces ``run.executor``;
+    the executor is started last, once everything else is built.
     """
     data, run = config.data, config.data["run"]
     builder = _Builder(config, registry)
@@ -259,9 +270,10 @@ def build_experiment(config: ExperimentConfig,
     kind, build_parts = (IdentificationExperiment, _identification_parts) \
         if config.identification else (Experiment, _codesign_parts)
     parts = build_parts(builder, simulator, overrides)
-    parts["problem"].executor = executor = _executor(run)
+    spec = run["executor"] if executor is None else executor
+    parts["problem"].executor = pool = executor_from_spec(spec, registry, workers=run["workers"])
     return kind(config=config, simulator=simulator, iterations=data["optimizer"]["iterations"],
-                executor=executor, **parts)
+                starts=data["optimizer"]["starts"], seed=run["seed"], executor=pool, **parts)
 
 
 def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, Any]:
@@ -381,4 +393,4 @@ def _identification_parts(builder: _Builder, simulator, overrides: dict) -> dict
     truth = getattr(recordings, "truth", None)
     return {"measurement": measurement, "recordings": recordings,
             "truth": None if not truth else dict(truth), "problem": problem,
-            "optimizer": optimizer, "batch_size": batch_size, "seed": run["seed"]}
+            "optimizer": optimizer, "batch_size": batch_size}

@@ -21,6 +21,9 @@ experiment may set, and the config validator checks YAML against them.
 - examples: ``register(name, path_to_yaml, description=..., default=False)``, a plugin's
   default is what ``codesign demo <simulator>`` runs; examples and assets are package data
   registered by :func:`codesign.examples.register_examples`.
+- executors (engines that run batches of rollouts): ``factory(*, workers=None, **options) ->
+  concurrent.futures.Executor``; an executor may offer ``share(obj)`` to ship an object to
+  its workers once (:mod:`codesign.executors`).
 
 A plugin module declares the hook API versions it supports as ``CODESIGN_API = (low, high)``.
 """
@@ -70,3 +73,8 @@ def codesign_register_recordings(register) -> None:
 def codesign_register_examples(register) -> None:
     """Register example experiments: ``register_examples(register, __package__, {name:
     description}, default="walker_2d")``."""
+
+
+@hookspec
+def codesign_register_executors(register) -> None:
+    """Register executors that run batches: ``register("dask", dask_executor)``."""

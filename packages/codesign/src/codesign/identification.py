@@ -223,6 +223,8 @@ class IdentificationProblem(VectorProblem):
         return _unflatten_like(self.state_template, values[f"initial_state.{index}"])
 
     def _combine(self, parts, indices: Sequence[int], grad: bool) -> Evaluation:
+        # Summed in recording order (the executor returns parts in job order, never in
+        # completion order), so the mean is bit-identical on every executor.
         count = len(indices)
         loss = sum(p[0] for p in parts) / count
         if not grad:
@@ -236,7 +238,7 @@ class IdentificationProblem(VectorProblem):
         return Evaluation(loss=loss, grad=vector, constraint_jac=np.zeros((0, self.size)))
 
     def _run(self, xs: Sequence[np.ndarray], indices: Sequence[int], grad: bool) -> list:
-        results = self._map(_evaluate_recording, [(self, np.asarray(x, dtype=float), int(i), grad)
+        results = self._map(_evaluate_recording, [(np.asarray(x, dtype=float), int(i), grad)
                                                   for x in xs for i in indices])
         n = len(indices)
         return [results[k * n : (k + 1) * n] for k in range(len(xs))]

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from .executors import shared
 from .experiment import Experiment, IdentificationExperiment
-from .identification import identify
+from .multistart import Solver, StartRun, run_starts, start_points
 from .optim.base import Evaluation, IterationInfo, OptimizeResult
 from .outputs import read_npz, summarize_array, write_npz
 from .problem import evaluate_point
@@ -151,9 +152,10 @@ class JournaledFunction:
         """
         xs = [np.asarray(x, dtype=np.float64) for x in xs]
         executor = getattr(self.problem, "executor", None)
-        pending = {} if executor is None else {
-            i: executor.submit(evaluate_point, self.problem, x, grad)
-            for i, x in enumerate(xs) if self.journal.get(x, grad=grad) is None}
+        fresh = [i for i, x in enumerate(xs) if self.journal.get(x, grad=grad) is None]
+        problem = shared(executor, self.problem) if executor is not None and fresh else None
+        pending = {} if problem is None else {
+            i: executor.submit(evaluate_point, problem, xs[i], grad) for i in fresh}
         return [self._answer(x, grad, pending[i].result if i in pending else
                              functools.partial(self.problem.evaluate, x, grad=grad))
                 for i, x in enumerate(xs)]
@@ -185,6 +187,11 @@ class _Progress:
     history: list = dataclasses.field(default_factory=list)
 
     def __call__(self, info: IterationInfo) -> None:
+        self.record(info)
+        self.display.update(info.iteration, info.loss)
+
+    def record(self, info: IterationInfo) -> None:
+        """Append the history record of ``info``."""
         record = {"iteration": int(info.iteration), "loss": float(info.loss),
                   "grad_norm": float(info.grad_norm), "evaluations": int(info.evaluations),
                   "parameters": design_values(self.problem, info.x)}
@@ -193,7 +200,6 @@ class _Progress:
             record["controller_weight_norm"] = float(np.sqrt(sum(
                 np.sum(np.square(w)) for w in weights.values())))
         self.history.append(record)
-        self.display.update(info.iteration, info.loss)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +214,9 @@ class Optimization:
         initial_loss: the loss at the starting point, ``None`` if it was never evaluated.
         replayed: evaluations answered from the journal (a resumed run).
         wall_time_s: seconds spent optimizing.
+        starts: with ``optimizer.starts`` > 1, one record per start (its index, loss,
+            iterations, evaluations, convergence, message, and the free design parameters
+            where it began and ended); the result and history are the best start's.
     """
 
     result: OptimizeResult
@@ -215,6 +224,7 @@ class Optimization:
     initial_loss: float | None
     replayed: int
     wall_time_s: float
+    starts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def optimize_experiment(experiment: Experiment | IdentificationExperiment, journal_folder: Path,
@@ -223,8 +233,18 @@ def optimize_experiment(experiment: Experiment | IdentificationExperiment, journ
 
     Evaluations already in the journal (a killed run's) are answered from it; ``progress``
     shows the progress on stderr (:func:`codesign.progress.progress_display`: a bar on a
-    terminal, plain lines in a log); ``log`` receives notes.
+    terminal, plain lines in a log); ``log`` receives notes. With ``experiment.starts`` > 1
+    the starts run as one batch on the experiment's executor (:mod:`codesign.multistart`),
+    each finished start journaled in ``journal_folder``'s sibling ``starts/``, and the
+    progress counts finished starts.
     """
+    identification = isinstance(experiment, IdentificationExperiment)
+    solver = Solver(experiment.optimizer, experiment.iterations, identification=identification,
+                    batch_size=experiment.batch_size if identification else None,
+                    seed=experiment.seed if identification else 0)
+    if experiment.starts > 1:
+        return _optimize_from_starts(experiment, solver, journal_folder.parent / "starts",
+                                     progress=progress, log=log)
     function = JournaledFunction(experiment.problem, EvaluationJournal(journal_folder))
     if function.journal.entries:
         log(f"resuming: {len(function.journal)} evaluation(s) in the journal")
@@ -232,17 +252,47 @@ def optimize_experiment(experiment: Experiment | IdentificationExperiment, journ
     with progress_display(sys.stderr, total=experiment.iterations, enabled=progress,
                           desc=Path(experiment.config.source).stem) as display:
         tracker = _Progress(experiment.problem, display)
-        if isinstance(experiment, IdentificationExperiment):
-            result = identify(function, optimizer=experiment.optimizer,
-                              max_iterations=experiment.iterations,
-                              batch_size=experiment.batch_size, seed=experiment.seed,
-                              callback=tracker).optimization
-        else:
-            result = experiment.optimizer.minimize(function, experiment.problem.x0(),
-                                                   max_iterations=experiment.iterations,
-                                                   callback=tracker)
+        result = solver(function, experiment.problem.x0(), tracker)
     wall_time = time.perf_counter() - started
     start = function.journal.get(experiment.problem.x0(), grad=False)
     return Optimization(result=result, history=tracker.history,
                         initial_loss=None if start is None else start.loss,
                         replayed=function.replayed, wall_time_s=wall_time)
+
+
+def _optimize_from_starts(experiment, solver: Solver, journal_folder: Path, *, progress: bool,
+                          log: Callable[[str], None]) -> Optimization:
+    problem = experiment.problem
+    points = start_points(problem, experiment.starts, seed=experiment.seed)
+    records: list[dict[str, Any]] = []
+    replayed = replayed_starts = 0
+    started = time.perf_counter()
+    with progress_display(sys.stderr, total=len(points), enabled=progress,
+                          desc=f"{Path(experiment.config.source).stem} starts") as display:
+
+        def finished(index: int, run: StartRun, from_journal: bool) -> None:
+            nonlocal replayed, replayed_starts
+            replayed += run.result.evaluations if from_journal else 0
+            replayed_starts += from_journal
+            records.append({"start": index, "loss": float(run.result.loss),
+                            "iterations": int(run.result.iterations),
+                            "evaluations": int(run.result.evaluations),
+                            "converged": bool(run.result.converged),
+                            "message": str(run.result.message),
+                            "initial": design_values(problem, run.x0),
+                            "final": design_values(problem, run.result.x)})
+            display.update(index + 1, min(r["loss"] for r in records))
+
+        runs = run_starts(problem, solver, points, executor=experiment.executor,
+                          journal_folder=journal_folder, on_finished=finished)
+    if replayed_starts:
+        log(f"resumed: {replayed_starts} of {len(points)} start(s) were in the journal")
+    best = min(range(len(runs)), key=lambda k: (runs[k].result.loss, k))
+    tracker = _Progress(problem, ProgressDisplay())
+    for info in runs[best].iterations:
+        tracker.record(info)
+    evaluations = sum(run.result.evaluations for run in runs)
+    result = dataclasses.replace(runs[best].result, evaluations=evaluations)
+    return Optimization(result=result, history=tracker.history, initial_loss=None,
+                        replayed=replayed, wall_time_s=time.perf_counter() - started,
+                        starts=records)

@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 COMPONENT_KINDS = ("simulators", "terms", "observers", "controllers", "optimizers",
-                   "recordings", "examples")
+                   "recordings", "examples", "executors")
 
 
 class PluginWarning(UserWarning):
@@ -77,9 +77,10 @@ class Registry:
 
         return register
 
-    def names(self, kind: str) -> list[str]:
-        """Registered names of one kind, sorted."""
-        return sorted(self._entries[kind])
+    def names(self, kind: str, *, ordered: bool = False) -> list[str]:
+        """Registered names of one kind, sorted (``ordered``: in registration order, the
+        core's first)."""
+        return list(self._entries[kind]) if ordered else sorted(self._entries[kind])
 
     def get(self, kind: str, name: str) -> Registration:
         """The registration of ``name``; unknown names raise RegistryError listing the known."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .design import DesignError, DesignSpace
+from .executors import map_batch
 from .optim.base import Evaluation
 from .options import bounded_repr, is_number
 from .rollout import Rollout
@@ -129,10 +130,9 @@ class VectorProblem:
         return dict(self.__dict__, executor=None)
 
     def _map(self, function, jobs: Sequence[tuple]) -> list:
-        """``[function(*job) for job in jobs]``, through the executor when one is set."""
-        if self.executor is None:
-            return [function(*job) for job in jobs]
-        return [f.result() for f in [self.executor.submit(function, *job) for job in jobs]]
+        """``[function(self, *job) for job in jobs]`` in job order, through the executor when
+        one is set (which receives this problem once, :func:`codesign.executors.map_batch`)."""
+        return map_batch(self.executor, function, self, jobs)
 
     def x0(self) -> np.ndarray:
         """The starting vector (scaled): every parameter's (overridden) default."""
@@ -226,4 +226,4 @@ class RolloutProblem(VectorProblem):
 
     def evaluate_many(self, xs: Sequence[np.ndarray], *, grad: bool = False) -> list[Evaluation]:
         """Evaluate a batch; through the executor when one is set."""
-        return self._map(evaluate_point, [(self, np.asarray(x), grad) for x in xs])
+        return self._map(evaluate_point, [(np.asarray(x), grad) for x in xs])

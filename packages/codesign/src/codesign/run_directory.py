@@ -11,13 +11,16 @@
   (:func:`codesign.environment.run_environment`),
 - ``history.json``: per iteration the loss, gradient norm, evaluations and free design
   parameters (fields of more than 64 entries as shape and min/mean/max, controller weights
-  as their norm; the final values of both are in parameters.npz),
+  as their norm; the final values of both are in parameters.npz); with
+  ``optimizer.starts`` > 1 the best start's iterations and, under ``starts``, every start's
+  loss, iterations, evaluations and first and last design,
 - ``parameters.npz``: the final design (``design.<name>``), controller weights
   (``controller.<name>``) and the scaled vector ``x``; numeric arrays only, no pickle,
 - ``loss.png``: the loss curve,
 - ``result.mp4`` (H.264) or ``result.gif`` (without an H.264 encoder): the optimized rollout
   drawn by the simulator's ``render``,
-- ``summary.json``: final loss, iterations, evaluations, wall time, convergence, files, notes.
+- ``summary.json``: final loss, iterations, evaluations, wall time, convergence, files, notes
+  (and, with several starts, their count and the best one's index).
 
 An identification run writes the same files, with: ``parameters.npz`` holding the fitted
 design (``design.<name>``), the source's truth (``truth.<name>``) when known and the vector
@@ -192,7 +195,10 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
     write_json(folder / "plugins.json", plugins)
     write_json(folder / "inputs.json", inputs)
     write_json(folder / "environment.json", environment)
-    write_json(folder / "history.json", {"iterations": optimized.history})
+    history = {"iterations": optimized.history}
+    if optimized.starts:
+        history["starts"] = optimized.starts
+    write_json(folder / "history.json", history)
     write_npz(folder / "parameters.npz", _result_arrays(experiment, result.x))
     losses = [h["loss"] for h in optimized.history] or [result.loss]
     loss_name = ("minibatch tracking loss" if experiment.stochastic else "tracking loss") \
@@ -222,6 +228,10 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
         "message": str(result.message),
         "design": design_values(experiment.problem, result.x),
     }
+    if optimized.starts:
+        summary["starts"] = len(optimized.starts)
+        summary["best_start"] = min(optimized.starts, key=lambda s: (s["loss"], s["start"]))[
+            "start"]
     if identification:
         problem = experiment.problem
         summary["identification"] = {

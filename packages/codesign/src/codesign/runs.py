@@ -25,12 +25,13 @@ import dataclasses
 import json
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import load_config
+from .config import load_config, with_settings
 from .environment import run_environment
+from .executors import ExecutorLostError
 from .experiment import build_experiment
 from .inputs import input_changes, input_files, plugin_changes
 from .optimization import optimize_experiment
@@ -71,7 +72,8 @@ class _RunRecord:
 
 def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool = False,
                    resume: bool = False, progress: bool = True, plugin_manager=None,
-                   command: Sequence[str] | None = None,
+                   command: Sequence[str] | None = None, executor: str | dict | None = None,
+                   settings: Mapping[str, Any] | None = None,
                    log: Callable[[str], None] = _stderr) -> dict[str, Any]:
     """Run the experiment file ``path`` into the run directory ``out``; return the summary.
 
@@ -80,14 +82,20 @@ def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool =
     a line every few seconds otherwise). ``plugin_manager`` (the one ``registry`` came from)
     lists every plugin in plugins.json; without it the plugins that registered components
     are listed. ``command`` is the command line environment.json records (default
-    ``sys.argv``). ``log`` receives notes and warnings.
+    ``sys.argv``). ``executor`` (a kind or ``{kind, <options>}``) replaces the experiment's
+    ``run.executor``; it is not part of the experiment, so a run may resume on another
+    executor (results do not depend on it). ``settings`` (``"dotted.key": value``) are set
+    in the experiment (:func:`codesign.config.with_settings`; the recorded config.yaml holds
+    them). ``log`` receives notes and warnings.
 
     Raises ConfigError/DesignError before anything is created, RunError for an existing
     ``out``, a stale journal or a resume whose experiment, input files or plugins changed,
-    RunInterrupted (journal kept) on Ctrl-C/SIGTERM; any other error (a diverged simulation)
+    RunInterrupted (journal kept) on Ctrl-C/SIGTERM, RunError (journal kept) when the
+    executor's cluster is lost; any other error (a diverged simulation)
     removes the journal, every temporary file and the folders the run created.
     """
-    config = validate_config(load_config(path, quick=quick), registry)
+    config = validate_config(with_settings(load_config(path, quick=quick), settings or {}),
+                             registry)
     out = Path(out)
     journal_dir = _journal_dir_to_use(out, resume=resume, log=log)
     record = _RunRecord(config.to_yaml(), input_files(config),
@@ -96,7 +104,7 @@ def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool =
         _refuse_a_changed_run(journal_dir, record)
     # taken before optimizing: the git state of the code that runs, not of later edits
     environment = run_environment(command=command, experiment_folder=config.base_dir)
-    with build_experiment(config, registry) as experiment, \
+    with build_experiment(config, registry, executor=executor) as experiment, \
             _journal_kept_on_interrupt(journal_dir, record):
         optimized = optimize_experiment(experiment, journal_dir / "evaluations",
                                         progress=progress, log=log)
@@ -167,23 +175,32 @@ def _missing_folders(folder: Path) -> list[Path]:
     return missing
 
 
+def _journaled(journal_dir: Path) -> int:
+    """How many evaluations the journal in ``journal_dir`` holds."""
+    folder = journal_dir / "evaluations"
+    return sum(1 for p in folder.glob("*.npz") if ".tmp" not in p.name) \
+        if folder.exists() else 0
+
+
 @contextlib.contextmanager
 def _journal_kept_on_interrupt(journal_dir: Path, record: _RunRecord) -> Iterator[None]:
     """Create (or reopen) the journal folder holding ``record``; remove it when the block
     ends, except on Ctrl-C/SIGTERM, which becomes RunInterrupted. On an error the folders
-    created for it (the parents of the run directory) are removed too."""
+    created for it (the parents of the run directory) are removed too. A lost executor
+    (:class:`~codesign.executors.ExecutorLostError`: a cluster's scheduler went away) keeps
+    the journal too and becomes a RunError saying so."""
     created = _missing_folders(journal_dir.parent)
     journal_dir.mkdir(parents=True, exist_ok=True)
     record.write(journal_dir)
     try:
         yield
     except KeyboardInterrupt:
-        folder = journal_dir / "evaluations"
-        count = sum(1 for p in folder.glob("*.npz") if ".tmp" not in p.name) \
-            if folder.exists() else 0
-        raise RunInterrupted(f"interrupted; {count} evaluation(s) are journaled in "
-                             f"{str(journal_dir)!r}: rerun the same command with --resume to "
-                             "continue") from None
+        raise RunInterrupted(f"interrupted; {_journaled(journal_dir)} evaluation(s) are "
+                             f"journaled in {str(journal_dir)!r}: rerun the same command with "
+                             "--resume to continue") from None
+    except ExecutorLostError as exc:
+        raise RunError(f"{exc} ({_journaled(journal_dir)} evaluation(s) are journaled in "
+                       f"{str(journal_dir)!r})") from exc
     except BaseException:
         shutil.rmtree(journal_dir, ignore_errors=True)
         for folder in created:

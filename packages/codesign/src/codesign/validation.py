@@ -31,11 +31,11 @@ from .config import (
     source_folder,
     without,
 )
-from .executors import EXECUTOR_KINDS
 from .limits import (
     MAX_BATCH_SIZE,
     MAX_DT,
     MAX_ITERATIONS,
+    MAX_STARTS,
     MAX_UNKNOWN_KEYS_LISTED,
     RUN_RANGES,
     VIDEO_RANGES,
@@ -305,20 +305,48 @@ def _check_run(ck: _Checker, node: Any, *, identification: bool = False) -> dict
     for key in ("checkpoint_every", "workers"):
         value = section.get(key)
         run[key] = None if value is None else sized(key, value)
-    executor = section.get("executor", "inline")
-    if executor not in EXECUTOR_KINDS:
-        ck.error((*path, "executor"), f"unknown executor {bounded_repr(executor)}; available: "
-                                      f"{', '.join(EXECUTOR_KINDS)}")
-    run["executor"] = executor
-    if executor == "inline" and run["workers"] not in (None, 1):
-        ck.error((*path, "workers"), "the inline executor runs one rollout at a time; remove "
-                                     "workers or set executor: process")
+    run["executor"] = _check_executor(ck, section.get("executor", "inline"), run["workers"])
     defaults = {"fps": 30, "width": 480, "height": 360, "every": 1}
     video = ck.mapping(section.get("video"), (*path, "video"), tuple(defaults),
                        what="run.video") or {}
     run["video"] = {key: sized(key, video.get(key, default), VIDEO_RANGES, (*path, "video"))
                     for key, default in defaults.items()}
     return run
+
+
+def _check_executor(ck: _Checker, node: Any, workers: int | None) -> str | dict:
+    """``run.executor``: a kind (``process``, with ``run.workers``) or a mapping ``{kind,
+    <the kind's options>}``, e.g. ``{kind: dask, address: tcp://host:8786, workers: 4}``;
+    resolved as given (a mapping with every option the factory takes, defaults included)."""
+    path = ("run", "executor")
+    available = ck.registry.names("executors", ordered=True)
+    kind = node.get("kind") if isinstance(node, dict) else node
+    if isinstance(node, dict) and "kind" not in node:
+        ck.error(path, f"missing required key 'kind' in run.executor; kinds: "
+                       f"{', '.join(available)}")
+        return dict(node)
+    if not isinstance(kind, str) or kind not in available:
+        where = (*path, "kind") if isinstance(node, dict) else path
+        ck.error(where, f"unknown executor {bounded_repr(kind)}"
+                        f"{suggest(kind, available) if isinstance(kind, str) else ''}; "
+                        f"available: {', '.join(available)}")
+        return node
+    if not isinstance(node, dict):
+        if kind == "inline" and workers not in (None, 1):
+            ck.error(("run", "workers"), "the inline executor runs one rollout at a time; "
+                                         "remove workers or set executor: process")
+        return kind
+    options = {k: v for k, v in node.items() if k != "kind"}
+    if workers is not None:
+        if "workers" in options:
+            ck.error(("run", "workers"), "workers is set both here and in run.executor; keep "
+                                         "one")
+        options["workers"] = workers
+    checked, problems = check_options(ck.registry.get("executors", kind).factory, options,
+                                      what=f"executor {bounded_repr(kind)}")
+    for sub_path, message in problems:
+        ck.error((*path, *sub_path), message)
+    return {"kind": kind, **checked}
 
 
 def _check_controller(ck: _Checker, tree: dict, seed: int) -> dict:
@@ -332,12 +360,15 @@ def _check_controller(ck: _Checker, tree: dict, seed: int) -> dict:
 
 def _check_optimizer(ck: _Checker, tree: dict, seed: int) -> dict:
     optimizer = ck.component(tree.get("optimizer"), ("optimizer",), "optimizers", injected=(),
-                             extra_keys=("iterations",), defaults={"seed": seed}) \
+                             extra_keys=("iterations", "starts"), defaults={"seed": seed}) \
         if "optimizer" in tree else {}
     if isinstance(tree.get("optimizer"), dict):
         optimizer["iterations"] = ck.number(tree["optimizer"].get("iterations", 100),
                                             ("optimizer", "iterations"), integer=True, minimum=1,
                                             maximum=MAX_ITERATIONS)
+        optimizer["starts"] = ck.number(tree["optimizer"].get("starts", 1),
+                                        ("optimizer", "starts"), integer=True, minimum=1,
+                                        maximum=MAX_STARTS)
     return optimizer
 
 

@@ -52,6 +52,9 @@ class MPMSimulator:
                  velocity_courant: float = safety.VELOCITY_COURANT):
         MPMOptions(backend=backend, kernels=kernels, color_by=color_by)  # checks the choices
         self.model = model
+        self._choices = {"backend": backend, "kernels": kernels, "parallel": parallel,
+                         "color_by": color_by, "elastic_courant": elastic_courant,
+                         "velocity_courant": velocity_courant}
         self.xp = get_array_module(backend)
         if kernels == "numba" and self.xp is not np:
             raise ValueError("numba kernels run on the CPU; use kernels='reference' with "
@@ -68,6 +71,11 @@ class MPMSimulator:
         self.color_by = color_by
         self.elastic_courant = elastic_courant
         self.velocity_courant = velocity_courant
+
+    def __reduce__(self):
+        """Pickle the model and the constructor's choices; the array module and kernels are
+        looked up again where it is unpickled (process and Dask executors)."""
+        return functools.partial(type(self), **self._choices), (self.model,)
 
     @property
     def action_size(self) -> int:
