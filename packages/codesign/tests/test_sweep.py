@@ -10,7 +10,7 @@ import pytest
 from plugin_fixture import fixtures_plugin
 
 from codesign.cli import main
-from codesign.config import ConfigError, load_config, with_settings
+from codesign.config import ConfigError, ConfigIssue, issue_at, load_config, with_settings
 from codesign.plugins import get_registry
 from codesign.runs import run_experiment
 from codesign.sweep import grid, parse_setting, plot_sweep, point_name
@@ -48,6 +48,19 @@ def test_settings_land_in_the_experiment_over_the_quick_section():
         with_settings(raw, {"run.steps.x": 1})
 
 
+def test_an_error_at_a_set_key_points_at_the_set_argument_not_the_file_line():
+    raw = with_settings(load_config(fx.SPRING_YAML), {"design.stiffness.init": 50.0,
+                                                      "run.extra.depth": 1})
+    assert issue_at(raw.tree, ("design", "stiffness", "init"), "bad") == \
+        ConfigIssue("--set design.stiffness.init", None, "bad")  # the key is in the file
+    assert issue_at(raw.tree, ("run", "extra", "depth"), "bad") == \
+        ConfigIssue("--set run.extra.depth", None, "bad")  # a mapping the setting created
+    assert issue_at(raw.tree, ("run", "extra"), "bad").path == "--set run.extra"
+    untouched = issue_at(raw.tree, ("design", "stiffness", "lower"), "bad")
+    assert (untouched.path, untouched.line) == ("design.stiffness.lower", 7)
+    assert issue_at(raw.tree, ("run",), "bad").line is not None  # run is in the file
+
+
 @pytest.mark.parametrize("keys", [["a"], ["a", "b"], ["a", "b", "c"]])
 def test_the_sweep_plot_draws_a_curve_a_map_or_bars(tmp_path, keys):
     rows = [{"point": i, **{k: v for k, v in zip(keys, p.values(), strict=False)},
@@ -66,7 +79,7 @@ def test_codesign_sweep_runs_each_point_and_tabulates_them(tmp_path, capsys):
     assert main(args, plugin_manager=manager) == 1  # the points at 50 N/m lie out of bounds
     printed = capsys.readouterr()
     assert "wrote" in printed.out
-    assert "design.stiffness.init (line 7): init 50 lies outside" in printed.out
+    assert "--set design.stiffness.init: init 50 lies outside" in printed.out
     with (out / "summary.csv").open() as table:
         rows = list(csv.DictReader(table))
     assert [r["point"] for r in rows] == ["0", "1", "2", "3"]

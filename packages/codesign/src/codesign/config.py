@@ -408,10 +408,18 @@ def line_of(tree: Any, path: Sequence[str | int]) -> int | None:
     return _located(tree, path)[0]
 
 
+SETTING_ORIGIN = "--set"
+"""The origin :func:`with_settings` gives the values it sets (``codesign sweep --set``)."""
+
+
 def issue_at(tree: Any, path: Sequence[str | int], message: str) -> ConfigIssue:
     """A :class:`ConfigIssue` at ``path`` of ``tree`` with its line; the path starts with
-    ``quick.`` when that line lies in the quick section (merged by :func:`deep_merge`)."""
+    ``quick.`` when that line lies in the quick section (merged by :func:`deep_merge`), and
+    with ``--set `` (no line: the value is not in the file) when :func:`with_settings` set
+    it."""
     line, origin = _located(tree, path)
+    if origin == SETTING_ORIGIN:
+        return ConfigIssue(f"{SETTING_ORIGIN} {format_path(path)}", None, message)
     return ConfigIssue(format_path((origin, *path) if origin else path), line, message)
 
 
@@ -530,21 +538,25 @@ def with_settings(raw: RawConfig, settings: Mapping[str, Any]) -> RawConfig:
         if not all(parts):
             raise ConfigError([ConfigIssue(key, None, "a setting needs a dotted key such as "
                                            "optimizer.options.sigma0")], source=raw.source)
-        override: Any = value
-        for part in reversed(parts):
-            override = {part: override}
-        node = tree
-        for depth, part in enumerate(parts[:-1]):
+        # The set key, and every mapping created on the way to it, lose the file's line:
+        # an error there points at the --set argument (_located), not at the file.
+        node, in_file = tree, []
+        for depth, part in enumerate(parts):
+            in_file.append(isinstance(node, dict) and part in node)
             node = node.get(part) if isinstance(node, dict) else None
-            if node is not None and not isinstance(node, dict):
+            if depth < len(parts) - 1 and node is not None and not isinstance(node, dict):
                 where = ".".join(parts[:depth + 1])
                 raise ConfigError([ConfigIssue(where, line_of(tree, parts[:depth + 1]),
                                                f"cannot set {key}: {where} is not a mapping")],
                                   source=raw.source)
-            if node is None:
-                break
-        tree = deep_merge(tree, override, origin="--set")
-        base = deep_merge(base, override, origin="--set")
+        override: Any = value
+        for depth in reversed(range(len(parts))):
+            set_here = depth == len(parts) - 1 or not in_file[depth]
+            override = _LineMapping({parts[depth]: override},
+                                    lines={parts[depth]: None} if set_here else {},
+                                    origins={parts[depth]: SETTING_ORIGIN} if set_here else {})
+        tree = deep_merge(tree, override, origin=SETTING_ORIGIN)
+        base = deep_merge(base, override, origin=SETTING_ORIGIN)
     return dataclasses.replace(raw, tree=tree, base=base)
 
 
