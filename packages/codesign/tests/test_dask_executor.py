@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from test_executors import points, spring_problem
 from test_identification import DT, FREE, q_observer, recordings
 
 from codesign.dask_executor import DaskExecutor, unpicklable_part
-from codesign.executors import ExecutorError, get_executor, map_batch
+from codesign.executors import ExecutorError, get_executor, map_batch, reporting_tasks, shared
 from codesign.identification import IdentificationProblem
 from codesign.multistart import Solver, run_starts, start_points
 from codesign.optim import CMAES
@@ -154,3 +155,22 @@ def test_starts_run_as_dask_tasks_give_the_inline_results(cluster, tmp_path):
     for got, want in zip(starts(cluster, "dask"), starts(None, "inline"), strict=True):
         assert got.result.history == want.result.history
         np.testing.assert_array_equal(got.result.x, want.result.x)
+
+
+def test_tasks_finishing_on_the_cluster_are_reported_and_a_problem_can_be_released(cluster):
+    problem = spring_problem(cluster)
+    xs = points(problem, 5)
+    reports = []
+    with reporting_tasks(lambda done, total: reports.append((done, total))):
+        got = problem.evaluate_many(xs, grad=False)
+    assert reports == [(done, 5) for done in range(1, 6)]
+    assert [e.loss for e in got] == [e.loss for e in spring_problem().evaluate_many(xs)]
+    handle = shared(cluster, problem)
+    cluster.unshare(problem)
+    for _ in range(200):  # the client lets go of a released future on its event loop
+        if cluster.client.refcount.get(handle.key, 0) == 0:
+            break
+        time.sleep(0.02)
+    assert cluster.client.refcount.get(handle.key, 0) == 0  # the cluster may drop it
+    before = cluster.shared_bytes
+    assert shared(cluster, problem) is not handle and cluster.shared_bytes > before

@@ -11,7 +11,8 @@ import pytest
 from systems import SpringMass
 
 from codesign import Objective, OpenLoopController, Rollout, StateFieldObserver, TrajectoryTracking
-from codesign.executors import InlineExecutor, get_executor, shared
+from codesign.executors import (InlineExecutor, get_executor, map_batch, reporting_tasks, shared,
+                                unshare)
 from codesign.problem import RolloutProblem
 
 
@@ -99,3 +100,38 @@ def test_a_process_pool_ships_a_shared_problem_once_per_worker():
         assert a.loss == b.loss
         np.testing.assert_array_equal(a.grad, b.grad)
     assert not Path(folder).exists()  # removed at shutdown
+
+
+def test_an_unshared_problem_leaves_the_pool_and_its_file_name_is_never_reused():
+    with get_executor("process", max_workers=1) as pool:
+        first, second = spring_problem(pool), spring_problem(pool)
+        handle = shared(pool, first)
+        unshare(pool, first)
+        assert not Path(handle.path).exists()
+        unshare(pool, first)  # forgetting twice is harmless
+        # workers cache what they read by path: a later problem must not take the old name
+        assert shared(pool, second).path != handle.path
+        assert shared(pool, first).path not in (handle.path, shared(pool, second).path)
+        assert second.evaluate_many(points(second, 2))[0].loss == \
+            spring_problem().evaluate(points(second, 2)[0], grad=False).loss
+    unshare(InlineExecutor(), first)  # an executor that shares nothing has nothing to forget
+
+
+def _nested_batch(common, k):
+    """A task that runs a batch of its own (inline) and returns ``common + k``."""
+    return sum(map_batch(None, lambda c, j: j, None, [(0,), (1,)])) + common + k
+
+
+def _add(common, k):
+    return common + k
+
+
+def test_batches_report_each_finished_task_inline_and_on_a_process_pool():
+    reports = []
+    with reporting_tasks(lambda done, total: reports.append((done, total))):
+        assert map_batch(None, _nested_batch, 10, [(k,) for k in range(3)]) == [11, 12, 13]
+        assert reports == [(1, 3), (2, 3), (3, 3)]  # the batches inside tasks do not report
+        with get_executor("process", max_workers=2) as pool:
+            assert map_batch(pool, _add, 10, [(k,) for k in range(5)]) == [10, 11, 12, 13, 14]
+    assert reports[3:] == [(done, 5) for done in range(1, 6)]
+    assert map_batch(None, _add, 0, [(1,)]) == [1] and len(reports) == 8  # outside: silent

@@ -90,3 +90,26 @@ def test_a_stream_without_isatty_counts_as_a_log():
     with progress_display(sink, total=1, desc="x", clock=clock) as shown:
         shown.update(1, 4.0)
     assert sink.parts == ["x: 1/1 it, loss=4, 0.0 s\n"]
+
+
+def test_tasks_of_a_batch_show_in_the_log_lines_and_count_over_batches():
+    stream, clock = io.StringIO(), FakeClock()
+    with progress_display(stream, total=2, desc="vine", clock=clock, interval_s=5.0) as shown:
+        for done in range(1, 5):  # the first batch, before any iteration ended
+            clock.now += 2.0
+            shown.tasks(done, 4)
+        shown.update(1, 0.5)
+        shown.tasks(1, 4)
+    assert (shown.batch, shown.tasks_done) == ((1, 4), 5)
+    assert stream.getvalue().splitlines() == [
+        "vine: 0/2 it, tasks 3/4, 3 done, 6.0 s",
+        "vine: 1/2 it, loss=0.5, tasks 1/4, 5 done, 8.0 s",
+    ]
+
+
+def test_a_terminal_bar_shows_the_tasks_of_the_running_batch():
+    stream = FakeTerminal()
+    with progress_display(stream, total=4, desc="walker") as shown:
+        shown.update(1, 0.5)
+        shown.tasks(7, 32)
+    assert "tasks=7/32, 1 done" in stream.getvalue()

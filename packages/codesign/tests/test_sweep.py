@@ -10,6 +10,8 @@ import pytest
 from plugin_fixture import fixtures_plugin
 
 from codesign.cli import main
+from codesign.executors import InlineExecutor
+from codesign.hookspecs import hookimpl
 from codesign.config import ConfigError, ConfigIssue, issue_at, load_config, with_settings
 from codesign.plugins import get_registry
 from codesign.runs import run_experiment
@@ -111,3 +113,61 @@ def test_an_invalid_point_is_refused_before_anything_runs(tmp_path, capsys):
                  "optimizer.iterations=2,0"], plugin_manager=fx.plugin_manager())
     assert code == 2 and not out.exists()
     assert "at sweep point 1 (001_iterations=0)" in capsys.readouterr().err
+
+
+class _RecordingExecutor(InlineExecutor):
+    """Inline, recording what it was asked to share and to forget, and its shutdown."""
+
+    def __init__(self):
+        super().__init__()
+        self.shared, self.unshared, self.shutdowns = [], [], 0
+
+    def share(self, obj):
+        self.shared.append(id(obj))
+        return obj
+
+    def unshare(self, obj):
+        self.unshared.append(id(obj))
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self.shutdowns += 1
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+class _RecordingExecutors:
+    """A plugin registering the executor kind ``recording``; keeps every one it started."""
+
+    def __init__(self):
+        self.started: list[_RecordingExecutor] = []
+
+    def make(self, *, workers: int | None = None) -> _RecordingExecutor:
+        self.started.append(_RecordingExecutor())
+        return self.started[-1]
+
+    @hookimpl
+    def codesign_register_executors(self, register):
+        register("recording", self.make, description="inline, recording its use (test)")
+
+
+def test_a_sweep_starts_one_executor_for_all_its_points_and_shuts_it_down_at_the_end(
+        tmp_path, capsys):
+    manager, executors = fx.plugin_manager(), _RecordingExecutors()
+    manager.register(executors, name="recording_executors")
+    args = ["sweep", str(fx.SPRING_YAML), "--quick", "--no-progress", "--executor",
+            "recording", "--set", "design.stiffness.init=2.0,3.0,4.0",
+            "--set", "optimizer.starts=2"]
+    assert main([*args, "--out", str(tmp_path / "sweep")], plugin_manager=manager) == 0
+    [executor] = executors.started
+    assert executor.shutdowns == 1
+    # every point shipped its problem (the starts are one batch) and let go of it when done
+    assert len(executor.shared) == 3 and executor.unshared == executor.shared
+
+    # points of different run.workers each need their own executor, still one per setting
+    more = _RecordingExecutors()
+    manager.register(more, name="more_recording_executors")
+    manager.unregister(executors)
+    assert main(["sweep", str(fx.SPRING_YAML), "--quick", "--no-progress", "--out",
+                 str(tmp_path / "workers"), "--set", "run.executor=recording",
+                 "--set", "run.workers=1,2", "--set", "design.stiffness.init=2.0,3.0"],
+                plugin_manager=manager) == 0
+    assert [e.shutdowns for e in more.started] == [1, 1]

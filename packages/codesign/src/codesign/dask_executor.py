@@ -9,9 +9,10 @@ by ``dask worker`` processes (see docs/cluster.md).
 What travels: :meth:`DaskExecutor.share` pickles a problem once, checks that every worker
 can import the modules it needs, and submits it as one task whose result the workers copy
 from each other; each evaluation task then carries only a reference to it, the function
-(by name) and the point. Results come back in submission order. A task whose worker dies
-is rerun by the scheduler elsewhere (the problem task too, if no copy survives), so the
-result is the same; a lost scheduler raises :class:`~codesign.executors.ExecutorLostError`.
+(by name) and the point. Results come back in submission order;
+:meth:`DaskExecutor.as_completed` gives the tasks as they finish (the progress display's
+task count). A task whose worker dies is rerun by the scheduler elsewhere (the problem task
+too, if no copy survives), so the result is the same; a lost scheduler raises :class:`~codesign.executors.ExecutorLostError`.
 
 ``distributed`` is imported only when a dask executor is built, so the core installs and
 runs without it.
@@ -26,7 +27,7 @@ import logging
 import os
 import sys
 import types
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import CancelledError, Executor
 from typing import Annotated, Any
 
@@ -190,6 +191,16 @@ class DaskExecutor(Executor):
         """Schedule ``fn(*args, **kwargs)`` on the cluster (never deduplicated as pure)."""
         return _TaskResult(self.client.submit(fn, *args, pure=False, **kwargs), self.address)
 
+    def as_completed(self, tasks: Iterable[_TaskResult]) -> Iterator[_TaskResult]:
+        """``tasks`` (returned by :meth:`submit`) in the order they finish on the cluster;
+        a task that failed, or was lost with the scheduler, counts as finished (its
+        ``result`` raises)."""
+        from distributed import as_completed
+
+        by_future = {task.future.key: task for task in tasks}
+        for future in as_completed([task.future for task in by_future.values()]):
+            yield by_future[future.key]
+
     def share(self, obj: Any):
         """A handle standing for ``obj`` in ``submit`` arguments; ``obj`` is pickled once
         per executor and copied to each worker once.
@@ -217,6 +228,12 @@ class DaskExecutor(Executor):
         self.shared_bytes += len(payload)
         self._shared[id(obj)] = (obj, future)
         return future
+
+    def unshare(self, obj: Any) -> None:
+        """Release ``obj`` shared with :meth:`share`: the cluster may drop its copies."""
+        known = self._shared.pop(id(obj), None)
+        if known is not None:
+            known[1].release()
 
     def _check_workers_import(self, modules: list[str]) -> None:
         missing = {worker: names for worker, names in

@@ -19,28 +19,34 @@ one by kind. The core registers:
 An executor may offer ``share(obj) -> handle``: a handle that stands for ``obj`` in the
 arguments of ``submit`` and reaches each worker once (Dask: a task the workers copy from
 each other; the process pool: a file each worker reads once), instead of pickling ``obj``
-with every task. :func:`shared` asks for it and falls back to ``obj`` itself;
+with every task, and ``unshare(obj)`` to drop it again (an executor that outlives the
+problem: a sweep's). :func:`shared` asks for it and falls back to ``obj`` itself;
 :func:`map_batch` runs one function over a batch with a shared first argument and returns
 the results in the order of the jobs (never in completion order, so reductions over them
-are the same on every executor).
+are the same on every executor). Within :func:`reporting_tasks`, batches report each task
+that finishes, in completion order, across every worker (the progress display's task count).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import contextvars
 import multiprocessing
 import os
 import pickle
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Annotated, Any
 
 from .options import Range, check_options
 
 __all__ = ["ExecutorError", "ExecutorLostError", "InlineExecutor", "SpawnProcessPoolExecutor",
-           "get_executor", "inline_executor", "map_batch", "process_executor", "shared"]
+           "get_executor", "inline_executor", "map_batch", "map_in_order", "process_executor",
+           "reporting_tasks", "shared", "unshare"]
 
 
 class ExecutorError(RuntimeError):
@@ -127,6 +133,7 @@ class SpawnProcessPoolExecutor(ProcessPoolExecutor):
         self.shared_bytes = 0
         self._folder: str | None = None
         self._shared: dict[int, tuple[Any, _SharedFile]] = {}  # id(obj): (obj kept, handle)
+        self._files = 0  # never reused: workers cache what they read by path
 
     def share(self, obj: Any) -> _SharedFile:
         """A handle standing for ``obj`` in ``submit`` arguments (see the class docstring)."""
@@ -135,13 +142,21 @@ class SpawnProcessPoolExecutor(ProcessPoolExecutor):
             return known[1]
         if self._folder is None:
             self._folder = tempfile.mkdtemp(prefix="codesign-shared-")
-        path = os.path.join(self._folder, f"{len(self._shared)}.pickle")
+        path = os.path.join(self._folder, f"{self._files}.pickle")
+        self._files += 1
         with open(path, "wb") as file:
             pickle.dump(obj, file, protocol=pickle.HIGHEST_PROTOCOL)
         handle = _SharedFile(path)
         self.shared_bytes += os.path.getsize(path)
         self._shared[id(obj)] = (obj, handle)
         return handle
+
+    def unshare(self, obj: Any) -> None:
+        """Forget ``obj`` shared with :meth:`share` and remove its file (no-op if unknown)."""
+        known = self._shared.pop(id(obj), None)
+        if known is not None:
+            with contextlib.suppress(OSError):
+                os.remove(known[1].path)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop the workers and remove the shared objects' files."""
@@ -201,12 +216,78 @@ def shared(executor: Executor | None, obj: Any) -> Any:
     return obj if share is None else share(obj)
 
 
+def unshare(executor: Executor | None, obj: Any) -> None:
+    """Let ``executor`` drop ``obj`` shared with :func:`shared` (its ``unshare``, when it has
+    one), so an executor that outlives a problem does not keep it."""
+    release = getattr(executor, "unshare", None)
+    if release is not None:
+        release(obj)
+
+
+_TASK_PROGRESS: contextvars.ContextVar[Callable[[int, int], None] | None] = \
+    contextvars.ContextVar("codesign_task_progress", default=None)
+"""Where the batch now running reports its finished tasks (:func:`reporting_tasks`)."""
+
+
+@contextlib.contextmanager
+def reporting_tasks(on_done: Callable[[int, int], None]) -> Iterator[None]:
+    """Within the block, every batch run through :func:`map_in_order` (so :func:`map_batch`)
+    calls ``on_done(done, total)`` each time one of its ``total`` tasks finishes, in
+    completion order, on whichever worker. Only the outermost batch reports: a batch run
+    inside one of its tasks in this process (inline) is part of that task."""
+    token = _TASK_PROGRESS.set(on_done)
+    try:
+        yield
+    finally:
+        _TASK_PROGRESS.reset(token)
+
+
+def _completed(executor: Executor, futures: Sequence) -> Iterator:
+    """``futures`` as they complete: the executor's ``as_completed`` when it has one (futures
+    of another kind than :mod:`concurrent.futures`'), else the standard one."""
+    return getattr(executor, "as_completed", concurrent.futures.as_completed)(futures)
+
+
+def map_in_order(executor: Executor | None, function: Callable, common: Any,
+                 jobs: Sequence[tuple]) -> Iterator:
+    """``function(common, *job)`` for each of ``jobs``, yielded in the order of ``jobs`` as soon
+    as it and those before it are done: through ``executor`` when one is set (``common``
+    shipped once, :func:`shared`), else one after the other here. The batch's progress goes
+    to :func:`reporting_tasks` as tasks finish."""
+    on_done = _TASK_PROGRESS.get()
+    if executor is None:
+        for count, job in enumerate(jobs, 1):
+            token = _TASK_PROGRESS.set(None)  # a batch inside this task is part of it
+            try:
+                result = function(common, *job)
+            finally:
+                _TASK_PROGRESS.reset(token)
+            if on_done is not None:
+                on_done(count, len(jobs))
+            yield result
+        return
+    if not jobs:
+        return
+    handle = shared(executor, common)
+    futures = [executor.submit(function, handle, *job) for job in jobs]
+    if on_done is None:
+        for future in futures:
+            yield future.result()
+        return
+    position = {id(future): k for k, future in enumerate(futures)}
+    finished: set[int] = set()
+    following = 0
+    for count, future in enumerate(_completed(executor, futures), 1):
+        on_done(count, len(futures))
+        finished.add(position[id(future)])
+        while following in finished:
+            yield futures[following].result()
+            following += 1
+
+
 def map_batch(executor: Executor | None, function: Callable, common: Any,
               jobs: Sequence[tuple]) -> list:
     """``[function(common, *job) for job in jobs]``, through ``executor`` when one is set,
-    ``common`` shipped once (:func:`shared`); results in the order of ``jobs``."""
-    if executor is None:
-        return [function(common, *job) for job in jobs]
-    handle = shared(executor, common)
-    futures = [executor.submit(function, handle, *job) for job in jobs]
-    return [future.result() for future in futures]
+    ``common`` shipped once (:func:`shared`); results in the order of ``jobs``
+    (:func:`map_in_order`)."""
+    return list(map_in_order(executor, function, common, jobs))

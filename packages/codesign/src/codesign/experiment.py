@@ -25,7 +25,7 @@ from .config import (
     ExperimentConfig,
 )
 from .design import DesignError
-from .executors import get_executor
+from .executors import get_executor, unshare
 from .identification import IdentificationProblem, Recording
 from .optim.adam import Adam
 from .options import accepts_keyword
@@ -53,6 +53,8 @@ class _BuiltExperiment:
         seed: ``run.seed``: draws the extra starting points (and an identification's
             minibatches).
         executor: the executor of batched evaluations, or ``None`` for inline.
+        owns_executor: whether closing shuts ``executor`` down (False for an executor the
+            caller passed in and keeps using: a sweep's, shared by its points).
     """
 
     config: ExperimentConfig
@@ -63,12 +65,18 @@ class _BuiltExperiment:
     starts: int = 1
     seed: int = 0
     executor: Executor | None = None
+    owns_executor: bool = True
 
     def close(self) -> None:
-        """Shut down the executor's workers, if any."""
-        if self.executor is not None:
+        """Shut down the executor's workers if this experiment started them; otherwise let
+        the executor forget this experiment's problem (it stays up for its owner)."""
+        if self.executor is None:
+            return
+        if self.owns_executor:
             self.executor.shutdown(wait=True, cancel_futures=True)
-            self.executor = None
+        else:
+            unshare(self.executor, self.problem)
+        self.executor = None
 
     def __enter__(self):
         return self
@@ -245,14 +253,17 @@ def check_initial_design(problem: RolloutProblem) -> None:
 
 
 def build_experiment(config: ExperimentConfig, registry, *,
-                     executor: str | dict | None = None) -> Experiment | IdentificationExperiment:
+                     executor: str | dict | Executor | None = None
+                     ) -> Experiment | IdentificationExperiment:
     """Construct every component of ``config``; raise ConfigError/DesignError before running.
 
     Each factory receives, of the arguments the run supplies for its kind (listed in
     :mod:`codesign.hookspecs`), those its signature accepts. An identification experiment
     (``config.identification``) becomes an :class:`IdentificationExperiment`. ``executor``
     (a kind or ``{kind, <options>}``, e.g. from ``--executor``) replaces ``run.executor``;
-    the executor is started last, once everything else is built.
+    the executor is started last, once everything else is built. A running
+    :class:`~concurrent.futures.Executor` instance is used as it is and left running when
+    the experiment closes (the caller shuts it down).
     """
     data, run = config.data, config.data["run"]
     builder = _Builder(config, registry)
@@ -270,10 +281,13 @@ def build_experiment(config: ExperimentConfig, registry, *,
     kind, build_parts = (IdentificationExperiment, _identification_parts) \
         if config.identification else (Experiment, _codesign_parts)
     parts = build_parts(builder, simulator, overrides)
-    spec = run["executor"] if executor is None else executor
-    parts["problem"].executor = pool = executor_from_spec(spec, registry, workers=run["workers"])
+    owned = not isinstance(executor, Executor)
+    pool = executor_from_spec(run["executor"] if executor is None else executor, registry,
+                              workers=run["workers"]) if owned else executor
+    parts["problem"].executor = pool
     return kind(config=config, simulator=simulator, iterations=data["optimizer"]["iterations"],
-                starts=data["optimizer"]["starts"], seed=run["seed"], executor=pool, **parts)
+                starts=data["optimizer"]["starts"], seed=run["seed"], executor=pool,
+                owns_executor=owned, **parts)
 
 
 def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, Any]:

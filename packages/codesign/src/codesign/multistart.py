@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .executors import shared
+from .executors import map_in_order
 from .identification import identify
 from .optim.base import Callback, IterationInfo, OptimizeResult
 from .outputs import write_json
@@ -123,18 +123,17 @@ def run_starts(problem, solver: Solver, points: list[np.ndarray], *, executor,
 
     Starts journaled in ``journal_folder`` (``<index>.json``, from a killed run) are not run
     again; ``on_finished(index, run, replayed)`` is called in start order as results arrive.
+    Finished starts are reported as tasks (:func:`codesign.executors.reporting_tasks`).
     """
     journal_folder.mkdir(parents=True, exist_ok=True)
     done = {k: _read(journal_folder / f"{k}.json") for k in range(len(points))}
-    pending = [k for k, run in done.items() if run is None]
-    handle = shared(executor, problem) if executor is not None and pending else problem
-    futures = {k: executor.submit(_run_start, handle, solver, points[k])
-               for k in pending} if executor is not None else {}
+    computed = map_in_order(executor, _run_start, problem,
+                            [(solver, points[k]) for k, run in done.items() if run is None])
     runs = []
-    for k, point in enumerate(points):
+    for k in range(len(points)):
         run, replayed = done[k], done[k] is not None
         if run is None:
-            run = futures[k].result() if k in futures else _run_start(problem, solver, point)
+            run = next(computed)
             _write(journal_folder / f"{k}.json", run)
         on_finished(k, run, replayed)
         runs.append(run)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .executors import shared
+from .executors import map_in_order, reporting_tasks
 from .experiment import Experiment, IdentificationExperiment
 from .multistart import Solver, StartRun, run_starts, start_points
 from .optim.base import Evaluation, IterationInfo, OptimizeResult
@@ -153,11 +153,12 @@ class JournaledFunction:
         xs = [np.asarray(x, dtype=np.float64) for x in xs]
         executor = getattr(self.problem, "executor", None)
         fresh = [i for i, x in enumerate(xs) if self.journal.get(x, grad=grad) is None]
-        problem = shared(executor, self.problem) if executor is not None and fresh else None
-        pending = {} if problem is None else {
-            i: executor.submit(evaluate_point, problem, xs[i], grad) for i in fresh}
-        return [self._answer(x, grad, pending[i].result if i in pending else
-                             functools.partial(self.problem.evaluate, x, grad=grad))
+        computed = map_in_order(executor, evaluate_point, self.problem,
+                                [(xs[i], grad) for i in fresh])
+        answers = {i: self._answer(xs[i], grad, lambda value=value: value)
+                   for i, value in zip(fresh, computed, strict=True)}
+        return [answers[i] if i in answers else
+                self._answer(x, grad, functools.partial(self.problem.evaluate, x, grad=grad))
                 for i, x in enumerate(xs)]
 
     def evaluate_subset(self, x: np.ndarray, indices, *, grad: bool = True) -> Evaluation:
@@ -250,7 +251,8 @@ def optimize_experiment(experiment: Experiment | IdentificationExperiment, journ
         log(f"resuming: {len(function.journal)} evaluation(s) in the journal")
     started = time.perf_counter()
     with progress_display(sys.stderr, total=experiment.iterations, enabled=progress,
-                          desc=Path(experiment.config.source).stem) as display:
+                          desc=Path(experiment.config.source).stem) as display, \
+            reporting_tasks(display.tasks):
         tracker = _Progress(experiment.problem, display)
         result = solver(function, experiment.problem.x0(), tracker)
     wall_time = time.perf_counter() - started
@@ -268,7 +270,8 @@ def _optimize_from_starts(experiment, solver: Solver, journal_folder: Path, *, p
     replayed = replayed_starts = 0
     started = time.perf_counter()
     with progress_display(sys.stderr, total=len(points), enabled=progress,
-                          desc=f"{Path(experiment.config.source).stem} starts") as display:
+                          desc=f"{Path(experiment.config.source).stem} starts") as display, \
+            reporting_tasks(display.tasks):
 
         def finished(index: int, run: StartRun, from_journal: bool) -> None:
             nonlocal replayed, replayed_starts

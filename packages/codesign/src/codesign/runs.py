@@ -26,6 +26,7 @@ import json
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,8 @@ class _RunRecord:
 
 def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool = False,
                    resume: bool = False, progress: bool = True, plugin_manager=None,
-                   command: Sequence[str] | None = None, executor: str | dict | None = None,
+                   command: Sequence[str] | None = None,
+                   executor: str | dict | Executor | None = None,
                    settings: Mapping[str, Any] | None = None,
                    log: Callable[[str], None] = _stderr) -> dict[str, Any]:
     """Run the experiment file ``path`` into the run directory ``out``; return the summary.
@@ -84,7 +86,8 @@ def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool =
     are listed. ``command`` is the command line environment.json records (default
     ``sys.argv``). ``executor`` (a kind or ``{kind, <options>}``) replaces the experiment's
     ``run.executor``; it is not part of the experiment, so a run may resume on another
-    executor (results do not depend on it). ``settings`` (``"dotted.key": value``) are set
+    executor (results do not depend on it); a running ``Executor`` is used and left running
+    (a sweep's, shared by its points). ``settings`` (``"dotted.key": value``) are set
     in the experiment (:func:`codesign.config.with_settings`; the recorded config.yaml holds
     them). ``log`` receives notes and warnings.
 

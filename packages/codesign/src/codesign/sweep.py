@@ -8,7 +8,9 @@ then writes ``DIR/summary.csv`` (one row per point: its values, final loss, iter
 evaluations, wall time, run directory, error) and ``DIR/objective.png`` (the final loss over
 the grid: a curve for one key, a heat map for two, bars per point for more).
 
-Every point is validated before any runs. A point whose design is refused when it is built
+Every point is validated before any runs. The points share one executor (starting a Dask
+LocalCluster costs seconds): it is started when the first point runs and shut down when the
+sweep ends; points whose ``run.executor``/``run.workers`` differ get one each. A point whose design is refused when it is built
 (an init outside its bounds) or whose simulation fails (diverges) is recorded with its
 error and the sweep goes on; anything else stops it, and ``--resume``
 skips the finished points and resumes the interrupted one.
@@ -22,6 +24,7 @@ import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ import yaml
 
 from .config import ConfigError, load_config, with_settings
 from .design import DesignError
+from .experiment import executor_from_spec
 from .outputs import atomic_write, write_text
 from .runs import RunError, run_experiment
 from .simulator import SimulationError
@@ -158,33 +162,74 @@ def run_sweep(path: str | Path, registry, *, assignments: Sequence[tuple[str, li
                        ", delete it, or pass --resume to finish an interrupted sweep")
     points = grid(assignments)
     keys = [key for key, _ in assignments]
+    configs = []
     for index, settings in enumerate(points):
         try:
-            validate_config(with_settings(load_config(path, quick=quick), settings), registry)
+            configs.append(validate_config(with_settings(load_config(path, quick=quick),
+                                                         settings), registry))
         except ConfigError as exc:
             raise ConfigError(exc.errors, source=f"{path} at sweep point {index} "
                                                  f"({point_name(index, settings)})") from None
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for index, settings in enumerate(points):
-        name = point_name(index, settings)
-        row: dict[str, Any] = {"point": index, **settings, "run": name, "error": None}
-        folder = out / name
-        if folder.exists():
-            summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-            log(f"point {index + 1}/{len(points)} {name}: finished before, kept")
-        else:
-            log(f"point {index + 1}/{len(points)} {name}")
-            try:
-                summary = run_experiment(path, registry, out=folder, quick=quick,
-                                         resume=resume, progress=progress,
-                                         plugin_manager=plugin_manager, command=command,
-                                         executor=executor, settings=settings, log=log)
-            except (DesignError, SimulationError, FloatingPointError) as exc:
-                summary, row["error"] = {}, str(exc)
-                log(f"point {index + 1}/{len(points)} {name} failed: {exc}")
-        row.update({key: summary.get(key) for key in SUMMARY_COLUMNS[:4]})
-        rows.append(row)
+    with _SharedExecutors(registry, executor) as executors:
+        rows = [_run_point(path, registry, index, settings, out=out / point_name(index, settings),
+                           count=len(points), executor=lambda c=config: executors.of(c),
+                           quick=quick, resume=resume, progress=progress,
+                           plugin_manager=plugin_manager, command=command, log=log)
+                for index, (settings, config) in enumerate(zip(points, configs, strict=True))]
     write_text(out / "summary.csv", _summary_csv(keys, rows))
     plot_sweep(out / "objective.png", keys, rows, title=f"{Path(path).name}: final loss")
     return rows
+
+
+class _SharedExecutors:
+    """The executors of a sweep, one per distinct (executor, workers) of its points, each
+    started when a point first needs it and shut down when the block ends."""
+
+    def __init__(self, registry, executor: str | dict | None):
+        self.registry, self.executor = registry, executor
+        self.started: dict[str, Executor | None] = {}
+
+    def of(self, config) -> Executor | str:
+        """The running executor for the validated point ``config`` (``"inline"`` for none)."""
+        run = config.data["run"]
+        spec = run["executor"] if self.executor is None else self.executor
+        key = json.dumps([spec, run["workers"]], sort_keys=True, default=str)
+        if key not in self.started:
+            self.started[key] = executor_from_spec(spec, self.registry, workers=run["workers"])
+        pool = self.started[key]
+        return "inline" if pool is None else pool
+
+    def __enter__(self) -> _SharedExecutors:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for pool in self.started.values():
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self.started.clear()
+
+
+def _run_point(path: str | Path, registry, index: int, settings: dict[str, Any], *,
+               out: Path, count: int, executor: Callable[[], Executor | str], quick: bool,
+               resume: bool, progress: bool, plugin_manager, command,
+               log: Callable[[str], None]) -> dict[str, Any]:
+    """Point ``index`` of ``count`` run into ``out`` (kept if it finished before) on the
+    executor ``executor()`` gives; its summary row."""
+    name = out.name
+    row: dict[str, Any] = {"point": index, **settings, "run": name, "error": None}
+    if out.exists():
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        log(f"point {index + 1}/{count} {name}: finished before, kept")
+    else:
+        log(f"point {index + 1}/{count} {name}")
+        try:
+            summary = run_experiment(path, registry, out=out, quick=quick, resume=resume,
+                                     progress=progress, plugin_manager=plugin_manager,
+                                     command=command, executor=executor(), settings=settings,
+                                     log=log)
+        except (DesignError, SimulationError, FloatingPointError) as exc:
+            summary, row["error"] = {}, str(exc)
+            log(f"point {index + 1}/{count} {name} failed: {exc}")
+    row.update({key: summary.get(key) for key in SUMMARY_COLUMNS[:4]})
+    return row
