@@ -11,8 +11,14 @@ import pytest
 from systems import SpringMass
 
 from codesign import Objective, OpenLoopController, Rollout, StateFieldObserver, TrajectoryTracking
-from codesign.executors import (InlineExecutor, get_executor, map_batch, reporting_tasks, shared,
-                                unshare)
+from codesign.executors import (
+    InlineExecutor,
+    get_executor,
+    map_batch,
+    reporting_tasks,
+    shared,
+    unshare,
+)
 from codesign.problem import RolloutProblem
 
 

@@ -10,9 +10,9 @@ import pytest
 from plugin_fixture import fixtures_plugin
 
 from codesign.cli import main
+from codesign.config import ConfigError, ConfigIssue, issue_at, load_config, with_settings
 from codesign.executors import InlineExecutor
 from codesign.hookspecs import hookimpl
-from codesign.config import ConfigError, ConfigIssue, issue_at, load_config, with_settings
 from codesign.plugins import get_registry
 from codesign.runs import run_experiment
 from codesign.sweep import grid, parse_setting, plot_sweep, point_name

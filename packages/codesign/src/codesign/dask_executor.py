@@ -12,7 +12,8 @@ from each other; each evaluation task then carries only a reference to it, the f
 (by name) and the point. Results come back in submission order;
 :meth:`DaskExecutor.as_completed` gives the tasks as they finish (the progress display's
 task count). A task whose worker dies is rerun by the scheduler elsewhere (the problem task
-too, if no copy survives), so the result is the same; a lost scheduler raises :class:`~codesign.executors.ExecutorLostError`.
+too, if no copy survives), so the result is the same; a lost scheduler raises
+:class:`~codesign.executors.ExecutorLostError`.
 
 ``distributed`` is imported only when a dask executor is built, so the core installs and
 runs without it.

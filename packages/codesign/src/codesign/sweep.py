@@ -10,10 +10,10 @@ the grid: a curve for one key, a heat map for two, bars per point for more).
 
 Every point is validated before any runs. The points share one executor (starting a Dask
 LocalCluster costs seconds): it is started when the first point runs and shut down when the
-sweep ends; points whose ``run.executor``/``run.workers`` differ get one each. A point whose design is refused when it is built
-(an init outside its bounds) or whose simulation fails (diverges) is recorded with its
-error and the sweep goes on; anything else stops it, and ``--resume``
-skips the finished points and resumes the interrupted one.
+sweep ends; points whose ``run.executor``/``run.workers`` differ get one each. A point
+whose design is refused when it is built (an init outside its bounds) or whose simulation
+fails (diverges) is recorded with its error and the sweep goes on; anything else stops it,
+and ``--resume`` skips the finished points and resumes the interrupted one.
 """
 
 from __future__ import annotations
