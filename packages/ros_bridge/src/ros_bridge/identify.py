@@ -28,11 +28,8 @@ def identify(experiment: str | Path, *, out: str | Path, design: str | Path,
     manager = None if registry is not None else get_plugin_manager()
     registry = registry or get_registry(manager)
     settings = {} if bag is None else {"identification.recordings.options.path": str(bag)}
-    summary = run_experiment(experiment, registry, out=out, progress=False,
-                             plugin_manager=manager, settings=settings)
-    if "identification" not in summary:
-        raise ValueError(f"{str(experiment)!r} has no identification section; identify fits a "
-                         "model to recordings")
+    run_experiment(experiment, registry, out=out, progress=False, plugin_manager=manager,
+                   settings=settings)
     with np.load(Path(out) / "parameters.npz") as arrays:
         fitted = {k.removeprefix("design."): arrays[k] for k in arrays.files
                   if k.startswith("design.")}
