@@ -12,8 +12,13 @@ from codesign.hookspecs import hookimpl
 from codesign.plugins import get_plugin_manager, get_registry
 from ros_bridge.bags import read_joint_states
 from ros_bridge.images import IMAGE
-from ros_bridge.messages import JOINT_STATE, POLYGON_STAMPED, joint_state_message, \
-    polygon_points, typestore
+from ros_bridge.messages import (
+    JOINT_STATE,
+    POLYGON_STAMPED,
+    joint_state_message,
+    polygon_points,
+    typestore,
+)
 from ros_bridge.nodes.keypoints import KeypointsNode
 from ros_bridge.nodes.recorder import RecorderNode
 from ros_bridge.rclpy_adapter import from_rclpy, rclpy_class, to_rclpy

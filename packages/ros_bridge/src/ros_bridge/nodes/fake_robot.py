@@ -20,8 +20,13 @@ import numpy as np
 from rclpy.node import Node
 
 from ..arm import ArmParameters, rk4_step
-from ..messages import FLOAT64_ARRAY, JOINT_STATE, MessageError, float64_array_values, \
-    joint_state_message
+from ..messages import (
+    FLOAT64_ARRAY,
+    JOINT_STATE,
+    MessageError,
+    float64_array_values,
+    joint_state_message,
+)
 from ..rclpy_adapter import from_rclpy, rclpy_class, to_rclpy
 from ._params import array_parameter
 from ._spin import run_node
