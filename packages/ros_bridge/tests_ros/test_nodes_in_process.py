@@ -21,8 +21,8 @@ GOAL = [-1.2, 0.3]
 
 
 def controller_parameters(**changes):
-    values = {"joints": JOINTS, "urdf": URDF, "stiffness": [60.0, 30.0],
-              "damping": [8.0, 4.0], "goal_q": GOAL, "torque_rate": 2.0,
+    values = {"joints": JOINTS, "urdf": URDF, "stiffness": [30.0, 10.0],
+              "damping": [3.0, 0.5], "goal_q": GOAL, "torque_rate": 2.0,
               "rate": 200.0} | changes
     return [Parameter(k, value=v) for k, v in values.items()]
 

@@ -31,7 +31,7 @@ def start(script, *parameters):
 def test_killing_the_robot_trips_the_controllers_watchdog():
     robot = start("fake_robot", "rate:=200.0", "initial_q:=[-1.5708,0.0]")
     controller = start("impedance_controller", "joints:=[shoulder,elbow]", f"urdf:={URDF}",
-                       "stiffness:=[40.0,20.0]", "damping:=[5.0,2.0]", "goal_q:=[-1.2,0.3]",
+                       "stiffness:=[30.0,10.0]", "damping:=[3.0,0.5]", "goal_q:=[-1.2,0.3]",
                        "rate:=200.0")
     context = rclpy.Context()
     rclpy.init(context=context, domain_id=DOMAIN)
