@@ -24,6 +24,9 @@ experiment may set, and the config validator checks YAML against them.
 - executors (engines that run batches of rollouts): ``factory(*, workers=None, **options) ->
   concurrent.futures.Executor``; an executor may offer ``share(obj)`` to ship an object to
   its workers once (:mod:`codesign.executors`).
+- keypoint extractors (images to keypoints, for live video): ``factory(**options) ->
+  extract``, where ``extract(image)`` takes a BGR ``uint8`` image, shape (height, width, 3),
+  and returns keypoints, shape (n, 2), all NaN when the object is not in the image.
 
 A plugin module declares the hook API versions it supports as ``CODESIGN_API = (low, high)``.
 """
@@ -78,3 +81,8 @@ def codesign_register_examples(register) -> None:
 @hookspec
 def codesign_register_executors(register) -> None:
     """Register executors that run batches: ``register("dask", dask_executor)``."""
+
+
+@hookspec
+def codesign_register_keypoint_extractors(register) -> None:
+    """Register keypoint extractors of images: ``register("vine_centerline", factory)``."""

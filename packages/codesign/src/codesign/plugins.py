@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 COMPONENT_KINDS = ("simulators", "terms", "observers", "controllers", "optimizers",
-                   "recordings", "examples", "executors")
+                   "recordings", "examples", "executors", "keypoint_extractors")
 
 
 class PluginWarning(UserWarning):

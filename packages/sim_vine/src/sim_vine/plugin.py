@@ -1,5 +1,5 @@
 """codesign plugin hooks: the ``vine`` simulator, its observers, terms, the ``vine_video``
-recording source and the examples."""
+recording source, the ``vine_centerline`` keypoint extractor and the examples."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from codesign.hookspecs import hookimpl
 from .fit.video_source import video_recordings
 from .scene import make_simulator
 from .terms import GrowthEffort, KeypointObserver, TipObserver, TipTargetDistance
+from .vision.extractor import vine_centerline_extractor
 
 CODESIGN_API = (1, 1)
 
@@ -53,6 +54,13 @@ def codesign_register_recordings(register):
     register("vine_video", video_recordings,
              description="keypoints extracted from a video of a vine (OpenCV), frames placed "
                          "on the run's control steps")
+
+
+@hookimpl
+def codesign_register_keypoint_extractors(register):
+    register("vine_centerline", vine_centerline_extractor,
+             description="keypoints [m] evenly spaced along the vine's centerline in one "
+                         "image (colour or background segmentation, calibrated)")
 
 
 @hookimpl

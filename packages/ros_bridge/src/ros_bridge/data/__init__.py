@@ -1,0 +1,1 @@
+"""Package data: the fake robot's URDF."""
