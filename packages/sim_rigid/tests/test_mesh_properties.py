@@ -65,8 +65,8 @@ def test_sphere_like_mesh_approaches_the_solid_sphere():
     vertices, faces = icosphere(radius, 4)
     props = mass_properties(vertices + [1.0, 2.0, 3.0], faces, density)
     mass = density * 4 / 3 * np.pi * radius ** 3
-    # the inscribed polyhedron (5120 faces) falls short of the sphere by ~3 (r/R)² of chord
-    # sag: 0.3 % of the mass, 0.5 % of the inertia seen
+    # the inscribed polyhedron (5120 faces) falls short of the sphere: 0.22 % of the mass,
+    # 0.36 % of the inertia seen
     assert props["mass"] == pytest.approx(mass, rel=5e-3)
     np.testing.assert_allclose(props["com"], [1.0, 2.0, 3.0], atol=1e-12)
     np.testing.assert_allclose(props["inertia"], 0.4 * mass * radius ** 2 * np.eye(3),

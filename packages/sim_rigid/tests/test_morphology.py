@@ -49,8 +49,7 @@ def test_rest_parameters_are_the_boxes(finger):
                                [[0, 0, 0.1], [0.02, 0, 0], [0.04, 0, 0], [0.04, 0, 0]],
                                atol=1e-15)
     np.testing.assert_allclose(simulation["link_com"][:, 0], [0.01, 0.02, 0.02, 0.0125])
-    # the pads: 3 x 2 vertices on each moving link's -z face, areas summing to the face's
-    # share of the lumped areas
+    # the pads: 3 x 2 vertices on each moving link's -z face
     assert simulation["contact_point"].shape == (18, 3)
     np.testing.assert_allclose(simulation["contact_point"][:, 2], -0.0075)
     assert np.all(simulation["contact_area"] > 0)
