@@ -10,9 +10,9 @@ from codesign.plugins import get_registry
 from codesign.recordings import RecordingSourceError
 from codesign.validation import validate_config
 from sim_vine.fit.keypoints_source import keypoints_recordings
-from sim_vine.fit.scene_check import SceneMismatchError, check_scene, obstacle_width
+from sim_vine.fit.scene_check import SceneMismatchError, check_scene, contact_spacing
 from sim_vine.model import VineModel
-from sim_vine.obstacles import Circle, Wall, rectangle
+from sim_vine.obstacles import Circle, Wall
 from sim_vine.scene import make_simulator
 from sim_vine.terms import KeypointObserver
 from sim_vine.vision.keypoints import Keypoints
@@ -31,12 +31,6 @@ def _model(*obstacles):
     return VineModel(body_count=10, length=0.2, obstacles=obstacles)
 
 
-def test_obstacle_widths():
-    assert obstacle_width(Circle([0.0, 0.0], 0.01)) == pytest.approx(0.02)
-    assert obstacle_width(Wall([0.0, 0.0], [1.0, 0.0], 0.003)) == pytest.approx(0.003)
-    assert obstacle_width(rectangle([0.0, 0.0], [0.1, 0.02], 0.4)) == pytest.approx(0.02)
-
-
 def test_a_thin_wall_through_the_base_is_an_error():
     with pytest.raises(SceneMismatchError, match=r"obstacle 0 \(wall.*holds the vine's base"):
         check_scene(_model(Wall([0.0, -0.05], [0.0, 0.05], 0.004)), _straight())
@@ -49,17 +43,20 @@ def test_an_obstacle_the_recorded_vine_passes_through_is_an_error():
         check_scene(_model(Circle([0.0, 0.5], 0.05), wall), _straight())
 
 
-def test_a_thin_obstacle_between_contact_points_is_a_warning():
-    # 2 mm thick, its end 4 mm beside the recorded vine: thinner than the 40 mm between
-    # the chain's contact points (every second joint is a pin)
-    thin = Wall([0.1, 0.005], [0.1, 0.1], 0.002)
-    check = check_scene(_model(thin), _straight())
+def test_an_obstacle_touched_between_contact_points_is_a_warning():
+    # every second joint is a pin: contact points 40 mm apart on the 0.2 m, 10-body vine
+    assert contact_spacing(_model(), _straight()) == pytest.approx(0.04)
+    # a thin wall's end 4 mm beside the recorded vine: within 6 mm of it along 9 mm (7.9 mm between the 1 mm samples)
+    peg = Wall([0.1, 0.005], [0.1, 0.1], 0.002)
+    check = check_scene(_model(peg), _straight())
     assert len(check.warnings) == 1
-    assert "obstacle 0 (wall" in check.warnings[0] and "2.0 mm wide" in check.warnings[0]
-    assert "contact: bodies" in check.warnings[0]
-    # a thick obstacle at the same place, or a thin one far away, is fine
-    assert check_scene(_model(Circle([0.1, 0.03], 0.025)), _straight()).warnings == ()
-    assert check_scene(_model(Wall([0.1, 0.2], [0.1, 0.3], 0.002)), _straight()).warnings == ()
+    assert "obstacle 0 (wall" in check.warnings[0] and "along only 7.9 mm" in check.warnings[0]
+    assert "40.0 mm between" in check.warnings[0] and "contact: bodies" in check.warnings[0]
+    # a vine lying along a wall, a tip touching one, an obstacle 10 mm away: no warning
+    along = Wall([0.02, 0.004], [0.19, 0.004], 0.002)
+    at_tip = Wall([0.203, -0.05], [0.203, 0.05], 0.002)
+    away = Circle([0.1, 0.03], 0.02)
+    assert check_scene(_model(along, at_tip, away), _straight()).warnings == ()
 
 
 def _write_csv(path, keypoints, *, scale=1.0):

@@ -188,8 +188,11 @@ def _frame_rate(clock: np.ndarray, kind: str, fps: float | None, where: str
         return (clock - clock[0]) / fps, float(fps), "given"
     if len(clock) < 2:
         raise KeypointsFileError(f"{where} has {len(clock)} frame(s); a fit needs two")
-    interval = float(np.min(np.diff(clock)))
-    estimated = 1.0 / interval
+    # the shortest gap is one frame interval; a least-squares line through the frames' times
+    # against their indices then averages out rounded timestamps
+    index = np.round((clock - clock[0]) / float(np.min(np.diff(clock))))
+    interval = float(np.polyfit(index, clock, 1)[0]) if index[-1] > 0 else 0.0
+    estimated = 1.0 / interval if interval > 0 else float("inf")
     if fps is not None and abs(estimated - fps) > FPS_TOLERANCE * fps:
         raise KeypointsFileError(
             f"{where}: the timestamps are {interval:.6g} s apart ({estimated:.4g} fps) but fps "

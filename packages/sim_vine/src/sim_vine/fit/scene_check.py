@@ -6,10 +6,10 @@ that cannot follow the recording, and both show in the recorded path itself:
 - an obstacle that holds the base, or that the recorded centreline passes through (a thin
   wall drawn across the base, an obstacle shifted onto the vine's path): an error naming the
   obstacle and the frames;
-- an obstacle the recorded vine touches that is thinner than the spacing of the chain's
-  contact points, so that the simulated bodies can cut across it between two points (the
-  model only pushes at the contact points): a warning naming the obstacle, its width and the
-  spacing, with the fix (``contact: bodies`` or more bodies).
+- an obstacle the recorded vine touches along a stretch shorter than the spacing of the
+  chain's contact points (away from the tip), so that the simulated bodies can cut across it
+  between two points (the model only pushes at the contact points): a warning naming the
+  obstacle, the stretch and the spacing, with the fix (``contact: bodies`` or more bodies).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import dataclasses
 import numpy as np
 
 from ..model import VineModel
-from ..obstacles import Circle, Polygon, Wall, signed_distance
+from ..obstacles import Circle, Wall, signed_distance
 from ..vision.keypoints import Keypoints
 
-__all__ = ["SceneCheck", "SceneMismatchError", "check_scene", "contact_spacing", "obstacle_width"]
+__all__ = ["SceneCheck", "SceneMismatchError", "check_scene", "contact_spacing"]
 
 SAMPLE_SPACING = 1e-3
 """Spacing [m] of the points checked along each recorded centreline."""
@@ -50,23 +50,6 @@ def _describe(index: int, obstacle) -> str:
         return (f"obstacle {index} (wall {obstacle.start.tolist()} → {obstacle.end.tolist()}, "
                 f"{obstacle.thickness:g} m thick)")
     return f"obstacle {index} (polygon with vertices {obstacle.vertices.round(4).tolist()})"
-
-
-def obstacle_width(obstacle) -> float:
-    """The obstacle's smallest width across [m]: a circle's diameter, a wall's thickness, a
-    convex polygon's smallest extent over its edge normals."""
-    if isinstance(obstacle, Circle):
-        return 2.0 * obstacle.radius
-    if isinstance(obstacle, Wall):
-        return float(obstacle.thickness)
-    if isinstance(obstacle, Polygon):
-        v = obstacle.vertices
-        edges = np.roll(v, -1, axis=0) - v
-        normals = np.stack([-edges[:, 1], edges[:, 0]], axis=1)
-        normals /= np.linalg.norm(normals, axis=1, keepdims=True)
-        extents = v @ normals.T
-        return float(np.min(extents.max(axis=0) - extents.min(axis=0)))
-    raise TypeError(f"unknown obstacle type {type(obstacle).__name__}")
 
 
 def contact_spacing(model: VineModel, keypoints: Keypoints) -> float:
@@ -98,6 +81,21 @@ def _crosses(distance: np.ndarray, normal: np.ndarray) -> bool:
     return bool(np.any(facing < 0))
 
 
+def _short_touch(distance: np.ndarray, samples: np.ndarray, touch: float, spacing: float
+                 ) -> float | None:
+    """The shortest stretch [m] of a path sampled at ``samples`` (k, 2) that runs within
+    ``touch`` of an obstacle (``distance`` (k,)) and is shorter than ``spacing``, leaving out
+    stretches that end at the tip (a contact point itself); ``None`` if there is none."""
+    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(samples, axis=0), axis=1))])
+    near = np.concatenate([[False], distance < touch, [False]])
+    edges = np.flatnonzero(np.diff(near.astype(np.int8)))
+    lengths = [arc[end - 1] - arc[start] for start, end in zip(edges[::2], edges[1::2],
+                                                                strict=True)
+               if end < len(distance)]
+    short = [length for length in lengths if length < spacing]
+    return min(short) if short else None
+
+
 def _frames(frames: list[int]) -> str:
     shown = ", ".join(str(f) for f in frames[:8])
     return f"frame{'s' if len(frames) > 1 else ''} {shown}{' …' if len(frames) > 8 else ''}"
@@ -117,13 +115,14 @@ def check_scene(model: VineModel, keypoints: Keypoints, *, tolerance: float = 2e
             it; the message names the obstacle, the frames and the fix.
 
     Returns:
-        A :class:`SceneCheck` with warnings about obstacles thinner than the contact points'
-        spacing that the recorded vine touches.
+        A :class:`SceneCheck` with warnings about obstacles the recorded vine touches along
+        less than the contact points' spacing (within 3 × ``tolerance``).
     """
     base = np.asarray(model.base[:2], dtype=np.float64)
     seen = [f for f in range(keypoints.frame_count) if np.all(np.isfinite(keypoints.points[f]))]
     samples = [_dense(np.vstack([base, keypoints.points[f]])) for f in seen]
     spacing = contact_spacing(model, keypoints)
+    touch = max(3.0 * tolerance, SAMPLE_SPACING)
     warnings = []
     for index, obstacle in enumerate(model.obstacles):
         name = _describe(index, obstacle)
@@ -142,12 +141,14 @@ def check_scene(model: VineModel, keypoints: Keypoints, *, tolerance: float = 2e
                 f"{name}: the recorded vine passes through it in {_frames(through)} (up to "
                 f"{1e3 * max(depth):.1f} mm inside, tolerance {1e3 * tolerance:g} mm); the "
                 "obstacle's position or size, or the recording's scale or origin, is wrong")
-        width = obstacle_width(obstacle)
-        touching = [f for f, d in zip(seen, depth, strict=True) if d > -spacing]
-        if touching and width < spacing:
+        runs = [(f, _short_touch(sd, sample, touch, spacing))
+                for f, (sd, _), sample in zip(seen, queries, samples, strict=True)]
+        touching = [f for f, length in runs if length is not None]
+        if touching:
+            shortest = min(length for _, length in runs if length is not None)
             warnings.append(
-                f"{name} is {1e3 * width:.1f} mm wide, less than the {1e3 * spacing:.1f} mm "
-                f"between the chain's contact points, and the recorded vine comes within "
-                f"{1e3 * spacing:.1f} mm of it ({_frames(touching)}): simulated bodies can cut "
-                "across it between two contact points; use contact: bodies or more bodies")
+                f"{name}: the recorded vine touches it along only {1e3 * shortest:.1f} mm "
+                f"({_frames(touching)}), less than the {1e3 * spacing:.1f} mm between the "
+                "chain's contact points, away from the tip: simulated bodies can cut across it "
+                "between two contact points; use contact: bodies or more bodies")
     return SceneCheck(warnings=tuple(warnings))
