@@ -46,7 +46,8 @@ def test_an_obstacle_the_recorded_vine_passes_through_is_an_error():
 def test_an_obstacle_touched_between_contact_points_is_a_warning():
     # every second joint is a pin: contact points 40 mm apart on the 0.2 m, 10-body vine
     assert contact_spacing(_model(), _straight()) == pytest.approx(0.04)
-    # a thin wall's end 4 mm beside the recorded vine: within 6 mm of it along 9 mm (7.9 mm between the 1 mm samples)
+    # a thin wall's end 4 mm beside the recorded vine: within 6 mm of it along 9 mm
+    # (7.9 mm between the first and last 1 mm samples inside)
     peg = Wall([0.1, 0.005], [0.1, 0.1], 0.002)
     check = check_scene(_model(peg), _straight())
     assert len(check.warnings) == 1
@@ -68,7 +69,7 @@ def _write_csv(path, keypoints, *, scale=1.0):
 
 
 def test_the_keypoints_source_checks_file_and_scene(tmp_path):
-    path = _write_csv(tmp_path / "trial.csv", _straight(), scale=1e3)
+    _write_csv(tmp_path / "trial.csv", _straight(), scale=1e3)
     sim = make_simulator(bodies=4, length=0.2)
     measurement = KeypointObserver(simulator=sim, count=5)
     call = dict(simulator=sim, measurement=measurement, dt=1 / 90, substeps=3,

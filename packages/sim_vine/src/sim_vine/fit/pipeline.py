@@ -31,6 +31,7 @@ standard errors (:mod:`~sim_vine.fit.uncertainty`) and writes the bundle
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -176,12 +177,15 @@ def main(argv: list[str] | None = None) -> int:
     stop_file = spec_fit.get("stop_file")
     stop = FitStop(time_limit_s=spec_fit.get("time_limit_s"),
                    stop_file=None if stop_file is None else Path(args.out) / stop_file)
-    stop.on_signals()
+    previous = stop.on_signals()
     try:
         run_recording(args.recording, args.out, video=not args.no_video, stop=stop)
     except ValueError as exc:  # every input error of the pipeline names its fix
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     return 0
 
 

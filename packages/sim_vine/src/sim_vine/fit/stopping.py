@@ -44,11 +44,15 @@ class FitStop:
         """Stop at the end of the current iteration, for ``reason``."""
         self.reason = self.reason or reason
 
-    def on_signals(self, *signals: int) -> None:
-        """Turn the given signals (default SIGINT and SIGTERM) into :meth:`request`."""
+    def on_signals(self, *signals: int) -> dict:
+        """Turn the given signals (default SIGINT and SIGTERM) into :meth:`request`; returns
+        the previous handlers (``signal number -> handler``) to restore with
+        :func:`signal.signal`."""
+        previous = {}
         for number in signals or (signal.SIGINT, signal.SIGTERM):
-            signal.signal(number, lambda n, _frame: self.request(
+            previous[number] = signal.signal(number, lambda n, _frame: self.request(
                 f"received signal {signal.Signals(n).name}"))
+        return previous
 
     def __call__(self, info) -> bool:
         """Whether to stop after the iteration ``info`` (a ``codesign.optim.IterationInfo``)."""
