@@ -88,7 +88,7 @@ def test_standard_errors_and_a_parameter_the_data_cannot_determine():
 
 
 def harder_recording(folder, *, scale_error=0.05, noise_px=0.3, dropped=(7, 15),
-                     metres_per_pixel=0.002, scene_scaled=True, fit=None):
+                     metres_per_pixel=0.002, scene_scaled=True, fit=None, seed=0):
     """A user's recording made from the wall_vertical vine (6 bodies, K 0.03 N m/rad, C
     0.002 N m s/rad, growing 0.3 m/s, 27 frames at 30 fps), written as the pipeline expects:
     ``trial.csv`` in pixels (2 mm/px, ``noise_px`` of Gaussian noise, the ``dropped`` frames
@@ -102,7 +102,7 @@ def harder_recording(folder, *, scale_error=0.05, noise_px=0.3, dropped=(7, 15),
     truth = np.stack([model_keypoints(sim.model, s.body_q, POINTS) for s in states])
     origin = np.array([40.0, 20.0])
     pixels = origin + truth * [1.0, -1.0] / metres_per_pixel
-    pixels += noise_px * np.random.default_rng(0).standard_normal(pixels.shape)
+    pixels += noise_px * np.random.default_rng(seed).standard_normal(pixels.shape)
     kept = [f for f in range(27) if f not in dropped]
     header = "time," + ",".join(f"x{i},y{i}" for i in range(POINTS))
     table = np.column_stack([np.arange(27)[kept] / FPS, pixels[kept].reshape(len(kept), -1)])
