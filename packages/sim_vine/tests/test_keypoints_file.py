@@ -46,6 +46,10 @@ def test_pixels_with_a_scale_from_two_points_a_known_distance_apart(tmp_path):
     np.testing.assert_allclose(read.keypoints.points, points, atol=1e-12)
     with pytest.raises(KeypointsFileError, match="needs scale"):
         read_keypoints_file(path, units="px")
+    # a distance in millimetres where metres are expected
+    with pytest.raises(KeypointsFileError, match="check the scale"):
+        read_keypoints_file(path, units="px", origin_px=origin.tolist(),
+                            scale={**scale, "distance": 1e3 * scale["distance"]})
 
 
 def test_npz_with_a_separate_tip_and_frame_numbers_need_a_given_rate(tmp_path):

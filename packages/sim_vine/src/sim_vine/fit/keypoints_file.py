@@ -227,6 +227,11 @@ def _check_units(points: np.ndarray, units: str, where: str) -> None:
     finite = points[np.all(np.isfinite(points), axis=(1, 2))]
     span = float(np.max(np.ptp(finite.reshape(-1, 2), axis=0)))
     low, high = VINE_SPAN_M
+    if units == "px" and not low <= span <= high:
+        raise KeypointsFileError(
+            f"{where}: with the given scale the points span {span:.4g} m, not a vine recording "
+            f"({1e3 * low:g} mm to {high:g} m); check the scale (metres_per_pixel, or "
+            "scale.distance in metres between scale.pixels)")
     if span > high:
         raise KeypointsFileError(
             f"{where}: the points span {span:.4g} m with units: {units}, more than any vine "

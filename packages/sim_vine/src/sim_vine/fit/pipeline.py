@@ -50,7 +50,7 @@ from .shooting import VideoRecording, fit_shooting, frame_schedule
 from .stopping import FitStop
 from .uncertainty import parameter_errors
 
-__all__ = ["PipelineError", "main", "run_recording"]
+__all__ = ["PipelineError", "load_recording_file", "main", "run_recording"]
 
 SECTIONS = ("keypoints", "scene", "simulator", "growth_rate", "fit", "obstacle_tolerance_mm")
 FIT_OPTIONS = {"free": list, "iterations": int, "time_limit_s": (int, float),
