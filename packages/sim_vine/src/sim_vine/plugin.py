@@ -1,11 +1,13 @@
 """codesign plugin hooks: the ``vine`` simulator, its observers, terms, the ``vine_video``
-recording source, the ``vine_centerline`` keypoint extractor and the examples."""
+recording source, the ``vine_keypoints`` recording source (CSV/NPZ files), the
+``vine_centerline`` keypoint extractor and the examples."""
 
 from __future__ import annotations
 
 from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
+from .fit.keypoints_source import keypoints_recordings
 from .fit.video_source import video_recordings
 from .scene import make_simulator
 from .terms import GrowthEffort, KeypointObserver, TipObserver, TipTargetDistance
@@ -54,6 +56,9 @@ def codesign_register_recordings(register):
     register("vine_video", video_recordings,
              description="keypoints extracted from a video of a vine (OpenCV), frames placed "
                          "on the run's control steps")
+    register("vine_keypoints", keypoints_recordings,
+             description="keypoints of a vine from a CSV/NPZ file (m, mm or px with a measured "
+                         "scale), checked, frames placed on the run's control steps")
 
 
 @hookimpl

@@ -27,7 +27,7 @@ from ..vision.keypoints import Calibration
 from ..vision.video import draw_vine_frame
 from .shooting import simulate_states
 
-__all__ = ["SyntheticVideo", "synthetic_video", "tilted_calibration"]
+__all__ = ["SyntheticVideo", "draw_obstacles", "synthetic_video", "tilted_calibration"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +76,10 @@ def tilted_calibration(view: Sequence[float], *, width: int, height: int,
     return Calibration.from_reference_points(pixels, world)
 
 
-def _draw_obstacles(image: np.ndarray, obstacles, calibration: Calibration,
+def draw_obstacles(image: np.ndarray, obstacles, calibration: Calibration,
                     colour: Sequence[int]) -> None:
+    """Fill every obstacle (circle, polygon, wall) into the BGR ``image`` in place, mapped
+    from metres to pixels through ``calibration``, anti-aliased."""
     scale = 16  # fillPoly's 4 fractional bits
     for obstacle in obstacles:
         if isinstance(obstacle, Circle):
@@ -148,7 +150,7 @@ def synthetic_video(
     states = simulate_states(simulator, design, initial_state=initial_state,
                              growth_rate=growth_rate, frames=frames, substeps=substeps, dt=dt)
     background = np.full((int(height), int(width), 3), background_bgr, np.uint8)
-    _draw_obstacles(background, model.obstacles, calibration, obstacle_bgr)
+    draw_obstacles(background, model.obstacles, calibration, obstacle_bgr)
     rng = np.random.default_rng(seed)
     images, truth = [], []
     for index, state in enumerate(states):

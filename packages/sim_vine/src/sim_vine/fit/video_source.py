@@ -39,7 +39,7 @@ from ..vision.keypoints import Calibration, Keypoints, Segmentation, extract_key
 from ..vision.video import read_frames
 from .start_pose import start_pose_from_keypoints
 
-__all__ = ["video_recordings"]
+__all__ = ["keypoint_recordings", "video_recordings"]
 
 
 def _calibration(spec: dict) -> Calibration:
@@ -162,12 +162,27 @@ def video_recordings(
                                    "there, so trim the video to start with the vine visible")
     if keypoints.missing_frames:
         print(f"vine_video {source.name}: {keypoints.report()}")
+    return keypoint_recordings(simulator=simulator, measurement=measurement,
+                               keypoints=keypoints, dt=dt, substeps=substeps,
+                               growth_rate=growth_rate,
+                               initial_pose_tolerance_mm=initial_pose_tolerance_mm,
+                               name=source.name, truth=truth)
+
+
+def keypoint_recordings(*, simulator, measurement, keypoints: Keypoints, dt: float,
+                        substeps: int, growth_rate: float, initial_pose_tolerance_mm: float,
+                        name: str, truth: dict | None) -> RecordingSet:
+    """One recording from keypoints [m]: frames placed on the run's control steps (NaN rows
+    between and for missing frames), the growth rate [m/s] as the action, the simulator's
+    initial pose checked against the first frame; ``truth`` as in :func:`video_recordings`.
+    Shared by the ``vine_video`` and ``vine_keypoints`` sources."""
+    points = keypoints.point_count
     _check_initial_pose(simulator, measurement, keypoints, initial_pose_tolerance_mm)
     steps = frame_steps(keypoints.times, float(dt) * int(substeps))
     measurements = np.full((int(steps[-1]) + 1, 2 * int(points)), np.nan)
     measurements[steps] = keypoints.points.reshape(keypoints.frame_count, -1)
     actions = np.full((int(steps[-1]), 1), float(growth_rate))
-    recording = Recording(actions, measurements, name=source.name)
+    recording = Recording(actions, measurements, name=name)
     known = None
     if truth:
         design = truth_design(simulator.design_space(), truth)

@@ -1,0 +1,189 @@
+"""A fit's result bundle: the numbers, the errors over time, a plot and an overlay video.
+
+:func:`write_bundle` writes into one folder:
+
+- ``summary.json``: fitted parameters with standard errors and the entries the data cannot
+  determine (:mod:`sim_vine.fit.uncertainty`), the Fisher condition number, the loss as an
+  RMS keypoint distance [mm], tip and shape errors [mm], the optimizer's message passed on
+  whole, iterations, evaluations, why it stopped, time, the reader's notes and the scene
+  check's warnings;
+- ``errors_<i>.csv`` per recording: ``time, tip_error_mm, shape_error_mm`` per frame (empty
+  fields for frames without a measurement);
+- ``paths_<i>.png``: measured (blue) and fitted (red) tip paths and shapes at a few frames
+  over the scene's obstacles;
+- ``overlay_<i>.avi``: every frame with the measured keypoints and the fitted vine.
+
+Shape error: the mean distance [mm] between measured and fitted keypoints of a frame.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..vision.keypoints import Calibration
+from ..vision.video import write_video
+from .shooting import ShootingFit, VideoRecording
+from .synthetic import draw_obstacles
+from .uncertainty import ParameterErrors
+
+__all__ = ["frame_errors_mm", "loss_mm", "write_bundle"]
+
+MEASURED_BGR = (200, 90, 20)
+FITTED_BGR = (30, 30, 220)
+OBSTACLE_BGR = (170, 170, 170)
+
+
+def loss_mm(loss_mm2: float, points: int) -> float:
+    """A shooting fit's loss (mean over frames of squared keypoint distances summed over
+    ``points`` points [mm²]) as the RMS keypoint distance [mm]."""
+    return float(math.sqrt(max(loss_mm2, 0.0) / points))
+
+
+def frame_errors_mm(predicted, measured) -> tuple[np.ndarray, np.ndarray]:
+    """Per frame, the tip distance and the mean keypoint distance [mm] between ``predicted``
+    and ``measured`` keypoints (frames, points, 2) [m]; NaN for unmeasured frames."""
+    distance = 1e3 * np.linalg.norm(np.asarray(predicted) - np.asarray(measured), axis=2)
+    return distance[:, -1], distance.mean(axis=1)
+
+
+def _canvas(model, arrays: Sequence[np.ndarray], *, width: int, height: int
+            ) -> tuple[np.ndarray, Calibration]:
+    """A white image framing the ``arrays`` (…, 2) [m] and the base, with the obstacles."""
+    points = np.concatenate([np.asarray(a, dtype=np.float64).reshape(-1, 2) for a in arrays]
+                            + [np.asarray(model.base[:2])[None]])
+    points = points[np.all(np.isfinite(points), axis=1)]
+    low, high = points.min(axis=0), points.max(axis=0)
+    middle, span = 0.5 * (low + high), np.maximum(high - low, 1e-3) * 1.2
+    mpp = float(max(span[0] / width, span[1] / height))
+    origin = np.array([width / 2 - middle[0] / mpp, height / 2 + middle[1] / mpp])
+    calibration = Calibration.from_scale(mpp, origin)
+    image = np.full((height, width, 3), 255, np.uint8)
+    draw_obstacles(image, model.obstacles, calibration, OBSTACLE_BGR)
+    bar = 10 ** math.floor(math.log10(0.3 * width * mpp))  # a round length ≤ 30 % of the width
+    cv2.line(image, (10, height - 12), (10 + int(round(bar / mpp)), height - 12), (0, 0, 0), 2)
+    cv2.putText(image, f"{100 * bar:g} cm", (12, height - 18), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
+                (0, 0, 0), 1, cv2.LINE_AA)
+    return image, calibration
+
+
+def _polyline(image, calibration: Calibration, points, colour, thickness: int) -> None:
+    points = np.asarray(points, dtype=np.float64)
+    points = points[np.all(np.isfinite(points), axis=1)]
+    if len(points) > 1:
+        pixels = np.round(calibration.to_pixels(points) * 16).astype(np.int32)
+        cv2.polylines(image, [pixels], False, colour, thickness, cv2.LINE_AA, 4)
+
+
+def _legend(image, lines: Sequence[tuple[str, tuple[int, int, int]]]) -> None:
+    for row, (text, colour) in enumerate(lines):
+        cv2.putText(image, text, (10, 18 + 16 * row), cv2.FONT_HERSHEY_SIMPLEX, 0.45, colour,
+                    1, cv2.LINE_AA)
+
+
+def _paths_plot(model, measured, predicted, *, shapes: int = 6) -> np.ndarray:
+    image, calibration = _canvas(model, [measured, predicted], width=800, height=600)
+    for f in np.unique(np.linspace(0, len(measured) - 1, shapes).round().astype(int)):
+        _polyline(image, calibration, measured[f], MEASURED_BGR, 1)
+        _polyline(image, calibration, predicted[f], FITTED_BGR, 1)
+    _polyline(image, calibration, measured[:, -1], MEASURED_BGR, 2)
+    _polyline(image, calibration, predicted[:, -1], FITTED_BGR, 2)
+    _legend(image, [("measured tip path and shapes", MEASURED_BGR),
+                    ("fitted tip path and shapes", FITTED_BGR)])
+    return image
+
+
+def _overlay_frames(model, recording: VideoRecording, predicted, tip_mm):
+    measured = recording.keypoints.points
+    background, calibration = _canvas(model, [measured, predicted], width=640, height=480)
+    for f in range(len(measured)):
+        image = background.copy()
+        _polyline(image, calibration, measured[:f + 1, -1], MEASURED_BGR, 1)
+        _polyline(image, calibration, predicted[:f + 1, -1], FITTED_BGR, 1)
+        _polyline(image, calibration, predicted[f], FITTED_BGR, 3)
+        for point in calibration.to_pixels(measured[f][np.all(np.isfinite(measured[f]), 1)]):
+            cv2.circle(image, tuple(int(round(c)) for c in point), 4, MEASURED_BGR, -1,
+                       cv2.LINE_AA)
+        error = "not measured" if np.isnan(tip_mm[f]) else f"tip error {tip_mm[f]:.2f} mm"
+        _legend(image, [(f"frame {f}  t = {recording.keypoints.times[f]:.3f} s  {error}",
+                         (0, 0, 0)), ("measured keypoints", MEASURED_BGR),
+                        ("fitted vine", FITTED_BGR)])
+        yield image
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
+                 recordings: Sequence[VideoRecording], errors: ParameterErrors,
+                 stop_reason: str | None = None, time_s: float | None = None,
+                 notes: Sequence[str] = (), warnings: Sequence[str] = (),
+                 video: bool = True) -> dict[str, Any]:
+    """Write a fit's result bundle (see the module) into ``folder`` and return the summary.
+
+    Args:
+        folder: created if missing.
+        simulator: the vine simulator the fit used (its model draws the obstacles).
+        fit, recordings: the fit and what it was fitted to.
+        errors: :func:`~sim_vine.fit.uncertainty.parameter_errors` at the fit.
+        stop_reason: why a :class:`~sim_vine.fit.stopping.FitStop` ended the fit, if it did.
+        time_s: the fit's wall-clock time [s].
+        notes, warnings: lines from reading the recording and checking the scene.
+        video: write the overlay videos.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model = simulator.model
+    points = recordings[0].keypoints.point_count
+    per_recording = []
+    for index, (recording, predicted) in enumerate(zip(recordings, fit.predicted,
+                                                       strict=True)):
+        measured = recording.keypoints.points
+        tip_mm, shape_mm = frame_errors_mm(predicted, measured)
+        table = np.column_stack([recording.keypoints.times, tip_mm, shape_mm])
+        np.savetxt(folder / f"errors_{index}.csv", table, delimiter=",", fmt="%.6g",
+                   header="time,tip_error_mm,shape_error_mm", comments="")
+        cv2.imwrite(str(folder / f"paths_{index}.png"), _paths_plot(model, measured, predicted))
+        if video:
+            write_video(_overlay_frames(model, recording, predicted, tip_mm),
+                        folder / f"overlay_{index}.avi",
+                        fps=1.0 / float(np.diff(recording.keypoints.times).mean()))
+        per_recording.append({
+            "name": recording.name, "frames": recording.keypoints.frame_count,
+            "missing_frames": recording.keypoints.missing_frames,
+            "tip_error_mm": fit.tip_error_mm[index],
+            "shape_error_mm": {"mean": float(np.nanmean(shape_mm)),
+                               "max": float(np.nanmax(shape_mm))}})
+    optimization = fit.optimization
+    summary = {
+        "parameters": {
+            name: {"value": float(value), "standard_error": _finite(error),
+                   "relative_error": _finite(error / abs(value)) if value else None,
+                   "determined": name not in errors.undetermined}
+            for name, value, error in zip(errors.names, errors.values, errors.standard_errors,
+                                          strict=True)},
+        "undetermined": errors.undetermined,
+        "fisher_condition_number": _finite(errors.condition_number),
+        "loss_mm": loss_mm(fit.loss, points),
+        "initial_loss_mm": loss_mm(fit.initial_loss, points),
+        "loss_note": "RMS distance between measured and fitted keypoints over measured frames",
+        "residual_rms_mm": errors.residual_rms_mm,
+        "recordings": per_recording,
+        "optimizer": {"message": optimization.message, "converged": optimization.converged,
+                      "iterations": optimization.iterations,
+                      "evaluations": optimization.evaluations, "stop_reason": stop_reason},
+        "time_s": time_s,
+        "start_poses": [{"angles": p.angles.tolist(), "extension": p.extension}
+                        for p in fit.start_poses],
+        "notes": list(notes),
+        "warnings": list(warnings),
+    }
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

@@ -1,0 +1,193 @@
+"""One command from a user's recording to a result bundle.
+
+    python -m sim_vine.fit.pipeline trial.yaml --out results/trial
+
+``trial.yaml`` names the keypoints file, how to read it (units, the scale measured in the
+recording, the frame rate when the file has no times), the scene and the fit::
+
+    keypoints:                      # read by sim_vine.fit.keypoints_file
+      path: trial.csv               # relative to this file's folder
+      units: px
+      scale: {pixels: [[102, 40], [598, 44]], distance: 0.508}   # pegboard holes 0.508 m apart
+      origin_px: [80, 310]          # the pixel of the world origin
+    scene: lab.yaml                 # a vine scene file (obstacles, base, bodies); optional
+    simulator: {bodies: 10, gravity: [0, -9.81]}   # vine options over the scene's; optional
+    growth_rate: 0.1                # commanded growth rate [m/s], a number or one per interval
+    fit:
+      free: [joint.stiffness, joint.damping]
+      iterations: 50
+      time_limit_s: 600             # stop cleanly with the best point so far
+      stop_file: STOP               # ... or when this file appears (relative to --out)
+      fit_start: true               # fit the start pose with the parameters
+      fit_length: true              # and its length (the first frame's, to start with)
+      model_rate: 90                # model steps per second
+
+It reads and checks the file, checks the scene's obstacles against the recorded path, fits
+by shooting (:func:`~sim_vine.fit.shooting.fit_shooting`, tied scalar parameters), computes
+standard errors (:mod:`~sim_vine.fit.uncertainty`) and writes the bundle
+(:mod:`~sim_vine.fit.bundle`). SIGINT and SIGTERM end the fit like the stop file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from codesign.options import suggest
+
+from ..scene import make_simulator
+from .bundle import loss_mm, write_bundle
+from .keypoints_file import read_keypoints_file
+from .scene_check import check_scene
+from .shooting import VideoRecording, fit_shooting, frame_schedule
+from .stopping import FitStop
+from .uncertainty import parameter_errors
+
+__all__ = ["PipelineError", "load_recording_file", "main", "run_recording"]
+
+SECTIONS = ("keypoints", "scene", "simulator", "growth_rate", "fit", "obstacle_tolerance_mm")
+FIT_OPTIONS = {"free": list, "iterations": int, "time_limit_s": (int, float),
+               "stop_file": str, "fit_start": bool, "fit_length": bool,
+               "model_rate": (int, float)}
+
+
+class PipelineError(ValueError):
+    """A recording file (the pipeline's YAML) is malformed; the message names the fix."""
+
+
+def _mapping(value, where: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PipelineError(f"{where} must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def _checked_fit(spec: dict, where: str) -> dict:
+    for key, value in spec.items():
+        if key not in FIT_OPTIONS:
+            raise PipelineError(f"{where}: unknown fit option {key!r}"
+                                f"{suggest(key, list(FIT_OPTIONS))}; known: "
+                                f"{sorted(FIT_OPTIONS)}")
+        kinds = FIT_OPTIONS[key]
+        if isinstance(value, bool) != (kinds is bool) or not isinstance(value, kinds):
+            raise PipelineError(f"{where}: fit.{key} must be {kinds}, got "
+                                f"{type(value).__name__} {value!r}")
+    return spec
+
+
+def load_recording_file(path: str | Path) -> dict[str, Any]:
+    """The pipeline's YAML as a checked mapping (see the module)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"no recording file at {str(path)!r}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise PipelineError(f"{path} is not valid YAML: {exc}") from None
+    data = _mapping(data, str(path))
+    unknown = sorted(set(data) - set(SECTIONS))
+    if unknown:
+        raise PipelineError(f"{path}: unknown section(s) {unknown}"
+                            f"{suggest(unknown[0], list(SECTIONS))}; known: {list(SECTIONS)}")
+    keypoints = _mapping(data.get("keypoints"), f"{path}: keypoints")
+    if "path" not in keypoints:
+        raise PipelineError(f"{path}: keypoints.path is required (the CSV or NPZ file)")
+    data["keypoints"] = keypoints
+    data["simulator"] = _mapping(data.get("simulator"), f"{path}: simulator")
+    data["fit"] = _checked_fit(_mapping(data.get("fit"), f"{path}: fit"), str(path))
+    return data
+
+
+def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
+                  stop: FitStop | None = None) -> dict[str, Any]:
+    """Run a recording file end to end (see the module) and return the bundle's summary.
+
+    Args:
+        path: the pipeline YAML.
+        out: the bundle's folder.
+        video: write the overlay video.
+        stop: a ready :class:`FitStop` (default: from ``fit.time_limit_s`` and
+            ``fit.stop_file``).
+    """
+    path, out = Path(path), Path(out)
+    spec = load_recording_file(path)
+    base_dir = path.parent
+    reading = dict(spec["keypoints"])
+    file = Path(reading.pop("path"))
+    read = read_keypoints_file(file if file.is_absolute() else base_dir / file, **reading)
+    options = {"check_initial_pose": False, **spec["simulator"]}
+    if spec.get("scene") is not None:
+        options.update(scene=str(spec["scene"]), base_dir=str(base_dir))
+    simulator = make_simulator(**options)
+    check = check_scene(simulator.model, read.keypoints,
+                        tolerance=1e-3 * float(spec.get("obstacle_tolerance_mm", 2.0)))
+    for line in (*read.notes, *check.warnings):
+        print(f"{file.name}: {line}")
+    fit_options = dict(spec["fit"])
+    if stop is None:
+        stop_file = fit_options.get("stop_file")
+        stop = FitStop(time_limit_s=fit_options.get("time_limit_s"),
+                       stop_file=None if stop_file is None else out / stop_file)
+    recordings = [VideoRecording(read.keypoints, growth_rate=spec.get("growth_rate", 0.0),
+                                 name=file.name)]
+    model_rate = float(fit_options.get("model_rate", 90.0))
+    started = time.perf_counter()
+    fit = fit_shooting(simulator, recordings,
+                       free=fit_options.get("free", ("joint.stiffness", "joint.damping")),
+                       model_rate=model_rate, fit_start=fit_options.get("fit_start", True),
+                       fit_length=fit_options.get("fit_length", True),
+                       max_iterations=int(fit_options.get("iterations", 50)), callback=stop)
+    elapsed = time.perf_counter() - started
+    schedule = frame_schedule(read.keypoints.times, model_rate=model_rate)
+    errors = parameter_errors(simulator, fit, recordings, schedule=schedule)
+    summary = write_bundle(out, simulator=simulator, fit=fit, recordings=recordings,
+                           errors=errors, stop_reason=stop.reason, time_s=elapsed,
+                           notes=read.notes, warnings=check.warnings, video=video)
+    points = read.keypoints.point_count
+    print(f"{file.name}: loss {loss_mm(fit.initial_loss, points):.3f} → "
+          f"{loss_mm(fit.loss, points):.3f} mm RMS per keypoint, tip MAE "
+          f"{fit.tip_error_mm[0]['mae']:.3f} mm; optimizer: {fit.optimization.message}"
+          + (f"; {stop.reason}" if stop.reason else ""))
+    for name, value, error in zip(errors.names, errors.values, errors.standard_errors,
+                                  strict=True):
+        print(f"  {name} = {value:.6g} ± {error:.2g}"
+              + (f"  (undetermined: {errors.undetermined[name]})"
+                 if name in errors.undetermined else ""))
+    print(f"bundle written to {out}")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: ``python -m sim_vine.fit.pipeline trial.yaml --out DIR``."""
+    parser = argparse.ArgumentParser(prog="python -m sim_vine.fit.pipeline",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("recording", help="the pipeline YAML (keypoints, scene, fit)")
+    parser.add_argument("--out", required=True, help="folder for the result bundle")
+    parser.add_argument("--no-video", action="store_true", help="skip the overlay video")
+    args = parser.parse_args(argv)
+    spec_fit = load_recording_file(args.recording)["fit"]
+    stop_file = spec_fit.get("stop_file")
+    stop = FitStop(time_limit_s=spec_fit.get("time_limit_s"),
+                   stop_file=None if stop_file is None else Path(args.out) / stop_file)
+    previous = stop.on_signals()
+    try:
+        run_recording(args.recording, args.out, video=not args.no_video, stop=stop)
+    except ValueError as exc:  # every input error of the pipeline names its fix
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

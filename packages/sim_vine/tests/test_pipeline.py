@@ -1,0 +1,183 @@
+"""From a user's recording to a result bundle: stopping a fit, standard errors, the bundle,
+and the one-command pipeline on a synthetic recording made harder (pixel noise, missed
+frames, a 5 % scale error)."""
+
+import json
+import os
+import signal
+import types
+
+import numpy as np
+import pytest
+import yaml
+
+from sim_vine.fit.bundle import frame_errors_mm, loss_mm
+from sim_vine.fit.pipeline import PipelineError, load_recording_file, main, run_recording
+from sim_vine.fit.shooting import VideoRecording, fit_shooting, frame_schedule, simulate_states
+from sim_vine.fit.stopping import FitStop
+from sim_vine.fit.uncertainty import keypoint_residuals_mm, parameter_errors
+from sim_vine.kinematics import keypoints as model_keypoints
+from sim_vine.scene import load_scene, make_simulator
+from sim_vine.vision.keypoints import Keypoints
+
+FPS = 30.0
+POINTS = 6
+
+
+def _info(iteration):
+    return types.SimpleNamespace(iteration=iteration)
+
+
+def test_fit_stop_on_time_limit_stop_file_signal_request_and_inner_callback(tmp_path):
+    now = [0.0]
+    stop = FitStop(time_limit_s=10.0, clock=lambda: now[0])
+    assert not stop(_info(1))
+    now[0] = 10.0
+    assert stop(_info(2)) and stop.reason == "time limit of 10 s reached after 2 iteration(s)"
+    stop = FitStop(stop_file=tmp_path / "STOP")
+    assert not stop(_info(1))
+    (tmp_path / "STOP").touch()
+    assert stop(_info(2)) and "stop file" in stop.reason
+    stop = FitStop()
+    previous = stop.on_signals(signal.SIGUSR1)
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)
+    finally:
+        signal.signal(signal.SIGUSR1, previous[signal.SIGUSR1])
+    assert stop(_info(1)) and stop.reason == "received signal SIGUSR1"
+    assert FitStop(callback=lambda info: info.iteration >= 3)(_info(3))
+    with pytest.raises(ValueError, match="time_limit_s must be a positive"):
+        FitStop(time_limit_s=0)
+
+
+def test_loss_and_frame_errors_in_millimetres():
+    assert loss_mm(8.0, 2) == pytest.approx(2.0)
+    measured = np.zeros((3, 2, 2))
+    measured[1] = np.nan
+    predicted = np.zeros((3, 2, 2))
+    predicted[2, 1] = [3e-3, 4e-3]
+    tip, shape = frame_errors_mm(predicted, measured)
+    np.testing.assert_allclose(tip, [0.0, np.nan, 5.0])
+    np.testing.assert_allclose(shape, [0.0, np.nan, 2.5])
+
+
+def test_standard_errors_and_a_parameter_the_data_cannot_determine():
+    # a released cantilever touches nothing: friction does not change the recording
+    sim = make_simulator(bodies=4, length=0.2, initial_angles=0.15, damping=0.0005)
+    design = sim.design_space().defaults()
+    states = simulate_states(sim, design, initial_state=sim.initial_state(design),
+                             growth_rate=0.0, frames=12, substeps=3, dt=1 / 90)
+    rng = np.random.default_rng(0)
+    truth = np.stack([model_keypoints(sim.model, s.body_q, 5) for s in states])
+    noisy = truth + 2e-4 * rng.standard_normal(truth.shape)
+    recording = VideoRecording(Keypoints(np.arange(12) / FPS, noisy), name="cantilever")
+    fit = fit_shooting(sim, [recording], free=("joint.stiffness", "contact.friction"),
+                       max_iterations=15)
+    schedule = frame_schedule(recording.keypoints.times, model_rate=90.0)
+    errors = parameter_errors(sim, fit, [recording], schedule=schedule)
+    assert errors.names == ["joint.stiffness", "contact.friction"]
+    assert set(errors.undetermined) == {"contact.friction"}
+    assert "null direction" in errors.undetermined["contact.friction"]
+    assert np.isinf(errors.standard_errors[1])
+    # stiffness: a small standard error that covers the truth (0.05) within a few sigma
+    assert 0 < errors.standard_errors[0] < 0.01 * errors.values[0]
+    assert abs(errors.values[0] - 0.05) < 5 * errors.standard_errors[0]
+    residuals = keypoint_residuals_mm(fit.predicted, [recording])
+    assert residuals.size == errors.residual_count == 12 * 5 * 2
+    assert errors.residual_rms_mm == pytest.approx(np.sqrt(np.mean(residuals ** 2)))
+
+
+def harder_recording(folder, *, scale_error=0.05, noise_px=0.3, dropped=(7, 15),
+                     metres_per_pixel=0.002, scene_scaled=True, fit=None, seed=0):
+    """A user's recording made from the wall_vertical vine (6 bodies, K 0.03 N m/rad, C
+    0.002 N m s/rad, growing 0.3 m/s, 27 frames at 30 fps), written as the pipeline expects:
+    ``trial.csv`` in pixels (2 mm/px, ``noise_px`` of Gaussian noise, the ``dropped`` frames
+    left out of the file), ``scene.yaml`` and ``trial.yaml`` whose scale is ``scale_error``
+    too large. The user measures the wall in the same (wrong) scale unless ``scene_scaled``
+    is false; the fit starts from K 0.021 and C 0.003 and fits K, C and the growth offset."""
+    sim = make_simulator(scene="wall_vertical", bodies=6, stiffness=0.03)
+    design = sim.design_space().defaults()
+    states = simulate_states(sim, design, initial_state=sim.initial_state(design),
+                             growth_rate=0.3, frames=27, substeps=3, dt=1 / 90)
+    truth = np.stack([model_keypoints(sim.model, s.body_q, POINTS) for s in states])
+    origin = np.array([40.0, 20.0])
+    pixels = origin + truth * [1.0, -1.0] / metres_per_pixel
+    pixels += noise_px * np.random.default_rng(seed).standard_normal(pixels.shape)
+    kept = [f for f in range(27) if f not in dropped]
+    header = "time," + ",".join(f"x{i},y{i}" for i in range(POINTS))
+    table = np.column_stack([np.arange(27)[kept] / FPS, pixels[kept].reshape(len(kept), -1)])
+    np.savetxt(folder / "trial.csv", table, delimiter=",", header=header, comments="",
+               fmt="%.6f")
+    k = 1.0 + scale_error
+    scene = load_scene("wall_vertical")
+    scene.pop("view")
+    if scene_scaled:
+        for wall in scene["obstacles"]:
+            wall["start"] = [k * v for v in wall["start"]]
+            wall["end"] = [k * v for v in wall["end"]]
+    scene.update(bodies=6, length=k * 0.25)
+    (folder / "scene.yaml").write_text(yaml.safe_dump(scene))
+    spec = {"keypoints": {"path": "trial.csv", "units": "px", "origin_px": origin.tolist(),
+                          "scale": {"pixels": [[0, 0], [100, 0]],
+                                    "distance": 100 * metres_per_pixel * k}},
+            "scene": "scene.yaml", "growth_rate": 0.3,
+            "simulator": {"stiffness": 0.021, "damping": 0.003},
+            "fit": {"free": ["joint.stiffness", "joint.damping", "growth.offset"],
+                    "iterations": 60, "stop_file": "STOP", **(fit or {})}}
+    (folder / "trial.yaml").write_text(yaml.safe_dump(spec))
+    return folder / "trial.yaml"
+
+
+def test_one_command_fits_a_harder_synthetic_recording_within_3_mm(tmp_path, capsys):
+    path = harder_recording(tmp_path)
+    out = tmp_path / "out"
+    assert main([str(path), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "frames [7, 15] are missing from the file" in printed
+    assert "frame rate 30 fps (estimated)" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    (recording,) = summary["recordings"]
+    assert recording["missing_frames"] == [7, 15]
+    assert recording["tip_error_mm"]["mae"] <= 3.0
+    assert summary["loss_mm"] < summary["initial_loss_mm"] / 10
+    assert summary["undetermined"] == {}
+    for name in ("joint.stiffness", "joint.damping", "growth.offset"):
+        entry = summary["parameters"][name]
+        assert entry["determined"] and 0 < entry["standard_error"] < abs(entry["value"])
+    assert summary["optimizer"]["message"] and summary["optimizer"]["stop_reason"] is None
+    errors = np.genfromtxt(out / "errors_0.csv", delimiter=",", names=True)
+    assert len(errors) == 27 and np.isnan(errors["tip_error_mm"][[7, 15]]).all()
+    assert (out / "paths_0.png").stat().st_size > 0 and (out / "overlay_0.avi").stat().st_size > 0
+
+
+def test_a_stop_file_ends_the_fit_with_a_bundle_of_the_best_point(tmp_path):
+    path = harder_recording(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "STOP").touch()
+    summary = run_recording(path, out, video=False)
+    optimizer = summary["optimizer"]
+    assert optimizer["iterations"] == 1 and optimizer["message"] == "stopped by callback"
+    assert "stop file" in optimizer["stop_reason"] and "after 1 iteration" in \
+        optimizer["stop_reason"]
+    assert summary["loss_mm"] < summary["initial_loss_mm"]
+    assert not (out / "overlay_0.avi").exists()
+
+
+def test_a_wall_the_recording_passes_through_stops_the_run_naming_it(tmp_path, capsys):
+    # the recording's 5 % scale error, but the wall placed in true metres
+    path = harder_recording(tmp_path, scene_scaled=False)
+    assert main([str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "obstacle 0 (wall" in capsys.readouterr().err
+
+
+def test_recording_file_errors_name_the_fix(tmp_path):
+    path = harder_recording(tmp_path)
+    spec = yaml.safe_load(path.read_text())
+    for change, message in (({"fitt": {}}, r"unknown section\(s\) \['fitt'\]"),
+                            ({"fit": {"iteration": 3}}, "unknown fit option 'iteration'"),
+                            ({"fit": {"iterations": "ten"}}, "fit.iterations must be"),
+                            ({"keypoints": {"units": "px"}}, "keypoints.path is required")):
+        path.write_text(yaml.safe_dump({**spec, **change}))
+        with pytest.raises(PipelineError, match=message):
+            load_recording_file(path)
