@@ -48,6 +48,7 @@ from codesign.tying import Tie, TiedSimulator
 from ..state import VineState
 from ..terms import KeypointObserver
 from ..vision.keypoints import Keypoints, check_point_counts
+from .guarded import FailedEvaluation, GuardedProblem, best_result
 from .start_pose import FixedStart, StartPose, StartPoses, start_pose_from_keypoints
 
 __all__ = [
@@ -198,7 +199,10 @@ class ShootingFit:
         predicted: per recording, simulated keypoints at every frame [m], (frames, n, 2).
         tip_error_mm: per recording, tip errors (see :func:`tip_errors_mm`).
         start_poses: per recording, the start pose (fitted with ``fit_start``).
-        optimization: the optimizer's account (history, iterations, evaluations).
+        optimization: the optimizer's account (history, iterations, evaluations); its
+            message also counts the evaluations whose simulation failed.
+        failed_evaluations: the points where a rollout failed (penalized for the line
+            search, see :mod:`sim_vine.fit.guarded`) with the simulator's messages.
     """
 
     design: dict[str, np.ndarray]
@@ -209,6 +213,7 @@ class ShootingFit:
     tip_error_mm: list[dict[str, float]]
     start_poses: list[StartPose]
     optimization: OptimizeResult
+    failed_evaluations: list[FailedEvaluation] = dataclasses.field(default_factory=list)
 
 
 class _MeanProblem:
@@ -363,11 +368,15 @@ def fit_shooting(
                                 name=recording.name)],
             measurement=KeypointObserver(simulator=wrapped, count=points), free=fitted_names,
             overrides=overrides, substeps=schedule.substeps, dt=schedule.dt))
-    problem = _MeanProblem(problems)
+    problem = GuardedProblem(_MeanProblem(problems))
     x0 = problems[0].x0()
     initial_loss = problem.evaluate(x0, grad=False).loss
+    if problem.failures:
+        raise FitError(f"the fit's starting point cannot be simulated: "
+                       f"{problem.failures[0].message}; start from other values (overrides)")
     optimizer = optimizer or LBFGSB(function_tolerance=1e-12, gradient_tolerance=1e-9)
-    result = optimizer.minimize(problem, x0, max_iterations=max_iterations, callback=callback)
+    result = best_result(optimizer.minimize(problem, x0, max_iterations=max_iterations,
+                                            callback=callback), problem)
     design = problems[0].design(result.x)
     full_design = problems[0].simulator.expand(design)
     fitted = {name: np.asarray(design[name]).copy() for name in free}
@@ -382,4 +391,4 @@ def fit_shooting(
     return ShootingFit(design=full_design, fitted=fitted, loss=float(result.loss),
                        initial_loss=float(initial_loss), predicted=predicted, tip_error_mm=tips,
                        start_poses=[p.simulator.start.pose(design) for p in problems],
-                       optimization=result)
+                       optimization=result, failed_evaluations=list(problem.failures))

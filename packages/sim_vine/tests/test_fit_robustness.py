@@ -1,0 +1,95 @@
+"""Fits that survive real data: failed evaluations, scaling and identifiability."""
+
+import numpy as np
+import pytest
+
+from codesign import SimulationError
+from codesign.optim import LBFGSB, Evaluation
+from sim_vine.fit.guarded import GuardedProblem
+from sim_vine.fit.shooting import FitError, VideoRecording, fit_shooting, frame_schedule, \
+    simulate_keypoints
+from sim_vine.scene import make_simulator
+from sim_vine.vision.keypoints import Keypoints
+
+TRUTH = {"joint.stiffness": 0.05, "joint.damping": 0.0005}
+
+
+def cantilever():
+    return make_simulator(bodies=4, length=0.2, stiffness=0.05, damping=0.0005,
+                          initial_angles=0.15)
+
+
+@pytest.fixture(scope="module")
+def release():
+    """16 frames at 30 fps of the cantilever released from a bent pose (6 keypoints)."""
+    sim = cantilever()
+    times = np.arange(16) / 30.0
+    design = sim.design_space().defaults()
+    points = simulate_keypoints(sim, design, initial_state=sim.initial_state(design),
+                                growth_rate=0.0, schedule=frame_schedule(times, model_rate=90.0),
+                                frames=16, points=6)
+    return VideoRecording(keypoints=Keypoints(times=times, points=points), name="release")
+
+
+class _Quadratic:
+    """(x − 3)² on [−10, 10] whose simulation fails beyond x = 5."""
+
+    size, lower, upper = 1, np.array([-10.0]), np.array([10.0])
+
+    def evaluate(self, x, *, grad=True):
+        if x[0] > 5.0:
+            raise SimulationError(f"step 7: OSQP primal infeasible at x = {x[0]}")
+        return Evaluation(loss=(x[0] - 3.0) ** 2, grad=np.array([2 * (x[0] - 3.0)]))
+
+
+def test_a_failed_point_is_penalized_and_the_best_point_kept():
+    guarded = GuardedProblem(_Quadratic())
+    assert guarded.evaluate(np.array([0.0])).loss == 9.0
+    penalized = guarded.evaluate(np.array([6.0]))
+    assert penalized.loss == 19.0 and np.all(penalized.grad == 0)  # 2 × worst + 1
+    assert len(guarded.failures) == 1 and "primal infeasible" in guarded.failures[0].message
+    assert guarded.best_loss == 9.0
+    # L-BFGS-B's first trial (x = 6) fails; it backtracks and still finds the minimum
+    guarded = GuardedProblem(_Quadratic())
+    result = LBFGSB().minimize(guarded, np.array([0.0]), max_iterations=20)
+    assert guarded.failures and result.converged and result.x[0] == pytest.approx(3.0)
+
+
+def test_an_infeasible_rollout_in_a_line_search_does_not_abort_the_fit(release):
+    sim = cantilever()
+    exact_step = sim.step
+    designs = []
+
+    def step(state, action, design, dt):
+        # the second design the fit tries (its first line-search trial) has no solution,
+        # as a real rollout whose QP is primal infeasible in one step
+        key = tuple(np.round(np.concatenate([design["joint.stiffness"],
+                                             design["joint.damping"]]), 12))
+        if key not in designs:
+            designs.append(key)
+        if designs.index(key) == 1:
+            raise SimulationError("step 3 since initial_state: OSQP status primal infeasible")
+        return exact_step(state, action, design, dt)
+
+    sim.step = step
+    fit = fit_shooting(sim, [release], max_iterations=30,
+                       overrides={"joint.stiffness": {"init": 0.035},
+                                  "joint.damping": {"init": 0.0008}})
+    assert len(fit.failed_evaluations) == 1
+    assert "primal infeasible" in fit.failed_evaluations[0].message
+    assert "1 of" in fit.optimization.message and "failed in the simulation" in \
+        fit.optimization.message
+    for name, truth in TRUTH.items():
+        assert float(np.mean(fit.fitted[name])) == pytest.approx(truth, rel=0.02), name
+    assert fit.loss < fit.initial_loss
+
+
+def test_a_fit_whose_start_cannot_be_simulated_says_so(release):
+    sim = cantilever()
+
+    def step(*args):
+        raise SimulationError("step 0 since initial_state: OSQP status primal infeasible")
+
+    sim.step = step
+    with pytest.raises(FitError, match="starting point cannot be simulated: step 0"):
+        fit_shooting(sim, [release], max_iterations=3)
