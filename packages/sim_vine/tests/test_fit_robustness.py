@@ -6,9 +6,11 @@ import pytest
 from codesign import SimulationError
 from codesign.optim import LBFGSB, Evaluation
 from sim_vine.fit.guarded import GuardedProblem
+from sim_vine.fit.identifiability import identifiability, residual_jacobian
 from sim_vine.fit.shooting import FitError, VideoRecording, fit_shooting, frame_schedule, \
     simulate_keypoints
 from sim_vine.scene import make_simulator
+from sim_vine.state import VineState
 from sim_vine.vision.keypoints import Keypoints
 
 TRUTH = {"joint.stiffness": 0.05, "joint.damping": 0.0005}
@@ -93,3 +95,58 @@ def test_a_fit_whose_start_cannot_be_simulated_says_so(release):
     sim.step = step
     with pytest.raises(FitError, match="starting point cannot be simulated: step 0"):
         fit_shooting(sim, [release], max_iterations=3)
+
+
+def test_identifiability_of_a_linear_least_squares_problem():
+    # r = A x − b: H = AᵀA, covariance σ² H⁻¹ (scaled), errors × scales (physical)
+    a = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    jacobian = residual_jacobian(lambda x: a @ x - 1.0, np.array([0.5, 0.5]),
+                                 lower=[-1, -1], upper=[1, 1])
+    np.testing.assert_allclose(jacobian, a, atol=1e-9)
+    report = identifiability(a, np.zeros(3), names=["p", "q"], values=[4.0, 0.005],
+                             scales=[4.0, 0.02], noise_mm=0.5)
+    covariance = 0.25 * np.linalg.inv(a.T @ a)
+    np.testing.assert_allclose(report.standard_errors,
+                               np.sqrt(np.diag(covariance)) * [4.0, 0.02])
+    assert report.condition_number == pytest.approx(np.linalg.cond(a.T @ a))
+    assert report.undetermined == ["q"]  # p: 4 ± 1.49 (37 %), q: 0.005 ± 0.0047 (94 %)
+    # a parameter the residuals do not see: a singular direction, infinite error
+    blind = identifiability(a * [1.0, 0.0], np.ones(3), names=["p", "q"], values=[10.0, 1.0],
+                            scales=[1.0, 1.0])
+    assert blind.condition_number == np.inf and blind.undetermined == ["q"]
+    assert np.isfinite(blind.standard_errors[0]) and blind.standard_errors[1] == np.inf
+    assert "q = 1 ± inf" in blind.summary() and "NOT DETERMINED" in blind.summary()
+
+
+def test_a_fit_says_damping_is_undetermined_for_a_vine_at_rest():
+    # a vine resting in its equilibrium under gravity: a wrong K makes it move, so K is
+    # determined, but at the fit nothing moves, so no frame depends on the damping
+    sim = make_simulator(bodies=4, length=0.2, stiffness=0.05, damping=0.01,
+                         gravity=[0.0, -9.81])
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    for _ in range(400):
+        state = sim.step(state, np.array([0.0]), design, 0.01)
+    rest = VineState(body_q=state.body_q, body_qd=np.zeros_like(state.body_qd))
+    times = np.arange(16) / 30.0
+    points = simulate_keypoints(sim, design, initial_state=rest, growth_rate=0.0,
+                                schedule=frame_schedule(times, model_rate=90.0), frames=16,
+                                points=6)
+    fit = fit_shooting(sim, [VideoRecording(keypoints=Keypoints(times=times, points=points))],
+                       max_iterations=30, overrides={"joint.stiffness": {"init": 0.04},
+                                                     "joint.damping": {"init": 0.015}})
+    report = fit.identifiability(noise_mm=0.1)
+    assert report.names == ["joint.stiffness", "joint.damping"]
+    assert report.undetermined == ["joint.damping"]
+    assert report.relative_errors[0] < 0.01 and report.relative_errors[1] > 1.0
+    assert report.condition_number > 1e6
+
+
+def test_a_released_vine_determines_stiffness_and_damping(release):
+    fit = fit_shooting(cantilever(), [release], max_iterations=30,
+                       overrides={"joint.stiffness": {"init": 0.035},
+                                  "joint.damping": {"init": 0.0008}})
+    report = fit.identifiability(noise_mm=0.1)
+    assert report.undetermined == []
+    np.testing.assert_allclose(report.values, [np.mean(fit.fitted[n]) for n in TRUTH])
+    assert fit.least_squares.jacobian.shape == (16 * 6 * 2, 2)

@@ -48,6 +48,7 @@ from codesign.tying import Tie, TiedSimulator
 from ..state import VineState
 from ..terms import KeypointObserver
 from ..vision.keypoints import Keypoints, check_point_counts
+from .identifiability import Identifiability, LeastSquaresPoint, residual_jacobian
 from .guarded import FailedEvaluation, GuardedProblem, best_result
 from .start_pose import FixedStart, StartPose, StartPoses, start_pose_from_keypoints
 
@@ -203,6 +204,8 @@ class ShootingFit:
             message also counts the evaluations whose simulation failed.
         failed_evaluations: the points where a rollout failed (penalized for the line
             search, see :mod:`sim_vine.fit.guarded`) with the simulator's messages.
+        least_squares: the keypoint residuals [mm] and their Jacobian in the fitted
+            parameters at the result (:meth:`identifiability` reads them).
     """
 
     design: dict[str, np.ndarray]
@@ -214,6 +217,20 @@ class ShootingFit:
     start_poses: list[StartPose]
     optimization: OptimizeResult
     failed_evaluations: list[FailedEvaluation] = dataclasses.field(default_factory=list)
+    least_squares: LeastSquaresPoint | None = None
+
+    def identifiability(self, *, noise_mm: float | None = None,
+                        relative_limit: float = 0.5) -> Identifiability:
+        """Gauss-Newton conditioning, standard errors and the parameters the data cannot
+        determine at the result (see :mod:`sim_vine.fit.identifiability`).
+
+        Args:
+            noise_mm: keypoint noise σ [mm]; ``None`` estimates it from the residuals.
+            relative_limit: standard error, as a fraction of the value, above which a
+                parameter is reported as undetermined.
+        """
+        return self.least_squares.identifiability(noise_mm=noise_mm,
+                                                  relative_limit=relative_limit)
 
 
 class _MeanProblem:
@@ -269,6 +286,38 @@ def simulate_keypoints(simulator, design, *, initial_state: VineState, growth_ra
                              growth_rate=growth_rate, frames=frames,
                              substeps=schedule.substeps, dt=schedule.dt)
     return np.stack([observer.observe(s, design).reshape(points, 2) for s in states])
+
+
+def _least_squares_point(simulator, recordings, problems, x, *, schedule,
+                         points) -> LeastSquaresPoint:
+    """Keypoint residuals [mm] of every seen frame of every recording at ``x`` and their
+    Jacobian in the scaled parameters (central differences of forward rollouts)."""
+
+    def residuals(x):
+        parts = []
+        for recording, part in zip(recordings, problems, strict=True):
+            design = part.design(x)
+            simulated = simulate_keypoints(
+                simulator, part.simulator.expand(design),
+                initial_state=part.simulator.initial_state(design),
+                growth_rate=recording.growth_table()[:, 0], schedule=schedule,
+                frames=recording.keypoints.frame_count, points=points)
+            seen = np.isfinite(recording.keypoints.points)
+            parts.append(1e3 * (simulated - recording.keypoints.points)[seen])
+        return np.concatenate(parts)
+
+    space = problems[0].free_space
+    names, scales = [], []
+    for p in space:
+        label = p.name.removeprefix("design.")
+        size = int(np.prod(p.shape, dtype=np.int64))
+        names.extend([label] if size == 1 else [f"{label}[{i}]" for i in range(size)])
+        scales.extend(np.broadcast_to(np.asarray(p.scale, dtype=np.float64), p.shape).ravel())
+    scales = np.asarray(scales)
+    jacobian = residual_jacobian(residuals, x, lower=problems[0].lower, upper=problems[0].upper)
+    return LeastSquaresPoint(jacobian=jacobian, residuals=residuals(np.asarray(x, np.float64)),
+                             names=names, values=np.asarray(x, np.float64) * scales,
+                             scales=scales)
 
 
 def tip_errors_mm(predicted, measured) -> dict[str, float]:
@@ -391,4 +440,7 @@ def fit_shooting(
     return ShootingFit(design=full_design, fitted=fitted, loss=float(result.loss),
                        initial_loss=float(initial_loss), predicted=predicted, tip_error_mm=tips,
                        start_poses=[p.simulator.start.pose(design) for p in problems],
-                       optimization=result, failed_evaluations=list(problem.failures))
+                       optimization=result, failed_evaluations=list(problem.failures),
+                       least_squares=_least_squares_point(simulator, recordings, problems,
+                                                          result.x, schedule=schedule,
+                                                          points=points))
