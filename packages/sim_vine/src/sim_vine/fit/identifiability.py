@@ -40,7 +40,8 @@ class Identifiability:
         relative_errors: ``standard_errors / |values|``, shape (n,).
         hessian: H = JᵀJ in the optimizer's scaled parameters [mm² per scaled unit²],
             shape (n, n).
-        condition_number: largest over smallest eigenvalue of H (inf when singular).
+        condition_number: largest over smallest eigenvalue of H (inf when singular): the
+            conditioning the optimizer sees, which the parameters' scales set.
         noise_mm: the keypoint noise σ the errors assume [mm].
         undetermined: the names the data cannot determine (relative error above
             ``relative_limit``, or along a singular direction).
@@ -86,6 +87,29 @@ class LeastSquaresPoint:
         return identifiability(self.jacobian, self.residuals, names=self.names,
                                values=self.values, scales=self.scales, noise_mm=noise_mm,
                                relative_limit=relative_limit)
+
+
+def _variances(jacobian: np.ndarray) -> np.ndarray:
+    """diag((JᵀJ)⁻¹), inf for an entry along a singular direction.
+
+    Singularity is judged on the Jacobi-scaled JᵀJ (unit columns), so that the verdict does
+    not depend on the parameters' scales: badly scaled columns made every direction of the
+    unscaled matrix look singular next to the largest."""
+    norms = np.linalg.norm(jacobian, axis=0)
+    seen = norms > 0
+    variance = np.full(jacobian.shape[1], np.inf)
+    if not seen.any():
+        return variance
+    scaled = jacobian[:, seen] / norms[seen]
+    eigenvalues, vectors = np.linalg.eigh(scaled.T @ scaled)
+    singular = eigenvalues <= SINGULAR_TOLERANCE * eigenvalues[-1]
+    weights = vectors ** 2
+    # variance of entry i: Σ_k v_ik² / λ_k; an entry untouched by a singular direction
+    # (v_ik ≈ 0 there) keeps a finite variance
+    along_singular = np.any((weights > 1e-12) & singular, axis=1)
+    finite = np.sum(weights[:, ~singular] / eigenvalues[~singular], axis=1)
+    variance[seen] = np.where(along_singular, np.inf, finite) / norms[seen] ** 2
+    return variance
 
 
 def residual_jacobian(residuals: Callable[[np.ndarray], np.ndarray], x, *, lower, upper,
@@ -136,22 +160,14 @@ def identifiability(jacobian, residuals, *, names: Sequence[str], values, scales
                              "pass noise_mm")
         noise_mm = float(np.sqrt(residuals @ residuals / (m - n)))
     hessian = jacobian.T @ jacobian
-    eigenvalues, vectors = np.linalg.eigh(hessian)
-    largest = max(float(eigenvalues[-1]), 0.0)
-    singular = eigenvalues <= SINGULAR_TOLERANCE * largest
-    with np.errstate(divide="ignore"):
-        inverse_eigen = np.where(singular, np.inf, 1.0 / np.where(singular, 1.0, eigenvalues))
-    # variance of entry i: σ² Σ_k v_ik² / λ_k; an entry untouched by a singular direction
-    # (v_ik ≈ 0 there) keeps a finite error
-    weights = np.where(vectors ** 2 > 1e-12, vectors ** 2, 0.0)
-    with np.errstate(invalid="ignore"):
-        variance = np.nansum(np.where(weights > 0, weights * inverse_eigen, 0.0), axis=1)
+    eigenvalues = np.linalg.eigvalsh(hessian)
+    condition = float(eigenvalues[-1] / eigenvalues[0]) if eigenvalues[0] > 0 else np.inf
+    variance = _variances(jacobian)
     scales = np.asarray(scales, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
     errors = np.where(np.isinf(variance), np.inf, noise_mm * np.sqrt(variance) * np.abs(scales))
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(values != 0, errors / np.abs(values), np.inf)
-    condition = float(np.inf if singular.any() else eigenvalues[-1] / eigenvalues[0])
     undetermined = [name for name, r, e in zip(names, relative, errors, strict=True)
                     if not np.isfinite(e) or r > relative_limit]
     return Identifiability(names=list(names), values=values, standard_errors=errors,

@@ -63,6 +63,7 @@ __all__ = [
     "simulate_states",
     "simulate_keypoints",
     "tip_errors_mm",
+    "unit_scales",
     "check_gradient",
 ]
 
@@ -257,6 +258,29 @@ class _MeanProblem:
         return [self.evaluate(x, grad=grad) for x in xs]
 
 
+def unit_scales(space, free: Sequence[str],
+                overrides: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """``overrides`` with a ``scale`` for every ``free`` parameter that has none: the mean
+    magnitude of its starting value (its ``init``, else its default in ``space``).
+
+    The optimizer works in ``value / scale``. The design space's scales are the simulator's
+    defaults, which on a real recording can be orders of magnitude from the starting guess
+    (a damping default of 1e-6 N m s/rad and a guess of 8e-4 put the damping at 800 scaled
+    units next to a stiffness near 1); scaled by the guess, every parameter starts at about
+    one. A parameter whose start is zero keeps the space's scale.
+    """
+    result = {name: dict(changes) for name, changes in (overrides or {}).items()}
+    for name in free:
+        changes = result.setdefault(name, {})
+        if "scale" in changes:
+            continue
+        start = np.asarray(changes.get("init", space[name].default_array()), dtype=np.float64)
+        magnitude = float(np.mean(np.abs(start)))
+        if np.isfinite(magnitude) and magnitude > 0:
+            changes["scale"] = magnitude
+    return {name: changes for name, changes in result.items() if changes}
+
+
 def simulate_states(simulator, design, *, initial_state: VineState, growth_rate, frames: int,
                     substeps: int, dt: float) -> list[VineState]:
     """The states of a run at every frame, open loop from ``initial_state`` whatever the design.
@@ -365,7 +389,8 @@ def fit_shooting(
         per_joint: the free per-pin parameters fitted per joint; the others in ``free`` are
             fitted as one scalar for every pin (the paper's choice).
         overrides: ``name -> {init, lower, upper, scale}``; for tied parameters these are
-            scalars.
+            scalars. A free parameter's scale defaults to its starting value's magnitude
+            (:func:`unit_scales`).
         model_rate: model steps per second [Hz]; see :func:`frame_schedule`.
         fit_length: fit each recording's initial vine length too (see
             :func:`sim_vine.fit.start_pose.start_pose_from_keypoints`).
@@ -399,6 +424,8 @@ def fit_shooting(
     if stray:
         raise FitError(f"per_joint names {stray} are not in free {free}")
     ties = [Tie(name) for name in free if name not in per_joint and space[name].shape != ()]
+    overrides = unit_scales(TiedSimulator(simulator, ties=ties).design_space(), free,
+                            overrides)
     starts = [start_pose_from_keypoints(simulator.model, r.keypoints.points[0],
                                         fit_length=fit_length) for r in recordings]
     fitted_names = list(free)
