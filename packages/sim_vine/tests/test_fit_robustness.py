@@ -7,8 +7,14 @@ from codesign import SimulationError
 from codesign.optim import LBFGSB, Evaluation
 from sim_vine.fit.guarded import GuardedProblem
 from sim_vine.fit.identifiability import identifiability, residual_jacobian
-from sim_vine.fit.shooting import FitError, VideoRecording, fit_shooting, frame_schedule, \
-    simulate_keypoints, unit_scales
+from sim_vine.fit.shooting import (
+    FitError,
+    VideoRecording,
+    fit_shooting,
+    frame_schedule,
+    simulate_keypoints,
+    unit_scales,
+)
 from sim_vine.scene import make_simulator
 from sim_vine.state import VineState
 from sim_vine.vision.keypoints import Keypoints
@@ -184,3 +190,13 @@ def test_a_fit_from_far_off_defaults_converges_and_is_better_conditioned(release
         assert float(np.mean(scaled.fitted[name])) == pytest.approx(truth, rel=0.02), name
     assert scaled.identifiability().condition_number \
         < 1e-3 * by_defaults.identifiability().condition_number
+
+
+def test_the_joint_estimation_refuses_growing_masses(release):
+    from sim_vine.fit.estimation import EstimationError, casadi_available, estimate
+
+    if not casadi_available():
+        pytest.skip("joint estimation needs casadi (sim_vine[fit])")
+    sim = make_simulator(bodies=4, length=0.2, linear_density=0.05, initial_angles=0.15)
+    with pytest.raises(EstimationError, match="linear_density"):
+        estimate(sim, release)

@@ -48,8 +48,8 @@ from codesign.tying import Tie, TiedSimulator
 from ..state import VineState
 from ..terms import KeypointObserver
 from ..vision.keypoints import Keypoints, check_point_counts
-from .identifiability import Identifiability, LeastSquaresPoint, residual_jacobian
 from .guarded import FailedEvaluation, GuardedProblem, best_result
+from .identifiability import Identifiability, LeastSquaresPoint, residual_jacobian
 from .start_pose import FixedStart, StartPose, StartPoses, start_pose_from_keypoints
 
 __all__ = [
