@@ -32,8 +32,8 @@ class ModelError(ValueError):
     """A vine model option is out of range or has the wrong shape."""
 
 
-_DECLARED = ("length", "total_mass", "gyration_radius", "stiffness", "damping", "friction",
-             "growth")
+_DECLARED = ("length", "total_mass", "linear_density", "gyration_radius", "stiffness", "damping",
+             "friction", "growth")
 """Fields that are options of :class:`VineOptions` by the same name: their bounds and
 choices are checked as declared there."""
 
@@ -55,6 +55,9 @@ class VineModel:
         body_count: number of rigid bodies N ≥ 1.
         length: initial length of the straight vine [m]; each body is ``length / N`` long.
         total_mass: mass of the whole vine [kg], the default of the per-body masses.
+        linear_density: mass per length [kg/m]; when set, body masses grow with the
+            everted length (:mod:`sim_vine.everted_mass`) and ``total_mass`` is not used;
+            ``None`` keeps fixed masses.
         gyration_radius: radius of gyration of each body [m] (inertia = mass · r²);
             ``None`` means a slender rod, ``body_length / √12``.
         base: base pose ``(x [m], y [m], angle [rad])``; the vine starts along ``angle``.
@@ -78,6 +81,7 @@ class VineModel:
     body_count: int = _DEFAULT.bodies
     length: float = _DEFAULT.length
     total_mass: float = _DEFAULT.total_mass
+    linear_density: float | None = _DEFAULT.linear_density
     gyration_radius: float | None = _DEFAULT.gyration_radius
     base: Sequence[float] = tuple(_DEFAULT.base)
     stiffness: Any = _DEFAULT.stiffness
@@ -95,8 +99,9 @@ class VineModel:
         """The model the options describe (its ``obstacles`` as YAML mappings)."""
         o = options
         return cls(body_count=o.bodies, length=o.length, total_mass=o.total_mass,
-                   gyration_radius=o.gyration_radius, base=o.base, stiffness=o.stiffness,
-                   damping=o.damping, friction=o.friction, gravity=o.gravity, growth=o.growth,
+                   linear_density=o.linear_density, gyration_radius=o.gyration_radius,
+                   base=o.base, stiffness=o.stiffness, damping=o.damping,
+                   friction=o.friction, gravity=o.gravity, growth=o.growth,
                    contact=o.contact, initial_angles=o.initial_angles,
                    obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
                    implicit_springs=o.implicit_springs)
@@ -112,8 +117,9 @@ class VineModel:
         object.__setattr__(self, "body_count", int(self.body_count))
         for name in ("length", "total_mass", "friction"):
             object.__setattr__(self, name, float(getattr(self, name)))
-        if self.gyration_radius is not None:
-            object.__setattr__(self, "gyration_radius", float(self.gyration_radius))
+        for name in ("gyration_radius", "linear_density"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, float(getattr(self, name)))
         base = np.asarray(self.base, dtype=np.float64)
         if base.shape != (3,) or not np.all(np.isfinite(base)):
             raise ModelError(f"base must be (x, y, angle), got {self.base!r}")
@@ -149,6 +155,15 @@ class VineModel:
     def half_length(self) -> float:
         """Distance d from a body's centre of mass to its ends [m]."""
         return 0.5 * self.body_length
+
+    @property
+    def body_mass(self) -> float:
+        """Default design mass of each body [kg]: ``linear_density`` × body length (the
+        mass of the body's own length, before it carries everted material), else
+        ``total_mass / N``."""
+        if self.linear_density is not None:
+            return self.linear_density * self.body_length
+        return self.total_mass / self.body_count
 
     @property
     def gyration(self) -> float:

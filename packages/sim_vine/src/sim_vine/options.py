@@ -29,6 +29,11 @@ class VineOptions(Options):
     length: float = option(0.2, unit="m", lower=1e-9, doc="initial vine length")
     total_mass: float = option(0.01, unit="kg", lower=1e-12,
                                doc="vine mass, split equally over the bodies")
+    linear_density: float | None = option(
+        None, unit="kg/m", lower=1e-12,
+        doc="vine mass per length: the material that everts joins the pair's distal body, so "
+            "body masses (and inertias m r²) grow with the everted length; unset: fixed "
+            "masses from total_mass")
     gyration_radius: float | None = option(
         None, unit="m", lower=1e-12, doc="body radius of gyration (a slender rod's when unset)")
     base: list[float] = option([0.0, 0.0, 0.0], doc="base pose [x m, y m, angle rad]")

@@ -21,6 +21,7 @@ from . import safety
 from . import step as vine_step
 from ._kernels import model_arrays
 from .constraints import row_layout
+from .everted_mass import everted_masses, everted_masses_vjp
 from .kinematics import tip_position
 from .model import VineModel
 from .options import VineOptions
@@ -85,7 +86,7 @@ class VineSimulator:
 
     def _build_design_space(self) -> DesignSpace:
         m = self.model
-        body_mass = m.total_mass / m.body_count
+        body_mass = m.body_mass
         return DesignSpace([
             VineOptions.parameter("stiffness", name="joint.stiffness", shape=(m.pin_count,),
                                   default=m.stiffness, entity="pin",
@@ -179,6 +180,7 @@ class VineSimulator:
         rate = safety.check_step_inputs(self.model, state, action, dt, offset=offset)
         q = np.asarray(state.body_q, dtype=np.float64)
         v = np.asarray(state.body_qd, dtype=np.float64)
+        params = self._step_masses(params, q)
         try:
             q_next, v_next, _, _ = vine_step.step(self.arrays, self.layout, self.qp, q, v, rate,
                                                   params, dt)
@@ -198,20 +200,30 @@ class VineSimulator:
         q = np.asarray(state.body_q, dtype=np.float64)
         try:
             grad = vine_step.step_vjp(self.arrays, self.layout, self.qp, q,
-                                      np.asarray(state.body_qd, dtype=np.float64), rate, params,
-                                      dt, g_q, g_v)
+                                      np.asarray(state.body_qd, dtype=np.float64), rate,
+                                      self._step_masses(params, q), dt, g_q, g_v)
         except QPError as exc:
             raise SimulationError(
                 f"{self._where(state, q, rate, dt, ' (its gradient, in the reverse sweep)')}: "
                 f"{exc}") from exc
+        g_mass, g_state_q = grad.mass, grad.q
+        if self.model.linear_density is not None:
+            g_mass, g_q_masses = everted_masses_vjp(self.model, params.mass, q, grad.mass)
+            g_state_q = g_state_q + g_q_masses
         g_design = {
             "joint.stiffness": grad.stiffness,
             "joint.damping": grad.damping,
             "contact.friction": np.asarray(grad.friction),
-            "body.mass": grad.mass,
+            "body.mass": g_mass,
             "growth.offset": np.asarray(grad.rate),
         }
-        return VineState(body_q=grad.q, body_qd=grad.v), np.array([grad.rate]), g_design
+        return VineState(body_q=g_state_q, body_qd=grad.v), np.array([grad.rate]), g_design
+
+    def _step_masses(self, params: vine_step.StepParameters, q) -> vine_step.StepParameters:
+        """``params`` with the masses at poses ``q`` when they grow with the everted length."""
+        if self.model.linear_density is None:
+            return params
+        return dataclasses.replace(params, mass=everted_masses(self.model, params.mass, q))
 
     # -- optional hooks -----------------------------------------------------------------
 

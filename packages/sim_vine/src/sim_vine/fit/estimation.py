@@ -308,6 +308,11 @@ def estimate(
         raise EstimationError(f"trust must be a positive number, got {trust}")
     if int(contact_rounds) < 0:
         raise EstimationError(f"contact_rounds must be >= 0, got {contact_rounds}")
+    if model.linear_density is not None:
+        raise EstimationError(
+            "the joint estimation models fixed body masses; the simulator's masses grow with "
+            "the everted length (linear_density): fit it by shooting (fit_shooting), or build "
+            "the simulator with total_mass instead")
     keypoints = recording.keypoints
     schedule = frame_schedule(keypoints.times, model_rate=model_rate)
     steps = (keypoints.frame_count - 1) * schedule.substeps

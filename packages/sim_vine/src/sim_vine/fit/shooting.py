@@ -48,6 +48,8 @@ from codesign.tying import Tie, TiedSimulator
 from ..state import VineState
 from ..terms import KeypointObserver
 from ..vision.keypoints import Keypoints, check_point_counts
+from .guarded import FailedEvaluation, GuardedProblem, best_result
+from .identifiability import Identifiability, LeastSquaresPoint, residual_jacobian
 from .start_pose import FixedStart, StartPose, StartPoses, start_pose_from_keypoints
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "simulate_states",
     "simulate_keypoints",
     "tip_errors_mm",
+    "unit_scales",
     "check_gradient",
 ]
 
@@ -198,7 +201,12 @@ class ShootingFit:
         predicted: per recording, simulated keypoints at every frame [m], (frames, n, 2).
         tip_error_mm: per recording, tip errors (see :func:`tip_errors_mm`).
         start_poses: per recording, the start pose (fitted with ``fit_start``).
-        optimization: the optimizer's account (history, iterations, evaluations).
+        optimization: the optimizer's account (history, iterations, evaluations); its
+            message also counts the evaluations whose simulation failed.
+        failed_evaluations: the points where a rollout failed (penalized for the line
+            search, see :mod:`sim_vine.fit.guarded`) with the simulator's messages.
+        least_squares: the keypoint residuals [mm] and their Jacobian in the fitted
+            parameters at the result (:meth:`identifiability` reads them).
     """
 
     design: dict[str, np.ndarray]
@@ -209,6 +217,21 @@ class ShootingFit:
     tip_error_mm: list[dict[str, float]]
     start_poses: list[StartPose]
     optimization: OptimizeResult
+    failed_evaluations: list[FailedEvaluation] = dataclasses.field(default_factory=list)
+    least_squares: LeastSquaresPoint | None = None
+
+    def identifiability(self, *, noise_mm: float | None = None,
+                        relative_limit: float = 0.5) -> Identifiability:
+        """Gauss-Newton conditioning, standard errors and the parameters the data cannot
+        determine at the result (see :mod:`sim_vine.fit.identifiability`).
+
+        Args:
+            noise_mm: keypoint noise σ [mm]; ``None`` estimates it from the residuals.
+            relative_limit: standard error, as a fraction of the value, above which a
+                parameter is reported as undetermined.
+        """
+        return self.least_squares.identifiability(noise_mm=noise_mm,
+                                                  relative_limit=relative_limit)
 
 
 class _MeanProblem:
@@ -233,6 +256,29 @@ class _MeanProblem:
 
     def evaluate_many(self, xs, *, grad: bool = False):
         return [self.evaluate(x, grad=grad) for x in xs]
+
+
+def unit_scales(space, free: Sequence[str],
+                overrides: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """``overrides`` with a ``scale`` for every ``free`` parameter that has none: the mean
+    magnitude of its starting value (its ``init``, else its default in ``space``).
+
+    The optimizer works in ``value / scale``. The design space's scales are the simulator's
+    defaults, which on a real recording can be orders of magnitude from the starting guess
+    (a damping default of 1e-6 N m s/rad and a guess of 8e-4 put the damping at 800 scaled
+    units next to a stiffness near 1); scaled by the guess, every parameter starts at about
+    one. A parameter whose start is zero keeps the space's scale.
+    """
+    result = {name: dict(changes) for name, changes in (overrides or {}).items()}
+    for name in free:
+        changes = result.setdefault(name, {})
+        if "scale" in changes:
+            continue
+        start = np.asarray(changes.get("init", space[name].default_array()), dtype=np.float64)
+        magnitude = float(np.mean(np.abs(start)))
+        if np.isfinite(magnitude) and magnitude > 0:
+            changes["scale"] = magnitude
+    return {name: changes for name, changes in result.items() if changes}
 
 
 def simulate_states(simulator, design, *, initial_state: VineState, growth_rate, frames: int,
@@ -264,6 +310,38 @@ def simulate_keypoints(simulator, design, *, initial_state: VineState, growth_ra
                              growth_rate=growth_rate, frames=frames,
                              substeps=schedule.substeps, dt=schedule.dt)
     return np.stack([observer.observe(s, design).reshape(points, 2) for s in states])
+
+
+def _least_squares_point(simulator, recordings, problems, x, *, schedule,
+                         points) -> LeastSquaresPoint:
+    """Keypoint residuals [mm] of every seen frame of every recording at ``x`` and their
+    Jacobian in the scaled parameters (central differences of forward rollouts)."""
+
+    def residuals(x):
+        parts = []
+        for recording, part in zip(recordings, problems, strict=True):
+            design = part.design(x)
+            simulated = simulate_keypoints(
+                simulator, part.simulator.expand(design),
+                initial_state=part.simulator.initial_state(design),
+                growth_rate=recording.growth_table()[:, 0], schedule=schedule,
+                frames=recording.keypoints.frame_count, points=points)
+            seen = np.isfinite(recording.keypoints.points)
+            parts.append(1e3 * (simulated - recording.keypoints.points)[seen])
+        return np.concatenate(parts)
+
+    space = problems[0].free_space
+    names, scales = [], []
+    for p in space:
+        label = p.name.removeprefix("design.")
+        size = int(np.prod(p.shape, dtype=np.int64))
+        names.extend([label] if size == 1 else [f"{label}[{i}]" for i in range(size)])
+        scales.extend(np.broadcast_to(np.asarray(p.scale, dtype=np.float64), p.shape).ravel())
+    scales = np.asarray(scales)
+    jacobian = residual_jacobian(residuals, x, lower=problems[0].lower, upper=problems[0].upper)
+    return LeastSquaresPoint(jacobian=jacobian, residuals=residuals(np.asarray(x, np.float64)),
+                             names=names, values=np.asarray(x, np.float64) * scales,
+                             scales=scales)
 
 
 def tip_errors_mm(predicted, measured) -> dict[str, float]:
@@ -311,7 +389,8 @@ def fit_shooting(
         per_joint: the free per-pin parameters fitted per joint; the others in ``free`` are
             fitted as one scalar for every pin (the paper's choice).
         overrides: ``name -> {init, lower, upper, scale}``; for tied parameters these are
-            scalars.
+            scalars. A free parameter's scale defaults to its starting value's magnitude
+            (:func:`unit_scales`).
         model_rate: model steps per second [Hz]; see :func:`frame_schedule`.
         fit_length: fit each recording's initial vine length too (see
             :func:`sim_vine.fit.start_pose.start_pose_from_keypoints`).
@@ -345,6 +424,8 @@ def fit_shooting(
     if stray:
         raise FitError(f"per_joint names {stray} are not in free {free}")
     ties = [Tie(name) for name in free if name not in per_joint and space[name].shape != ()]
+    overrides = unit_scales(TiedSimulator(simulator, ties=ties).design_space(), free,
+                            overrides)
     starts = [start_pose_from_keypoints(simulator.model, r.keypoints.points[0],
                                         fit_length=fit_length) for r in recordings]
     fitted_names = list(free)
@@ -363,11 +444,15 @@ def fit_shooting(
                                 name=recording.name)],
             measurement=KeypointObserver(simulator=wrapped, count=points), free=fitted_names,
             overrides=overrides, substeps=schedule.substeps, dt=schedule.dt))
-    problem = _MeanProblem(problems)
+    problem = GuardedProblem(_MeanProblem(problems))
     x0 = problems[0].x0()
     initial_loss = problem.evaluate(x0, grad=False).loss
+    if problem.failures:
+        raise FitError(f"the fit's starting point cannot be simulated: "
+                       f"{problem.failures[0].message}; start from other values (overrides)")
     optimizer = optimizer or LBFGSB(function_tolerance=1e-12, gradient_tolerance=1e-9)
-    result = optimizer.minimize(problem, x0, max_iterations=max_iterations, callback=callback)
+    result = best_result(optimizer.minimize(problem, x0, max_iterations=max_iterations,
+                                            callback=callback), problem)
     design = problems[0].design(result.x)
     full_design = problems[0].simulator.expand(design)
     fitted = {name: np.asarray(design[name]).copy() for name in free}
@@ -382,4 +467,7 @@ def fit_shooting(
     return ShootingFit(design=full_design, fitted=fitted, loss=float(result.loss),
                        initial_loss=float(initial_loss), predicted=predicted, tip_error_mm=tips,
                        start_poses=[p.simulator.start.pose(design) for p in problems],
-                       optimization=result)
+                       optimization=result, failed_evaluations=list(problem.failures),
+                       least_squares=_least_squares_point(simulator, recordings, problems,
+                                                          result.x, schedule=schedule,
+                                                          points=points))

@@ -1,0 +1,62 @@
+"""Body masses that grow with the everted length (``linear_density``).
+
+A vine everts at its tip: the material that comes out joins the moving end, so the vine's
+mass and inertia grow with its length. With fixed body masses (``total_mass`` split over the
+bodies, the default) a vine that grows four times longer keeps the mass of its first
+length. With a density per length ρ [kg/m] the model's prismatic pairs carry the material
+between them: the distal body of pair p carries its own length 2d and the pair's extension
+e_p = t_a·(p_b − p_a) − 2d (t_a the proximal body's axis),
+
+    m_i(q) = mass_i · ℓ_i(q) / (2d),   ℓ_i = 2d + e_p for a distal body b_p, 2d otherwise,
+
+where ``mass_i`` is the design's ``body.mass`` (default ρ · 2d, the mass of the body's own
+length). Inertia stays m_i r² with the body's radius of gyration, so it grows with the mass
+(linearly in the everted length). A step uses the masses at its input poses, and its VJP
+adds their dependence on the poses (:func:`everted_masses_vjp`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .model import VineModel
+
+__all__ = ["material_lengths", "everted_masses", "everted_masses_vjp"]
+
+
+def _pair_geometry(model: VineModel, body_q):
+    q = np.asarray(body_q, dtype=np.float64).reshape(model.body_count, 3)
+    a, b = model.prismatics
+    axis = np.stack([np.cos(q[a, 2]), np.sin(q[a, 2])], axis=1)
+    gap = q[b, :2] - q[a, :2]
+    return a, b, axis, gap
+
+
+def material_lengths(model: VineModel, body_q) -> np.ndarray:
+    """Length of vine material each body carries [m], shape (N,): 2d, plus the pair's
+    extension for the distal body of each prismatic pair."""
+    lengths = np.full(model.body_count, model.body_length)
+    _, b, axis, gap = _pair_geometry(model, body_q)
+    lengths[b] = np.sum(axis * gap, axis=1)  # 2d + e_p
+    return lengths
+
+
+def everted_masses(model: VineModel, mass, body_q) -> np.ndarray:
+    """Body masses [kg] at poses ``body_q`` (N, 3) from the design's ``mass`` (N,) [kg]."""
+    return np.asarray(mass, dtype=np.float64) * material_lengths(model, body_q) \
+        / model.body_length
+
+
+def everted_masses_vjp(model: VineModel, mass, body_q, g_masses) -> tuple[np.ndarray, np.ndarray]:
+    """``(∂L/∂mass (N,), ∂L/∂body_q (N, 3))`` of :func:`everted_masses` given ∂L/∂m (N,)."""
+    mass = np.asarray(mass, dtype=np.float64)
+    g_masses = np.asarray(g_masses, dtype=np.float64)
+    g_mass = g_masses * material_lengths(model, body_q) / model.body_length
+    a, b, axis, gap = _pair_geometry(model, body_q)
+    g_length = g_masses[b] * mass[b] / model.body_length  # ∂L/∂ℓ_b
+    g_q = np.zeros((model.body_count, 3))
+    normal = np.stack([-axis[:, 1], axis[:, 0]], axis=1)
+    g_q[b, :2] += g_length[:, None] * axis
+    g_q[a, :2] -= g_length[:, None] * axis
+    g_q[a, 2] += g_length * np.sum(normal * gap, axis=1)
+    return g_mass, g_q
