@@ -160,7 +160,7 @@ def test_gradients_through_sticking_contact(models):
 
 
 @pytest.mark.parametrize(("obstacles", "message"), [
-    ([{"type": "sphere"}], r"obstacles\[0\] must be a mapping with type one of"),
+    ([{"type": "cone"}], r"obstacles\[0\] must be a mapping with type one of"),
     ([{"type": "plane", "normal": [0, 0, 0]}], r"obstacles\[0\] \(plane\) has a zero normal"),
     ([{"type": "box", "center": [0, 0, 0], "half_extents": [1, 0, 1]}],
      r"half_extents \[1.0, 0.0, 1.0\] m: each must be > 0"),

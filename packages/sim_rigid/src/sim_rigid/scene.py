@@ -62,7 +62,7 @@ def build_model(options: RigidOptions) -> RigidModel:
         raise SceneError(f"robot {o.robot if isinstance(o.robot, str) else '(inline)'}: "
                          f"{exc}") from exc
     try:
-        changes = load_obstacles(o.obstacles)
+        changes = load_obstacles(o.obstacles, base=model)
     except DescriptionError as exc:
         raise SceneError(str(exc)) from exc
     changes.update(contact_stiffness=o.contact_stiffness, contact_damping=o.contact_damping,
