@@ -14,7 +14,8 @@ sizes h of its bounding box in its frame (``obstacle_half_extents``):
   interpolated trilinearly (φ continuous, its gradient the exact derivative of the
   interpolant, piecewise per cell); outside the grid φ is the interpolant at the nearest
   grid point plus the distance to the grid (positive: the grid's border lies outside the
-  mesh by construction, :func:`mesh_grid`).
+  mesh by construction, :func:`mesh_grid`), with zero gradient and Hessian there (no force
+  acts outside, so only φ's sign is used).
 """
 
 from __future__ import annotations
