@@ -3,8 +3,6 @@ finite differences, the compiled ones against the reference, mesh grids and bad 
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -15,16 +13,8 @@ from sim_rigid.sdf import (BOX, CAPSULE, MESH, PLANE, SPHERE, closed_mesh_proble
 HALF = np.array([0.1, 0.2, 0.3])
 
 
-def cuboid_mesh(half=HALF):
-    """A closed outward triangle mesh of the box |z_i| <= half_i."""
-    vertices = np.array(list(itertools.product((-1.0, 1.0), repeat=3))) * half
-    faces = [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1], [2, 3, 7],
-             [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]]
-    return vertices, np.array(faces)
-
-
-def _shapes():
-    vertices, faces = cuboid_mesh()
+def _shapes(models):
+    vertices, faces = models.cuboid_mesh(HALF)
     half, grid = mesh_grid(vertices, faces, resolution=21)
     empty = np.zeros((0, 0, 0))
     return {"plane": (PLANE, np.zeros(3), empty), "box": (BOX, HALF, empty),
@@ -43,8 +33,8 @@ def _shapes():
     ("mesh", [0.02, 0.03, 0.1], -0.08),
     ("mesh", [0.14, 0.05, 0.0], 0.04),
 ])
-def test_distances_equal_the_analytic_ones(name, z, expected):
-    kind, half, grid = _shapes()[name]
+def test_distances_equal_the_analytic_ones(models, name, z, expected):
+    kind, half, grid = _shapes(models)[name]
     distance = shape_distance(kind, half, grid, z)[0]
     # the mesh grid interpolates linearly between nodes 2 cm apart: exact on flat faces
     # away from the medial planes
@@ -53,8 +43,8 @@ def test_distances_equal_the_analytic_ones(name, z, expected):
 
 @pytest.mark.parametrize("name", ["plane", "box", "sphere", "capsule", "mesh"])
 @pytest.mark.parametrize("seed", range(4))
-def test_gradients_and_hessians_equal_finite_differences(name, seed):
-    kind, half, grid = _shapes()[name]
+def test_gradients_and_hessians_equal_finite_differences(models, name, seed):
+    kind, half, grid = _shapes(models)[name]
     rng = np.random.default_rng(seed)
     # inside a mesh's grid: outside it only φ's value is kept (no force acts there)
     z = rng.uniform(-0.35, 0.35, 3) if name != "mesh" else rng.uniform(-0.9, 0.9, 3) * half
@@ -75,8 +65,8 @@ def test_gradients_and_hessians_equal_finite_differences(name, seed):
     np.testing.assert_allclose(compiled[2], hessian, atol=1e-12)
 
 
-def test_a_mesh_grid_is_negative_inside_and_its_border_outside():
-    vertices, faces = cuboid_mesh()
+def test_a_mesh_grid_is_negative_inside_and_its_border_outside(models):
+    vertices, faces = models.cuboid_mesh(HALF)
     half, grid = mesh_grid(vertices, faces, resolution=11)
     assert np.all(half > HALF) and grid.min() < 0.0
     border = np.concatenate([grid[[0, -1]].ravel(), grid[:, [0, -1]].ravel(),
@@ -89,8 +79,8 @@ def test_a_mesh_grid_is_negative_inside_and_its_border_outside():
     (lambda v, f: (v, f[:, ::-1]), "faces point inward"),
     (lambda v, f: (v, np.vstack([f[:-1], f[-1, [0, 2, 1]]])), "is run the same way by two faces"),
 ])
-def test_open_or_inverted_meshes_are_named(change, message):
-    vertices, faces = change(*cuboid_mesh())
+def test_open_or_inverted_meshes_are_named(models, change, message):
+    vertices, faces = change(*models.cuboid_mesh(HALF))
     assert message in closed_mesh_problem(vertices, faces)
     with pytest.raises(ValueError, match="not a closed outward triangle mesh"):
         mesh_grid(vertices, faces)
