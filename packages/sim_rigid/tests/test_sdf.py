@@ -7,8 +7,16 @@ import numpy as np
 import pytest
 
 from sim_rigid import _kernels
-from sim_rigid.sdf import (BOX, CAPSULE, MESH, PLANE, SPHERE, closed_mesh_problem, mesh_grid,
-                           shape_distance)
+from sim_rigid.sdf import (
+    BOX,
+    CAPSULE,
+    MESH,
+    PLANE,
+    SPHERE,
+    closed_mesh_problem,
+    mesh_grid,
+    shape_distance,
+)
 
 HALF = np.array([0.1, 0.2, 0.3])
 
@@ -57,9 +65,10 @@ def test_gradients_and_hessians_equal_finite_differences(models, name, seed):
                                  - shape_distance(kind, half, grid, z - e)[1]) / (2 * eps)
                                 for e in steps])
     np.testing.assert_allclose(gradient, numeric_gradient, atol=1e-6)
-    np.testing.assert_allclose(hessian, numeric_hessian, atol=1e-5 * max(1.0, np.abs(hessian).max()))
-    compiled = _kernels.shape_distance(kind, half, grid.ravel(), np.array(grid.shape or (0,) * 3,
-                                                                            dtype=np.int64), 0, z)
+    np.testing.assert_allclose(hessian, numeric_hessian,
+                               atol=1e-5 * max(1.0, np.abs(hessian).max()))
+    compiled = _kernels.shape_distance(kind, half, grid.ravel(),
+                                       np.array(grid.shape, dtype=np.int64), 0, z)
     assert compiled[0] == pytest.approx(value, abs=1e-15)
     np.testing.assert_allclose(compiled[1], gradient, atol=1e-15)
     np.testing.assert_allclose(compiled[2], hessian, atol=1e-12)

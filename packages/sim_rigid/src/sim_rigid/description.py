@@ -15,7 +15,8 @@ mass in the link frame [kg m²]: three principal moments, six values (ixx, iyy, 
 iyz) or a 3x3 matrix, ``contacts`` (optional) the contact points in the link frame [m], a
 list of [x, y, z] or of ``{point: [x, y, z], area: a}`` (the force's scale, default 1),
 ``shapes`` (optional) contact shapes fixed on the link, in the link frame, entries as
-:func:`load_obstacles`' (the other links' contact points touch them). Joints: ``type`` one of :data:`~sim_rigid.model.JOINT_TYPES`,
+:func:`load_obstacles`' (the other links' contact points touch them). Joints: ``type``
+one of :data:`~sim_rigid.model.JOINT_TYPES`,
 ``parent`` a link name or ``world``, ``child`` a link name, ``origin`` [m] and ``rpy`` [rad]
 (URDF's roll-pitch-yaw, R = Rz(yaw) Ry(pitch) Rx(roll)) of the joint frame in the parent's
 frame, ``axis`` (revolute, prismatic; normalized), ``damping`` and ``initial`` one value per
