@@ -179,3 +179,18 @@ def test_non_positive_shape_sizes_in_a_model_are_refused():
         dataclasses.replace(model, obstacle_half_extents=-model.obstacle_half_extents)
     with pytest.raises(ValueError, match=r"contact_area\[1\] is 0.0: areas must be > 0"):
         dataclasses.replace(model, contact_area=np.array([1.0, 0.0]))
+
+
+def test_render_places_link_shapes_and_marks_points_touching_them():
+    from sim_rigid.render import contact_points, obstacle_segments
+
+    model = _model(SPHERE, block_joint="prismatic")
+    params = model.parameters()
+    moved = np.array([0.3, 0.0])  # the pusher 0.3 m along x: past the block's points
+    frames = dynamics.link_frames(model, params, moved)
+    segments = obstacle_segments(model, frames)
+    # the sphere's bounding box, centred on the pusher
+    np.testing.assert_allclose(segments.reshape(-1, 3).mean(axis=0), [0.3, 0.0, 0.0],
+                               atol=1e-12)
+    assert contact_points(model, params, np.zeros(2))[1].all()
+    assert not contact_points(model, params, np.array([-0.3, 0.0]))[1].any()
