@@ -46,7 +46,10 @@ class RigidOptions(Options):
             "description's)")
     obstacles: list[dict] = option(
         [], doc="static obstacles the contact points touch, each {type: plane, point [m], "
-                "normal} or {type: box, center [m], half_extents [m], rpy [rad]}")
+                "normal}, {type: box, center [m], half_extents [m], rpy [rad]}, {type: "
+                "sphere, center, radius}, {type: capsule, center, rpy, radius, half_length} "
+                "or {type: mesh, center, rpy, vertices, faces, resolution} "
+                "(sim_rigid.description.load_obstacles)")
     contact_stiffness: float = option(1.0e4, unit="N/m", lower=0.0,
                                       doc="normal stiffness kn of each contact point")
     contact_damping: float = option(1.0e3, unit="N s/m^2", lower=0.0,
