@@ -50,6 +50,7 @@ class Contacts(NamedTuple):
     grid: np.ndarray  # (G,) mesh grids' signed distances [m], flattened
     grid_shape: np.ndarray  # (o, 3) int64
     grid_start: np.ndarray  # (o,) int64
+    friction_sharpness: float  # 0: the hard stick-slip switch, else the smooth law's p
 
 
 @numba.njit(cache=True)
@@ -233,6 +234,38 @@ def _times(a, b):
 
 
 @numba.njit(cache=True)
+def _quotient(a, b):
+    """a / b for dual scalars (R,)."""
+    out = a / b[0]
+    out[1:] -= a[0] * b[1:] / b[0] ** 2
+    return out
+
+
+@numba.njit(cache=True)
+def _power(a, exponent):
+    """a^exponent for a dual scalar (R,) (the reference's ``_power``)."""
+    out = np.zeros_like(a)
+    if a[0] > 0.0 or exponent == 1.0:
+        out[:] = exponent * a[0] ** (exponent - 1.0) * a
+    out[0] = a[0] ** exponent
+    return out
+
+
+@numba.njit(cache=True)
+def _smooth_friction(kt, limit, slip, sharpness, out):
+    """out = -kt v_t (1 + r^p)^(-1/p) (the reference's ``smooth_friction``, negated: the
+    caller subtracts it)."""
+    rows = slip.shape[0]
+    speed_squared = slip @ slip[0]
+    for k in range(1, rows):
+        speed_squared[k] += slip[0] @ slip[k]
+    ratio_squared = _quotient(_times(_times(kt, kt), speed_squared), _times(limit, limit))
+    base = _power(ratio_squared, sharpness / 2.0)
+    base[0] += 1.0
+    _scale(_times(kt, _power(base, -1.0 / sharpness)), slip, out)
+
+
+@numba.njit(cache=True)
 def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, link_origin,
                 omega, velocity, moving, out):
     """The dual world force (R, 3) of one obstacle on a contact point into ``out``; False
@@ -286,7 +319,10 @@ def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, 
     slip = relative - along
     speed = np.sqrt(np.sum(slip[0] ** 2))
     friction = np.empty_like(slip)
-    if kt[0] * speed <= mu[0] * normal_force[0]:
+    sharpness = contacts[11]
+    if sharpness > 0.0 and mu[0] > 0.0:
+        _smooth_friction(kt, _times(mu, normal_force), slip, sharpness, friction)
+    elif kt[0] * speed <= mu[0] * normal_force[0]:
         _scale(kt, slip, friction)
     else:
         direction = np.empty_like(slip)

@@ -13,6 +13,12 @@ area a (a design parameter, default 1),
     f_t = -kt v_t            while kt |v_t| <= μ f_n  (sticking, viscously regularized)
     f_t = -μ f_n v_t / |v_t| otherwise             (sliding),   v_t = (ẋ - u) - n·(ẋ - u) n,
 
+or, with ``friction_sharpness`` p > 0, the smooth law f_t = -kt v_t (1 + r^p)^(-1/p), r =
+kt |v_t| / (μ f_n): the same sticking and sliding limits, 2^(-1/p) of the hard law's force at
+the switch (0.84 at p = 4), and no kink for Newton's method to stall on (the hard switch
+can leave it stepping back and forth across the kink, its line search unable to lower the
+residual: ``NewtonError``),
+
 f = a (f_n n + f_t) on the point's link and -f, at x, on the shape's link; nothing where
 d <= 0 or f_n <= 0 (contact only pushes). The two friction branches meet where kt |v_t| =
 μ f_n, so f is continuous. The tangents of n come from the shape's Hessian, dn = (I - n nᵀ)
@@ -26,7 +32,8 @@ import numpy as np
 from .model import RigidModel
 from .sdf import shape_distance
 
-__all__ = ["COEFFICIENTS", "contact_force", "pair_force", "signed_distance"]
+__all__ = ["COEFFICIENTS", "contact_force", "pair_force", "signed_distance",
+           "smooth_friction"]
 
 COEFFICIENTS = ("contact_stiffness", "contact_damping", "friction", "friction_stiffness")
 """The contact law's coefficients kn, kd, μ, kt, in the order of its dual coefficient array
@@ -83,6 +90,32 @@ def _turn(rotation, x, *, transpose=False):
     return out
 
 
+def _quotient(a, b):
+    """a / b for dual scalars (K+1,)."""
+    out = a / b[0]
+    out[1:] -= a[0] * b[1:] / b[0] ** 2
+    return out
+
+
+def _power(a, exponent: float):
+    """a^exponent for a dual scalar (K+1,), a[0] >= 0 (the derivative's power taken as 0
+    where a[0] = 0 and exponent > 1)."""
+    out = exponent * a[0] ** (exponent - 1.0) * a if a[0] > 0.0 or exponent == 1.0 \
+        else np.zeros_like(a)
+    out[0] = a[0] ** exponent
+    return out
+
+
+def smooth_friction(kt, limit, slip, sharpness: float) -> np.ndarray:
+    """The smooth friction -kt v_t (1 + r^p)^(-1/p), r = kt |v_t| / limit, as a dual vector
+    (K+1, 3) from dual kt and limit μ f_n (K+1,), the dual slip velocity v_t (K+1, 3) and
+    p = ``sharpness`` >= 2."""
+    ratio_squared = _quotient(_times(_times(kt, kt), _dot(slip, slip)), _times(limit, limit))
+    base = _power(ratio_squared, sharpness / 2.0)
+    base[0] += 1.0
+    return -_scaled(_times(kt, _power(base, -1.0 / sharpness)), slip)
+
+
 def _cross(a, b):
     """a × b for dual vectors (K+1, 3)."""
     out = np.cross(a[0], b)
@@ -129,7 +162,9 @@ def pair_force(model: RigidModel, obstacle: int, coefficients, area, x, xdot,
         return None
     slip = relative - _scaled(approach, normal)
     speed = float(np.linalg.norm(slip[0]))
-    if kt[0] * speed <= mu[0] * normal_force[0]:
+    if model.friction_sharpness > 0.0 and mu[0] > 0.0:  # μ = 0: nothing to smooth
+        friction = smooth_friction(kt, _times(mu, normal_force), slip, model.friction_sharpness)
+    elif kt[0] * speed <= mu[0] * normal_force[0]:
         friction = -_scaled(kt, slip)
     else:
         direction = np.empty_like(slip)

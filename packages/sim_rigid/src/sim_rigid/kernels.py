@@ -62,8 +62,10 @@ def contact_arrays(model: RigidModel) -> tuple:
             obstacle_node=np.where(model.obstacle_link >= 0,
                                    link_node[np.maximum(model.obstacle_link, 0)], -1),
             grid=model.obstacle_grid, grid_shape=model.obstacle_grid_shape,
-            grid_start=model.obstacle_grid_start)
-        arrays = _CONTACT_ARRAYS[model] = tuple(np.ascontiguousarray(a) for a in fields)
+            grid_start=model.obstacle_grid_start,
+            friction_sharpness=model.friction_sharpness)
+        arrays = _CONTACT_ARRAYS[model] = tuple(
+            np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in fields)
     return arrays
 
 

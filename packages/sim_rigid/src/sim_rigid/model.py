@@ -117,6 +117,8 @@ class RigidModel:
             (o,) int64.
         contact_area: area weight of each contact point [m² or 1] scaling its force
             (default 1), (c,).
+        friction_sharpness: 0 for the hard stick-slip switch, else the exponent p >= 2 of
+            the smooth friction law (:mod:`sim_rigid.contact`).
         contact_stiffness: normal stiffness kn [N/m] per contact point.
         contact_damping: normal damping [N s/m²]: the force kd d ḋ grows with the
             penetration d, so it is continuous at first contact (the paper's law).
@@ -155,6 +157,7 @@ class RigidModel:
     obstacle_grid_shape: np.ndarray | None = None
     obstacle_grid_start: np.ndarray | None = None
     contact_area: np.ndarray | None = None
+    friction_sharpness: float = _DEFAULT.friction_sharpness
 
     def __post_init__(self):
         set_field = functools.partial(object.__setattr__, self)
@@ -276,6 +279,12 @@ class RigidModel:
             raise ModelError(f"contact_area[{bad[0]}] is {self.contact_area[bad[0]]}: areas "
                              f"must be > 0 (drop the point instead)")
         self._check_points_outside_own_shapes()
+        sharpness = self.friction_sharpness
+        if not (sharpness == 0.0 or sharpness >= 2.0):
+            raise ModelError(f"friction_sharpness is {sharpness}: 0 (the hard stick-slip "
+                             f"switch) or an exponent >= 2 (smooth; larger is closer to "
+                             f"the switch)")
+        object.__setattr__(self, "friction_sharpness", float(sharpness))
 
     def _check_points_outside_own_shapes(self):
         for index, link in enumerate(self.contact_link):

@@ -59,6 +59,10 @@ class RigidOptions(Options):
     friction_stiffness: float = option(
         1.0e3, unit="N s/m", lower=0.0,
         doc="tangential viscous stiffness kt below sliding: friction -kt v_t up to μ f_n")
+    friction_sharpness: float = option(
+        0.0, lower=0.0,
+        doc="0: the hard stick-slip switch; p >= 2: the smooth friction -kt v_t (1 + r^p)^(-1/p), "
+            "r = kt |v_t| / (μ f_n), for Newton's method where the switch makes it stall")
     actuation: str = option("torque", choices=ACTUATIONS,
                             doc="the action: joint torques, or position targets of PD servos")
     servo_stiffness: float = option(100.0, unit="N m/rad or N/m", lower=0.0,

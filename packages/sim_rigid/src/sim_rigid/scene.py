@@ -66,7 +66,8 @@ def build_model(options: RigidOptions) -> RigidModel:
     except DescriptionError as exc:
         raise SceneError(str(exc)) from exc
     changes.update(contact_stiffness=o.contact_stiffness, contact_damping=o.contact_damping,
-                   friction=o.friction, friction_stiffness=o.friction_stiffness)
+                   friction=o.friction, friction_stiffness=o.friction_stiffness,
+                   friction_sharpness=o.friction_sharpness)
     if o.damping is not None:
         changes["joint_damping"] = _per_coordinate("damping", o.damping, model)
     if isinstance(o.initial_positions, dict):
