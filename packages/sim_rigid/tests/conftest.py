@@ -66,6 +66,15 @@ def box_description(*, half: float = 0.1, mass: float = 1.0) -> dict:
                         "initial": [0.0, 0.0, half, 0.0, 0.0, 0.0]}]}
 
 
+def cuboid_mesh(half=(0.1, 0.2, 0.3)):
+    """(vertices (8, 3) [m], faces (12, 3)): a closed outward triangle mesh of the box
+    |z_i| <= half_i."""
+    vertices = np.array(list(itertools.product((-1.0, 1.0), repeat=3))) * np.asarray(half)
+    faces = [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1], [2, 3, 7],
+             [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]]
+    return vertices, np.array(faces)
+
+
 def mixed_tree(**options):
     """:func:`mixed_tree_description` as a model."""
     return load_description(mixed_tree_description(**options))
@@ -77,7 +86,8 @@ def models():
     ``models.random_point(model)``, ..."""
     return types.SimpleNamespace(arm4=arm4, mixed_tree=mixed_tree,
                                  mixed_tree_description=mixed_tree_description,
-                                 box_description=box_description, random_point=random_point)
+                                 box_description=box_description, random_point=random_point,
+                                 cuboid_mesh=cuboid_mesh)
 
 
 @pytest.fixture(params=["arm4", "mixed_tree"])

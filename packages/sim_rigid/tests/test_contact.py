@@ -115,10 +115,10 @@ def test_a_point_rests_on_a_box_obstacle(models):
     assert state.joint_q[0] == pytest.approx(0.3 - 0.5 * GRAVITY / 1e4, abs=1e-7)
 
 
-def _gradcheck_box(models, velocity, *, steps):
+def _gradcheck_box(models, velocity, *, steps, friction_sharpness=0.0):
     model = _with_obstacles(load_description(models.box_description()), [{"type": "plane"}],
                             contact_stiffness=1e4, contact_damping=1e4, friction=0.4,
-                            friction_stiffness=50.0)
+                            friction_stiffness=50.0, friction_sharpness=friction_sharpness)
     params = {k: np.array(v, dtype=np.float64) for k, v in model.parameters().items()}
     # sunk 1 mm, level but for a small tilt: every bottom corner in contact, no top one
     q = np.array([0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
@@ -160,7 +160,7 @@ def test_gradients_through_sticking_contact(models):
 
 
 @pytest.mark.parametrize(("obstacles", "message"), [
-    ([{"type": "sphere"}], r"obstacles\[0\] must be a mapping with type one of"),
+    ([{"type": "cone"}], r"obstacles\[0\] must be a mapping with type one of"),
     ([{"type": "plane", "normal": [0, 0, 0]}], r"obstacles\[0\] \(plane\) has a zero normal"),
     ([{"type": "box", "center": [0, 0, 0], "half_extents": [1, 0, 1]}],
      r"half_extents \[1.0, 0.0, 1.0\] m: each must be > 0"),
@@ -192,3 +192,89 @@ def test_conformance_of_a_box_pressed_into_a_plane(models):
     design = {name: value for name, value in sim.design_space().defaults().items()
               if not name.startswith("contact.")}
     run_conformance(sim, dt=1e-3, design=design, steps=(1, 4), rollout_steps=3, substeps=2)
+
+
+def test_gradients_through_smooth_friction(models):
+    # speeds around the switch (kt |v_t| ~ μ f_n): the smooth law's curved part
+    _gradcheck_box(models, np.array([0.05, -0.03, -0.01, 0.1, 0.05, -0.1]), steps=3,
+                   friction_sharpness=4.0)
+
+
+def test_smooth_friction_keeps_the_limits_and_gives_2_to_the_minus_1_over_p_at_the_switch(
+        models):
+    coefficients = np.array([[1e4, 0.0, 0.5, 100.0]])  # kn, kd, μ, kt
+    f_n = 1e4 * 1e-3
+    switch = 0.5 * f_n / 100.0
+
+    def friction(speed, sharpness):
+        model = _with_obstacles(models.arm4(), [{"type": "plane"}],
+                                friction_sharpness=sharpness)
+        return contact_force(model, coefficients, np.array([[0.0, 0.0, -1e-3]]),
+                             np.array([[speed, 0.0, 0.0]]))[0, 0]
+
+    assert friction(switch, 4.0) == pytest.approx(2 ** -0.25 * friction(switch, 0.0), rel=1e-12)
+    assert friction(1e-3 * switch, 4.0) == pytest.approx(friction(1e-3 * switch, 0.0),
+                                                         rel=1e-11)
+    assert friction(1e3 * switch, 4.0) == pytest.approx(friction(1e3 * switch, 0.0),
+                                                        rel=1e-11)
+
+
+def test_compiled_smooth_friction_equals_the_reference(models):
+    from sim_rigid import dynamics, kernels
+
+    model = _with_obstacles(load_description(models.box_description()), [{"type": "plane"}],
+                            friction_stiffness=100.0, friction_sharpness=4.0)
+    q = np.array([0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
+    qd = np.array([0.02, 0.01, -0.05, 0.3, -0.2, 0.1])
+    rng = np.random.default_rng(2)
+    tangents = {"q": rng.standard_normal((3, 6)), "qd": rng.standard_normal((3, 6)),
+                "friction": rng.standard_normal(3),
+                "friction_stiffness": rng.standard_normal(3)}
+    expected = dynamics.inverse_dynamics_tangents(model, model.parameters(), q, qd,
+                                                  np.zeros(6), tangents=tangents)
+    got = kernels.inverse_dynamics_tangents(model, model.parameters(), q, qd, np.zeros(6),
+                                            tangents=tangents)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+
+
+def test_newton_stalls_at_the_stick_slip_switch_and_converges_with_smooth_friction(models):
+    from sim_rigid.step import NewtonError
+
+    # found by random search (300 bouncing, spinning boxes at dt 10 ms, kt 1e4 N s/m):
+    # Newton's line search stalls at a residual of 0.78 N across the switch of a corner
+    model = _with_obstacles(load_description(models.box_description()), [{"type": "plane"}],
+                            contact_stiffness=1e4, contact_damping=1e4, friction=0.4,
+                            friction_stiffness=1e4)
+    state = RigidState(
+        np.array([-0.0006734756127318383, -0.013134989288270052, 0.11082123541366833,
+                  0.011619835110730288, -0.010628974715111152, 0.10333423267685206]),
+        np.array([-0.010790800837378258, -0.2219664594017656, 0.009164424209840715,
+                  0.03260639275711933, -0.2158543337711814, 2.447234504769014]),
+        np.array([-0.0005653817345136557, -0.010928476164223235, 0.11027204340235529,
+                  0.011271852882617206, -0.008484334895905377, 0.07900355872075368]),
+        np.array([-0.010799161012311848, -0.2213382749730144, 0.10569053521067283,
+                  0.03768700834489203, -0.21445474858153377, 2.4405274799584062]),
+        np.asarray(6, np.int64))
+    points = np.array([
+        [-0.10037761638129222, -0.09949268606443062, -0.09941061523381424],
+        [-0.10103174275385844, -0.09970085434651338, 0.10115640802500545],
+        [-0.09824490841490091, 0.0992992051173013, -0.10086420001207928],
+        [-0.09994558413087962, 0.09707190982743162, 0.09946896599884912],
+        [0.09972902503068788, -0.10045934198753789, -0.10158387322816252],
+        [0.09975444889227035, -0.10077660862005569, 0.10075748305845812],
+        [0.09908152518257725, 0.09971765487023876, -0.10023294792511842],
+        [0.10056757142132453, 0.09745409539963393, 0.09965937506420401]])
+    params = model.parameters() | {"contact_point": points}
+    with pytest.raises(NewtonError, match="step 6: Newton's method did not converge"):
+        step(model, state, np.zeros(0), params, 0.01)
+    smooth = dataclasses.replace(model, friction_sharpness=4.0)
+    after = step(smooth, state, np.zeros(0), params, 0.01)
+    assert np.all(np.isfinite(after.joint_qd))
+
+
+def test_the_friction_sharpness_is_0_or_at_least_2(models):
+    from sim_rigid.model import ModelError
+
+    with pytest.raises(ModelError, match=r"friction_sharpness is 1.0: 0 \(the hard stick-slip "
+                                         r"switch\) or an exponent >= 2"):
+        dataclasses.replace(models.arm4(), friction_sharpness=1.0)

@@ -15,6 +15,7 @@ def test_every_option_is_declared_with_a_doc_and_listed():
     specs = RigidOptions.specs()
     assert {"robot", "initial_positions", "gravity", "damping", "obstacles",
             "contact_stiffness", "contact_damping", "friction", "friction_stiffness",
+            "friction_sharpness",
             "actuation",
             "servo_stiffness", "servo_damping", "newton_tolerance", "newton_iterations",
             "kernels", "view", "view_window", "base_dir"} == {s.name for s in specs}
@@ -88,3 +89,8 @@ def test_the_plugin_registers_the_simulator():
         register=lambda name, factory, **info: simulators.setdefault(name, factory))
     assert simulators["rigid"] is make_simulator
     assert make_simulator.options is RigidOptions
+
+
+def test_the_friction_sharpness_option_reaches_the_model():
+    assert build_model(RigidOptions(robot="arm4", friction_sharpness=4.0)).friction_sharpness \
+        == 4.0

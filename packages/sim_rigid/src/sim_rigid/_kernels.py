@@ -15,10 +15,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["Contacts", "NodeArrays", "mass_matrix", "rnea"]
+__all__ = ["Contacts", "NodeArrays", "mass_matrix", "rnea", "shape_distance"]
 
 _REVOLUTE, _PRISMATIC = 0, 1
-_PLANE = 0
+_PLANE, _BOX, _SPHERE, _CAPSULE, _MESH = 0, 1, 2, 3, 4
 
 
 class NodeArrays(NamedTuple):
@@ -35,15 +35,22 @@ class NodeArrays(NamedTuple):
 
 
 class Contacts(NamedTuple):
-    """Where the contact points sit and the static obstacles (:mod:`sim_rigid.contact`), c
-    points and o obstacles; the points' positions and the coefficients are parameters,
+    """Where the contact points sit and the contact shapes (:mod:`sim_rigid.contact`), c
+    points and o shapes; the points' positions, areas and the coefficients are parameters,
     passed as dual arrays."""
 
     node: np.ndarray  # (c,) int64, the node of each point's link
-    obstacle_type: np.ndarray  # (o,) int64: 0 plane, 1 box
-    obstacle_center: np.ndarray  # (o, 3) [m]
+    link: np.ndarray  # (c,) int64, each point's link
+    obstacle_type: np.ndarray  # (o,) int64, index into sim_rigid.model.OBSTACLE_TYPES
+    obstacle_center: np.ndarray  # (o, 3) [m], in the world or its link's frame
     obstacle_rotation: np.ndarray  # (o, 3, 3)
     obstacle_half_extents: np.ndarray  # (o, 3) [m]
+    obstacle_link: np.ndarray  # (o,) int64, -1 static
+    obstacle_node: np.ndarray  # (o,) int64, the node of its link, -1 static
+    grid: np.ndarray  # (G,) mesh grids' signed distances [m], flattened
+    grid_shape: np.ndarray  # (o, 3) int64
+    grid_start: np.ndarray  # (o,) int64
+    friction_sharpness: float  # 0: the hard stick-slip switch, else the smooth law's p
 
 
 @numba.njit(cache=True)
@@ -131,24 +138,91 @@ def _placement(nodes, node, origin, q, rotation, offset):
 
 
 @numba.njit(cache=True)
-def _signed_distance(contacts, obstacle, x):
-    """(φ, outward normal) of an obstacle at the world point x (the reference's
-    ``signed_distance``)."""
-    _, kinds, centers, rotations, halves = contacts
-    kind, center = kinds[obstacle], centers[obstacle]
-    rotation, half = rotations[obstacle], halves[obstacle]
-    relative = x - center
-    normal = np.zeros(3)
+def _round(offset, radius, free):
+    """φ = |offset| - radius with gradient and Hessian (the reference's ``sdf._round``)."""
+    length = np.sqrt(np.sum(offset ** 2))
+    gradient = np.zeros(3)
+    hessian = np.zeros((3, 3))
+    if length == 0.0:
+        gradient[2] = 1.0
+        return -radius, gradient, hessian
+    gradient[:] = offset / length
+    for i in range(3):
+        for j in range(3):
+            hessian[i, j] = ((free[i] if i == j else 0.0) - gradient[i] * gradient[j]) / length
+    return length - radius, gradient, hessian
+
+
+@numba.njit(cache=True)
+def _trilinear(grid, shape, start, half, z):
+    """The reference's ``sdf._trilinear`` on a flattened grid."""
+    gradient = np.zeros(3)
+    hessian = np.zeros((3, 3))
+    spacing = np.zeros(3)
+    t = np.zeros(3)
+    cell = np.zeros(3, dtype=np.int64)
+    outside = 0.0
+    for a in range(3):
+        spacing[a] = 2.0 * half[a] / (shape[a] - 1)
+        clamped = min(max(z[a], -half[a]), half[a])
+        outside += (z[a] - clamped) ** 2
+        position = (clamped + half[a]) / spacing[a]
+        cell[a] = min(int(np.floor(position)), shape[a] - 2)
+        t[a] = position - cell[a]
+    value = 0.0
+    for i in range(2):
+        wx, sx = (t[0] if i else 1.0 - t[0]), (1.0 if i else -1.0) / spacing[0]
+        for j in range(2):
+            wy, sy = (t[1] if j else 1.0 - t[1]), (1.0 if j else -1.0) / spacing[1]
+            for k in range(2):
+                wz, sz = (t[2] if k else 1.0 - t[2]), (1.0 if k else -1.0) / spacing[2]
+                c = grid[start + ((cell[0] + i) * shape[1] + cell[1] + j) * shape[2]
+                         + cell[2] + k]
+                value += c * wx * wy * wz
+                gradient[0] += c * sx * wy * wz
+                gradient[1] += c * wx * sy * wz
+                gradient[2] += c * wx * wy * sz
+                hessian[0, 1] += c * sx * sy * wz
+                hessian[0, 2] += c * sx * wy * sz
+                hessian[1, 2] += c * wx * sy * sz
+    if outside > 0.0:
+        return value + np.sqrt(outside), np.zeros(3), np.zeros((3, 3))
+    hessian[1, 0], hessian[2, 0], hessian[2, 1] = hessian[0, 1], hessian[0, 2], hessian[1, 2]
+    return value, gradient, hessian
+
+
+@numba.njit(cache=True)
+def shape_distance(kind, half, grid, shape, start, z):
+    """(φ, ∇φ, ∇²φ) of a shape at its frame's point z (the reference's
+    ``sdf.shape_distance``; ``grid`` flattened, the mesh's from ``start`` in ``shape``)."""
+    gradient = np.zeros(3)
     if kind == _PLANE:
-        normal[:] = rotation[:, 2]
-        return normal @ relative, normal
-    local = rotation.T @ relative
-    excess = np.abs(local) - half
-    if np.all(excess < 0.0):
-        axis = np.argmax(excess)
-        normal[:] = np.sign(local[axis]) * rotation[:, axis]
-        return excess[axis], normal
-    return np.sqrt(np.sum(np.maximum(excess, 0.0) ** 2)) + min(np.max(excess), 0.0), normal
+        gradient[2] = 1.0
+        return z[2], gradient, np.zeros((3, 3))
+    if kind == _BOX:
+        excess = np.abs(z) - half
+        if np.all(excess < 0.0):
+            axis = np.argmax(excess)
+            gradient[axis] = -1.0 if z[axis] < 0.0 else 1.0
+            return excess[axis], gradient, np.zeros((3, 3))
+        offset = np.zeros(3)
+        free = np.zeros(3)
+        for a in range(3):
+            if excess[a] > 0.0:
+                offset[a] = -excess[a] if z[a] < 0.0 else excess[a]
+                free[a] = 1.0
+        return _round(offset, 0.0, free)
+    if kind == _SPHERE:
+        return _round(z.copy(), half[0], np.ones(3))
+    if kind == _CAPSULE:
+        length = half[2] - half[0]
+        offset = z.copy()
+        offset[2] -= min(max(z[2], -length), length)
+        free = np.ones(3)
+        if abs(z[2]) < length:
+            free[2] = 0.0
+        return _round(offset, half[0], free)
+    return _trilinear(grid, shape, start, half, z)
 
 
 @numba.njit(cache=True)
@@ -160,45 +234,113 @@ def _times(a, b):
 
 
 @numba.njit(cache=True)
-def _contact_force(contacts, coefficients, x, xdot, total):
-    """The dual world force (R, 3) on a contact point into ``total``, from the dual
-    coefficients (R, 4) (the reference's ``contact_force``)."""
-    kinds = contacts[1]
-    kn, kd = coefficients[:, 0].copy(), coefficients[:, 1].copy()
-    mu, kt = coefficients[:, 2].copy(), coefficients[:, 3].copy()
-    rows = x.shape[0]
-    total[:] = 0.0
-    for obstacle in range(kinds.shape[0]):
-        distance, normal = _signed_distance(contacts, obstacle, x[0])
-        if distance >= 0.0:
-            continue
-        depth = -(x @ normal)
-        depth[0] = -distance
-        rate = -(xdot @ normal)
-        normal_force = _times(kn, depth) + _times(_times(kd, depth), rate)
-        if normal_force[0] <= 0.0:
-            continue
-        along = xdot @ normal
-        slip = xdot - along.reshape(rows, 1) * normal.reshape(1, 3)
-        speed = np.sqrt(np.sum(slip[0] ** 2))
-        friction = np.empty_like(slip)
-        if kt[0] * speed <= mu[0] * normal_force[0]:
-            _scale(kt, slip, friction)
-        else:
-            direction = np.empty_like(slip)
-            direction[0] = slip[0] / speed
-            for k in range(1, rows):
-                direction[k] = (slip[k] - (slip[k] @ direction[0]) * direction[0]) / speed
-            _scale(_times(mu, normal_force), direction, friction)
-        total -= friction
-        total += normal_force.reshape(rows, 1) * normal.reshape(1, 3)
+def _quotient(a, b):
+    """a / b for dual scalars (R,)."""
+    out = a / b[0]
+    out[1:] -= a[0] * b[1:] / b[0] ** 2
+    return out
 
 
 @numba.njit(cache=True)
-def _apply_contacts(nodes, contacts, points, coefficients, rotation, offset, w, v, torque,
-                    force):
-    """Subtract each contact point's force from its node's body force, dual points (R, c, 3)
-    and coefficients (R, 4) (the reference's ``_apply_contacts``)."""
+def _power(a, exponent):
+    """a^exponent for a dual scalar (R,) (the reference's ``_power``)."""
+    out = np.zeros_like(a)
+    if a[0] > 0.0 or exponent == 1.0:
+        out[:] = exponent * a[0] ** (exponent - 1.0) * a
+    out[0] = a[0] ** exponent
+    return out
+
+
+@numba.njit(cache=True)
+def _smooth_friction(kt, limit, slip, sharpness, out):
+    """out = -kt v_t (1 + r^p)^(-1/p) (the reference's ``smooth_friction``, negated: the
+    caller subtracts it)."""
+    rows = slip.shape[0]
+    speed_squared = slip @ slip[0]
+    for k in range(1, rows):
+        speed_squared[k] += slip[0] @ slip[k]
+    ratio_squared = _quotient(_times(_times(kt, kt), speed_squared), _times(limit, limit))
+    base = _power(ratio_squared, sharpness / 2.0)
+    base[0] += 1.0
+    _scale(_times(kt, _power(base, -1.0 / sharpness)), slip, out)
+
+
+@numba.njit(cache=True)
+def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, link_origin,
+                omega, velocity, moving, out):
+    """The dual world force (R, 3) of one obstacle on a contact point into ``out``; False
+    where they do not touch (the reference's ``pair_force``; ``moving`` False: a static
+    obstacle, the link arrays unused)."""
+    kinds, centers, rotations, halves = contacts[2], contacts[3], contacts[4], contacts[5]
+    grid, grid_shape, grid_start = contacts[8], contacts[9], contacts[10]
+    rows = x.shape[0]
+    rotation = np.zeros((rows, 3, 3))
+    origin = np.zeros((rows, 3))
+    if moving:
+        for k in range(rows):
+            rotation[k] = link_rotation[k] @ rotations[obstacle]
+            origin[k] = link_origin[k] + link_rotation[k] @ centers[obstacle]
+    else:
+        rotation[0] = rotations[obstacle]
+        origin[0] = centers[obstacle]
+    local = np.zeros((rows, 3))
+    _rotate(rotation, x - origin, True, local)
+    distance, gradient, hessian = shape_distance(kinds[obstacle], halves[obstacle], grid,
+                                                 grid_shape[obstacle], grid_start[obstacle],
+                                                 local[0])
+    if distance >= 0.0:
+        return False
+    kn, kd = coefficients[:, 0].copy(), coefficients[:, 1].copy()
+    mu, kt = coefficients[:, 2].copy(), coefficients[:, 3].copy()
+    norm = np.sqrt(np.sum(gradient ** 2))
+    local_normal = np.zeros((rows, 3))
+    local_normal[0] = gradient / norm
+    bend = (np.eye(3) - np.outer(local_normal[0], local_normal[0])) @ hessian / norm
+    depth = np.zeros(rows)
+    depth[0] = -distance
+    for k in range(1, rows):
+        local_normal[k] = bend @ local[k]
+        depth[k] = -(local[k] @ gradient)
+    normal = np.zeros((rows, 3))
+    _rotate(rotation, local_normal, False, normal)
+    relative = xdot.copy()
+    if moving:
+        spin = np.zeros((rows, 3))
+        _cross(omega, x - link_origin, spin)
+        relative -= velocity + spin
+    approach = relative @ normal[0]
+    for k in range(1, rows):
+        approach[k] += relative[0] @ normal[k]
+    normal_force = _times(kn, depth) - _times(_times(kd, depth), approach)
+    if normal_force[0] <= 0.0:
+        return False
+    along = np.zeros((rows, 3))
+    _scale(approach, normal, along)
+    slip = relative - along
+    speed = np.sqrt(np.sum(slip[0] ** 2))
+    friction = np.empty_like(slip)
+    sharpness = contacts[11]
+    if sharpness > 0.0 and mu[0] > 0.0:
+        _smooth_friction(kt, _times(mu, normal_force), slip, sharpness, friction)
+    elif kt[0] * speed <= mu[0] * normal_force[0]:
+        _scale(kt, slip, friction)
+    else:
+        direction = np.empty_like(slip)
+        direction[0] = slip[0] / speed
+        for k in range(1, rows):
+            direction[k] = (slip[k] - (slip[k] @ direction[0]) * direction[0]) / speed
+        _scale(_times(mu, normal_force), direction, friction)
+    _scale(normal_force, normal, along)
+    _scale(area, along - friction, out)
+    return True
+
+
+@numba.njit(cache=True)
+def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
+                    torque, force):
+    """Subtract each contact point's force from its node's body force and add the reaction
+    to the obstacle's link; dual points (R, c, 3), coefficients (R, 4), areas (R, c) (the
+    reference's ``_apply_contacts``)."""
     parent = nodes[0]
     count, rows = parent.shape[0], rotation.shape[1]
     world_rotation = np.zeros((count, rows, 3, 3))
@@ -215,33 +357,57 @@ def _apply_contacts(nodes, contacts, points, coefficients, rotation, offset, w, 
                     world_rotation[node, k] += world_rotation[p, k] @ rotation[node, 0]
             _rotate(world_rotation[p], offset[node], False, world_origin[node])
             world_origin[node] += world_origin[p]
+    world_w = np.zeros((count, rows, 3))
+    world_v = np.zeros((count, rows, 3))
+    for node in range(count):
+        _rotate(world_rotation[node], w[node], False, world_w[node])
+        _rotate(world_rotation[node], v[node], False, world_v[node])
     x = np.zeros((rows, 3))
     xdot = np.zeros((rows, 3))
     spin = np.zeros((rows, 3))
     world_force = np.zeros((rows, 3))
     body = np.zeros((rows, 3))
     lever = np.zeros((rows, 3))
-    contact_node = contacts[0]
+    arm = np.zeros((rows, 3))
+    contact_node, contact_link = contacts[0], contacts[1]
+    obstacle_link, obstacle_node = contacts[6], contacts[7]
     for index in range(contact_node.shape[0]):
         node = contact_node[index]
         point = points[:, index].copy()
+        point_area = area[:, index].copy()
         _rotate(world_rotation[node], point, False, x)
         x += world_origin[node]
         _cross(w[node], point, spin)
         spin += v[node]
         _rotate(world_rotation[node], spin, False, xdot)
-        _contact_force(contacts, coefficients, x, xdot, world_force)
-        _rotate(world_rotation[node], world_force, True, body)
-        force[node] -= body
-        _cross(point, body, lever)
-        torque[node] -= lever
+        for obstacle in range(obstacle_link.shape[0]):
+            if obstacle_link[obstacle] == contact_link[index]:
+                continue
+            other = obstacle_node[obstacle]
+            moving = other >= 0
+            frame = max(other, 0)
+            if not _pair_force(contacts, obstacle, coefficients, point_area, x, xdot,
+                               world_rotation[frame], world_origin[frame], world_w[frame],
+                               world_v[frame], moving, world_force):
+                continue
+            _rotate(world_rotation[node], world_force, True, body)
+            force[node] -= body
+            _cross(point, body, lever)
+            torque[node] -= lever
+            if moving:
+                _rotate(world_rotation[other], world_force, True, body)
+                _rotate(world_rotation[other], x - world_origin[other], True, arm)
+                force[other] += body
+                _cross(arm, body, lever)
+                torque[other] += lever
 
 
 @numba.njit(cache=True)
-def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, coefficients, gravity):
+def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coefficients,
+         gravity):
     """Dual joint forces (R, d) of dual coordinates, rates, accelerations (R, d), masses
-    (R, n), inertias (R, n, 3, 3), joint origins (R, n, 3), contact points (R, c, 3) and
-    contact coefficients (R, 4), contact forces subtracted (the reference's
+    (R, n), inertias (R, n, 3, 3), joint origins (R, n, 3), contact points (R, c, 3), areas
+    (R, c) and contact coefficients (R, 4), contact forces subtracted (the reference's
     ``inverse_dynamics_tangents``)."""
     parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
     count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
@@ -333,8 +499,8 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, coefficient
             _cross(w[node], momentum, tmp)
             force[node] = p_dot + tmp
     if contacts[0].shape[0]:
-        _apply_contacts(nodes, contacts, points, coefficients, rotation, offset, w, v, torque,
-                        force)
+        _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
+                        torque, force)
     tau = np.zeros((rows, d))
     for node in range(count - 1, -1, -1):
         c = coordinate[node]

@@ -13,7 +13,10 @@
 Links: ``mass`` [kg], ``com`` [m] (default the frame origin), ``inertia`` about the centre of
 mass in the link frame [kg m²]: three principal moments, six values (ixx, iyy, izz, ixy, ixz,
 iyz) or a 3x3 matrix, ``contacts`` (optional) the contact points in the link frame [m], a
-list of [x, y, z]. Joints: ``type`` one of :data:`~sim_rigid.model.JOINT_TYPES`,
+list of [x, y, z] or of ``{point: [x, y, z], area: a}`` (the force's scale, default 1),
+``shapes`` (optional) contact shapes fixed on the link, in the link frame, entries as
+:func:`load_obstacles`' (the other links' contact points touch them). Joints: ``type``
+one of :data:`~sim_rigid.model.JOINT_TYPES`,
 ``parent`` a link name or ``world``, ``child`` a link name, ``origin`` [m] and ``rpy`` [rad]
 (URDF's roll-pitch-yaw, R = Rz(yaw) Ry(pitch) Rx(roll)) of the joint frame in the parent's
 frame, ``axis`` (revolute, prismatic; normalized), ``damping`` and ``initial`` one value per
@@ -30,10 +33,16 @@ import numpy as np
 import yaml
 
 from .model import JOINT_COORDINATES, JOINT_TYPES, OBSTACLE_TYPES, ModelError, RigidModel
+from .sdf import mesh_grid
 
 __all__ = ["DescriptionError", "load_description", "load_obstacles", "rpy_matrix"]
 
-_LINK_KEYS = {"name", "mass", "com", "inertia", "contacts"}
+_LINK_KEYS = {"name", "mass", "com", "inertia", "contacts", "shapes"}
+_SHAPE_KEYS = {"plane": {"type", "point", "normal"},
+               "box": {"type", "center", "half_extents", "rpy"},
+               "sphere": {"type", "center", "radius"},
+               "capsule": {"type", "center", "rpy", "radius", "half_length"},
+               "mesh": {"type", "center", "rpy", "vertices", "faces", "resolution"}}
 _JOINT_KEYS = {"name", "type", "parent", "child", "origin", "rpy", "axis", "damping", "initial"}
 
 
@@ -179,15 +188,29 @@ def load_description(source, *, gravity=None) -> RigidModel:
             raise DescriptionError(f"joint {joint['name']!r} has a zero axis")
         axes.append(axis / norm if norm > 0 else np.array([0.0, 0.0, 1.0]))
     ordered_links = [links[joint["child"]] for joint in joints]
-    contact_link, contact_point = [], []
+    contact_link, contact_point, contact_area, shapes = [], [], [], []
     for i, link in enumerate(ordered_links):
         points = link.get("contacts", [])
         if not isinstance(points, list):
             raise DescriptionError(f"link {link['name']!r} contacts must be a list of "
                                    f"[x, y, z] points [m], got {points!r}")
         for k, point in enumerate(points):
-            contact_point.append(_vector(f"link {link['name']!r} contacts[{k}]", point, 3))
+            where = f"link {link['name']!r} contacts[{k}]"
+            if isinstance(point, dict):
+                unknown = sorted(set(point) - {"point", "area"})
+                if unknown:
+                    raise DescriptionError(f"{where} has unknown keys {unknown}; allowed: "
+                                           f"['area', 'point']")
+                area = point.get("area", 1.0)
+                point = point.get("point")
+            else:
+                area = 1.0
+            contact_point.append(_vector(where, point, 3))
+            contact_area.append(area)
             contact_link.append(i)
+        shapes.extend((i, f"link {link['name']!r} shapes[{k}]", entry)
+                      for k, entry in enumerate(_shape_list(f"link {link['name']!r} shapes",
+                                                            link.get("shapes", []))))
     try:
         return RigidModel(
             link_names=[link["name"] for link in ordered_links],
@@ -208,53 +231,131 @@ def load_description(source, *, gravity=None) -> RigidModel:
             joint_axis=axes, joint_damping=damping, joint_rest=rest,
             contact_link=np.array(contact_link, dtype=np.int64),
             contact_point=np.array(contact_point, dtype=np.float64).reshape(-1, 3),
+            contact_area=np.array(contact_area, dtype=np.float64),
+            **_shape_fields(shapes),
             gravity=source.get("gravity", [0.0, 0.0, -9.81]) if gravity is None else gravity)
     except ModelError as exc:
         raise DescriptionError(str(exc)) from exc
 
 
-def load_obstacles(obstacles) -> dict[str, np.ndarray]:
-    """The model fields of static obstacles (``obstacle_type``, ``obstacle_center``,
-    ``obstacle_rotation``, ``obstacle_half_extents``) from a list of ``{type: plane, point
-    [m] (default the origin), normal (default +z)}`` and ``{type: box, center [m],
-    half_extents [m], rpy [rad] (default none)}``; raises :class:`DescriptionError` naming
-    the entry at fault."""
-    if not isinstance(obstacles, list | tuple):
-        raise DescriptionError(f"obstacles must be a list, got {obstacles!r}")
-    kinds, centers, rotations, halves = [], [], [], []
-    allowed = {"plane": {"type", "point", "normal"},
-               "box": {"type", "center", "half_extents", "rpy"}}
-    for k, obstacle in enumerate(obstacles):
-        kind = obstacle.get("type") if isinstance(obstacle, dict) else None
-        if kind not in allowed:
-            raise DescriptionError(f"obstacles[{k}] must be a mapping with type one of "
-                                   f"{sorted(allowed)}, got {obstacle!r}")
-        unknown = sorted(set(obstacle) - allowed[kind])
-        if unknown:
-            raise DescriptionError(f"obstacles[{k}] ({kind}) has unknown keys {unknown}; "
-                                   f"allowed: {sorted(allowed[kind])}")
-        kinds.append(OBSTACLE_TYPES.index(kind))
-        if kind == "plane":
-            normal = _vector(f"obstacles[{k}] normal", obstacle.get("normal", [0, 0, 1]), 3)
-            length = np.linalg.norm(normal)
-            if length == 0.0:
-                raise DescriptionError(f"obstacles[{k}] (plane) has a zero normal")
-            centers.append(_vector(f"obstacles[{k}] point", obstacle.get("point", [0] * 3), 3))
-            rotations.append(_frame_with_z(normal / length))
-            halves.append(np.zeros(3))
-        else:
-            centers.append(_vector(f"obstacles[{k}] center", obstacle.get("center"), 3))
-            rotations.append(rpy_matrix(_vector(f"obstacles[{k}] rpy",
-                                                obstacle.get("rpy", [0] * 3), 3)))
-            half = _vector(f"obstacles[{k}] half_extents", obstacle.get("half_extents"), 3)
-            if not np.all(half > 0.0):
-                raise DescriptionError(f"obstacles[{k}] (box) half_extents {half.tolist()} "
-                                       f"m: each must be > 0")
-            halves.append(half)
+def load_obstacles(obstacles, *, base: RigidModel | None = None) -> dict[str, np.ndarray]:
+    """The model fields of the contact shapes (``obstacle_type``, ``obstacle_center``,
+    ``obstacle_rotation``, ``obstacle_half_extents``, ``obstacle_link``, ``obstacle_grid``,
+    ``obstacle_grid_shape``, ``obstacle_grid_start``): the shapes on ``base``'s links (if
+    given) then the static ``obstacles``, a list of
+
+    - ``{type: plane, point [m] (default the origin), normal (default +z)}``,
+    - ``{type: box, center [m], half_extents [m], rpy [rad] (default none)}``,
+    - ``{type: sphere, center [m], radius [m]}``,
+    - ``{type: capsule, center [m], rpy, radius [m], half_length [m]}`` (its segment along
+      the turned z axis),
+    - ``{type: mesh, center [m], rpy, vertices [[x, y, z], ...] [m], faces [[i, j, k], ...],
+      resolution (grid nodes along the longest side, default 16)}``: a closed triangle mesh
+      with faces counter-clockwise seen from outside, sampled into a grid SDF
+      (:func:`sim_rigid.sdf.mesh_grid`);
+
+    raises :class:`DescriptionError` naming the entry at fault."""
+    entries = [] if base is None else _model_shapes(base)
+    entries.extend((-1, f"obstacles[{k}]", entry)
+                   for k, entry in enumerate(_shape_list("obstacles", obstacles)))
+    return _shape_fields(entries)
+
+
+def _shape_list(where: str, shapes) -> list:
+    if not isinstance(shapes, list | tuple):
+        raise DescriptionError(f"{where} must be a list, got {shapes!r}")
+    return list(shapes)
+
+
+def _model_shapes(model: RigidModel) -> list:
+    """A model's link shapes as already parsed entries of :func:`_shape_fields`."""
+    return [(int(link), None, (int(model.obstacle_type[o]), model.obstacle_center[o],
+                               model.obstacle_rotation[o], model.obstacle_half_extents[o],
+                               model.obstacle_sdf_grid(o)))
+            for o, link in enumerate(model.obstacle_link) if link >= 0]
+
+
+def _shape_fields(entries) -> dict[str, np.ndarray]:
+    """Model fields of (link, where, entry) triples: a description's mapping, or a parsed
+    (type, center, rotation, half extents, grid) tuple (where None)."""
+    kinds, centers, rotations, halves, links, grids, grid_shapes, starts = ([] for _ in range(8))
+    size = 0
+    for link, where, entry in entries:
+        kind, center, rotation, half, grid = entry if where is None else _shape(where, entry)
+        kinds.append(kind)
+        centers.append(center)
+        rotations.append(rotation)
+        halves.append(half)
+        links.append(link)
+        grid_shapes.append(grid.shape if grid.ndim == 3 and grid.size else (0, 0, 0))
+        starts.append(size)
+        grids.append(grid.ravel())
+        size += grid.size
     return {"obstacle_type": np.array(kinds, dtype=np.int64),
             "obstacle_center": np.array(centers, dtype=np.float64).reshape(-1, 3),
             "obstacle_rotation": np.array(rotations, dtype=np.float64).reshape(-1, 3, 3),
-            "obstacle_half_extents": np.array(halves, dtype=np.float64).reshape(-1, 3)}
+            "obstacle_half_extents": np.array(halves, dtype=np.float64).reshape(-1, 3),
+            "obstacle_link": np.array(links, dtype=np.int64),
+            "obstacle_grid": np.concatenate([np.zeros(0), *grids]),
+            "obstacle_grid_shape": np.array(grid_shapes, dtype=np.int64).reshape(-1, 3),
+            "obstacle_grid_start": np.array(starts, dtype=np.int64)}
+
+
+def _positive(where: str, value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number > 0.0:
+        raise DescriptionError(f"{where} is {value!r}: it must be a number > 0 [m]")
+    return number
+
+
+def _shape(where: str, shape) -> tuple:
+    """(type index, center, rotation, half extents, grid) of one description entry."""
+    kind = shape.get("type") if isinstance(shape, dict) else None
+    if kind not in _SHAPE_KEYS:
+        raise DescriptionError(f"{where} must be a mapping with type one of "
+                               f"{sorted(_SHAPE_KEYS)}, got {shape!r}")
+    unknown = sorted(set(shape) - _SHAPE_KEYS[kind])
+    if unknown:
+        raise DescriptionError(f"{where} ({kind}) has unknown keys {unknown}; allowed: "
+                               f"{sorted(_SHAPE_KEYS[kind])}")
+    no_grid = np.zeros((0, 0, 0))
+    if kind == "plane":
+        normal = _vector(f"{where} normal", shape.get("normal", [0, 0, 1]), 3)
+        length = np.linalg.norm(normal)
+        if length == 0.0:
+            raise DescriptionError(f"{where} (plane) has a zero normal")
+        return (OBSTACLE_TYPES.index(kind), _vector(f"{where} point", shape.get("point",
+                                                                                [0] * 3), 3),
+                _frame_with_z(normal / length), np.zeros(3), no_grid)
+    center = _vector(f"{where} center", shape.get("center"), 3)
+    rotation = rpy_matrix(_vector(f"{where} rpy", shape.get("rpy", [0] * 3), 3))
+    grid = no_grid
+    if kind == "box":
+        half = _vector(f"{where} half_extents", shape.get("half_extents"), 3)
+        if not np.all(half > 0.0):
+            raise DescriptionError(f"{where} (box) half_extents {half.tolist()} "
+                                   f"m: each must be > 0")
+    elif kind == "sphere":
+        half = np.full(3, _positive(f"{where} (sphere) radius", shape.get("radius")))
+    elif kind == "capsule":
+        radius = _positive(f"{where} (capsule) radius", shape.get("radius"))
+        length = _positive(f"{where} (capsule) half_length", shape.get("half_length"))
+        half = np.array([radius, radius, radius + length])
+    else:
+        resolution = shape.get("resolution", 16)
+        if not isinstance(resolution, int) or resolution < 2:
+            raise DescriptionError(f"{where} (mesh) resolution is {resolution!r}: an "
+                                   f"integer >= 2 (grid nodes along the longest side)")
+        try:
+            vertices = np.asarray(shape.get("vertices"), dtype=np.float64).reshape(-1, 3)
+            faces = np.asarray(shape.get("faces"), dtype=np.int64)
+            half, grid = mesh_grid(vertices, faces, resolution=resolution)
+        except (TypeError, ValueError) as exc:
+            raise DescriptionError(f"{where} (mesh): {exc}") from exc
+    return OBSTACLE_TYPES.index(kind), center, rotation, half, grid
 
 
 def _frame_with_z(normal: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .contact import COEFFICIENTS, contact_force
+from .contact import COEFFICIENTS, pair_force
 from .model import JOINT_TYPES, RigidModel
 
 __all__ = ["NodeTable", "bias_forces", "dual", "dual_rows", "inverse_dynamics",
@@ -188,7 +188,7 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
         q, qd, qdd: coordinates [rad or m], rates, accelerations, each (d,).
         tangents: K input directions, by name: ``q``, ``qd``, ``qdd`` (K, d), ``link_mass``
             (K, n), ``link_inertia`` (K, n, 3, 3), ``joint_origin`` (K, n, 3),
-            ``contact_point`` (K, c, 3), each contact coefficient of
+            ``contact_point`` (K, c, 3), ``contact_area`` (K, c), each contact coefficient of
             :data:`~sim_rigid.contact.COEFFICIENTS` (K,); a missing name is zero along every
             direction. All given arrays share K.
 
@@ -239,7 +239,9 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
         points = dual(params["contact_point"], tangents.get("contact_point"), rows)
         coefficients = np.stack([dual(params[name], tangents.get(name), rows)
                                  for name in COEFFICIENTS], axis=1)
-        _apply_contacts(model, table, placements, points, coefficients, w, v, torque, force)
+        area = dual(params["contact_area"], tangents.get("contact_area"), rows)
+        _apply_contacts(model, table, placements, points, coefficients, area, w, v, torque,
+                        force)
     tau = np.zeros((rows, model.coordinate_count))
     for node in range(count_nodes - 1, -1, -1):
         s_w, s_v = _motion_subspace(table, node)
@@ -256,10 +258,12 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
     return tau
 
 
-def _apply_contacts(model, table, placements, points, coefficients, w, v, torque, force):
-    """Subtract each contact point's force (:func:`sim_rigid.contact.contact_force`) from its
-    node's body force, so the recursion's joint forces become M q̈ + C - Jᵀ f; dual points
-    (K+1, c, 3) in their links' frames and coefficients (K+1, 4)."""
+def _apply_contacts(model, table, placements, points, coefficients, area, w, v, torque,
+                    force):
+    """Subtract each contact point's force (:func:`sim_rigid.contact.pair_force`, for every
+    obstacle not on the point's link) from its node's body force and add the reaction to
+    the obstacle's link, so the recursion's joint forces become M q̈ + C - Jᵀ f; dual points
+    (K+1, c, 3) in their links' frames, coefficients (K+1, 4) and areas (K+1, c)."""
     world_rotation, world_origin = [], []
     for node, (rotation, offset) in enumerate(placements):
         parent = table.parent[node]
@@ -269,14 +273,34 @@ def _apply_contacts(model, table, placements, points, coefficients, w, v, torque
         else:
             world_rotation.append(_matmul(world_rotation[parent], rotation))
             world_origin.append(world_origin[parent] + _rotate(world_rotation[parent], offset))
+    bodies = {}
+    for link in set(model.obstacle_link.tolist()) - {-1}:
+        node = table.link_node[link]
+        rotation = world_rotation[node]
+        bodies[link] = (rotation, world_origin[node], _rotate(rotation, w[node]),
+                        _rotate(rotation, v[node]))
     for index, link in enumerate(model.contact_link):
         node, point = table.link_node[link], points[:, index]
         rotation = world_rotation[node]
         x = world_origin[node] + _rotate(rotation, point)
         xdot = _rotate(rotation, v[node] + _cross(w[node], point))
-        body = _rotate(rotation, contact_force(model, coefficients, x, xdot), transpose=True)
-        force[node] = force[node] - body
-        torque[node] = torque[node] - _cross(point, body)
+        for obstacle, other in enumerate(model.obstacle_link):
+            if other == link:
+                continue
+            world_force = pair_force(model, obstacle, coefficients, area[:, index], x, xdot,
+                                     bodies.get(int(other)))
+            if world_force is None:
+                continue
+            body = _rotate(rotation, world_force, transpose=True)
+            force[node] = force[node] - body
+            torque[node] = torque[node] - _cross(point, body)
+            if other >= 0:  # the reaction -f at x on the obstacle's link
+                other_rotation, other_origin = bodies[int(other)][:2]
+                other_node = table.link_node[other]
+                reaction = _rotate(other_rotation, world_force, transpose=True)
+                lever = _rotate(other_rotation, x - other_origin, transpose=True)
+                force[other_node] = force[other_node] + reaction
+                torque[other_node] = torque[other_node] + _cross(lever, reaction)
 
 
 def _motion_subspace(table: NodeTable, node: int):

@@ -52,12 +52,20 @@ def contact_arrays(model: RigidModel) -> tuple:
     take, built on first use and kept while the model lives."""
     arrays = _CONTACT_ARRAYS.get(model)
     if arrays is None:
+        link_node = node_table(model).link_node
         fields = _kernels.Contacts(
-            node=node_table(model).link_node[model.contact_link],
+            node=link_node[model.contact_link], link=model.contact_link,
             obstacle_type=model.obstacle_type, obstacle_center=model.obstacle_center,
             obstacle_rotation=model.obstacle_rotation,
-            obstacle_half_extents=model.obstacle_half_extents)
-        arrays = _CONTACT_ARRAYS[model] = tuple(np.ascontiguousarray(a) for a in fields)
+            obstacle_half_extents=model.obstacle_half_extents,
+            obstacle_link=model.obstacle_link,
+            obstacle_node=np.where(model.obstacle_link >= 0,
+                                   link_node[np.maximum(model.obstacle_link, 0)], -1),
+            grid=model.obstacle_grid, grid_shape=model.obstacle_grid_shape,
+            grid_start=model.obstacle_grid_start,
+            friction_sharpness=model.friction_sharpness)
+        arrays = _CONTACT_ARRAYS[model] = tuple(
+            np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in fields)
     return arrays
 
 
@@ -72,7 +80,8 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
                                  ("link_mass", params["link_mass"]),
                                  ("link_inertia", params["link_inertia"]),
                                  ("joint_origin", params["joint_origin"]),
-                                 ("contact_point", params["contact_point"]))]
+                                 ("contact_point", params["contact_point"]),
+                                 ("contact_area", params["contact_area"]))]
     coefficients = np.stack([dual(np.asarray(params[name], dtype=np.float64),
                                    tangents.get(name), rows) for name in COEFFICIENTS], axis=1)
     return _kernels.rnea(node_arrays(model), contact_arrays(model), *duals, coefficients,

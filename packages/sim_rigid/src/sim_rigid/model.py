@@ -32,6 +32,7 @@ from codesign.fields import float_array, index_array, unique_names
 from codesign.inertia import inertia_problem
 
 from .options import RigidOptions
+from .sdf import shape_distance
 
 __all__ = ["JOINT_COORDINATES", "JOINT_TYPES", "ModelError", "OBSTACLE_TYPES", "PARAMETERS",
            "RigidModel"]
@@ -42,18 +43,23 @@ JOINT_TYPES = ("revolute", "prismatic", "fixed", "free")
 JOINT_COORDINATES = (1, 1, 0, 6)
 """Coordinates of each joint type of :data:`JOINT_TYPES`."""
 
-OBSTACLE_TYPES = ("plane", "box")
-"""Static obstacle shapes, indexed by ``RigidModel.obstacle_type``: a plane through
-``obstacle_center`` whose normal is the third column of ``obstacle_rotation`` (the solid
-side below it), a box centred at ``obstacle_center``, turned by ``obstacle_rotation``, with
-``obstacle_half_extents``."""
+OBSTACLE_TYPES = ("plane", "box", "sphere", "capsule", "mesh")
+"""Contact shapes (signed distance fields, :mod:`sim_rigid.sdf`), indexed by
+``RigidModel.obstacle_type``: a plane through ``obstacle_center`` whose normal is the third
+column of ``obstacle_rotation`` (the solid side below it); a box, sphere, capsule (along
+its frame's z) or mesh grid centred at ``obstacle_center``, turned by ``obstacle_rotation``,
+within ``obstacle_half_extents`` (the half sizes of its bounding box)."""
 
 PARAMETERS = ("link_mass", "link_inertia", "joint_origin", "joint_damping", "contact_point",
-              "contact_stiffness", "contact_damping", "friction", "friction_stiffness")
+              "contact_stiffness", "contact_damping", "friction", "friction_stiffness",
+              "contact_area")
 """The model fields a design may replace at step time (:meth:`RigidModel.parameters`); the
 step's VJP returns a gradient for each."""
 
 _DEFAULT = RigidOptions()
+_OWN_SHAPE_TOLERANCE = 1e-4
+"""How deep [m] a contact point may sit inside its own link's shape (a point sampled on a
+mesh surface reads a small negative distance from the grid's interpolation)."""
 _UNIT_TOLERANCE = 1e-6
 """How far from 1 the norm of a joint axis may be, and from orthonormal a rotation."""
 
@@ -97,7 +103,22 @@ class RigidModel:
         obstacle_type: index into :data:`OBSTACLE_TYPES`, (o,) int64.
         obstacle_center: a point of each plane, each box's centre [m], (o, 3).
         obstacle_rotation: obstacle orientations in the world, rotation matrices, (o, 3, 3).
-        obstacle_half_extents: box half sizes [m] (unused for planes), (o, 3).
+        obstacle_half_extents: half sizes [m] of each shape's bounding box in its frame
+            (unused for planes; a sphere's (r, r, r), a capsule's (r, r, l + r), a mesh's
+            grid), (o, 3).
+        obstacle_link: the link each obstacle is fixed on, its centre and rotation in that
+            link's frame; -1 (the default) a static obstacle in the world, (o,) int64.
+            A contact point meets every obstacle not on its own link.
+        obstacle_grid: the signed distances [m] of every mesh obstacle's grid, flattened
+            (C order) one after the other, (G,).
+        obstacle_grid_shape: grid nodes (n_x, n_y, n_z) of each mesh obstacle, zeros for
+            other shapes, (o, 3) int64.
+        obstacle_grid_start: where each mesh obstacle's samples start in ``obstacle_grid``,
+            (o,) int64.
+        contact_area: area weight of each contact point [m² or 1] scaling its force
+            (default 1), (c,).
+        friction_sharpness: 0 for the hard stick-slip switch, else the exponent p >= 2 of
+            the smooth friction law (:mod:`sim_rigid.contact`).
         contact_stiffness: normal stiffness kn [N/m] per contact point.
         contact_damping: normal damping [N s/m²]: the force kd d ḋ grows with the
             penetration d, so it is continuous at first contact (the paper's law).
@@ -131,6 +152,12 @@ class RigidModel:
     contact_damping: float = _DEFAULT.contact_damping
     friction: float = _DEFAULT.friction
     friction_stiffness: float = _DEFAULT.friction_stiffness
+    obstacle_link: np.ndarray | None = None
+    obstacle_grid: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    obstacle_grid_shape: np.ndarray | None = None
+    obstacle_grid_start: np.ndarray | None = None
+    contact_area: np.ndarray | None = None
+    friction_sharpness: float = _DEFAULT.friction_sharpness
 
     def __post_init__(self):
         set_field = functools.partial(object.__setattr__, self)
@@ -141,8 +168,17 @@ class RigidModel:
             raise ModelError(f"{n} links need {n} joints (link i hangs from joint i), got "
                              f"{len(self.joint_names)}")
         c, o = len(np.asarray(self.contact_link)), len(np.asarray(self.obstacle_type))
+        # shape fields left out (or empty, as dataclasses.replace carries them over from a
+        # model without obstacles or points) default per entry: static, no grid, unit area
+        for name, default in (("obstacle_link", np.full(o, -1, np.int64)),
+                              ("obstacle_grid_shape", np.zeros((o, 3), np.int64)),
+                              ("obstacle_grid_start", np.zeros(o, np.int64)),
+                              ("contact_area", np.ones(c))):
+            if getattr(self, name) is None or np.size(getattr(self, name)) == 0:
+                set_field(name, default)
         for name, count in (("joint_type", n), ("joint_parent", n), ("contact_link", c),
-                            ("obstacle_type", o)):
+                            ("obstacle_type", o), ("obstacle_link", o),
+                            ("obstacle_grid_start", o)):
             set_field(name, index_array(name, getattr(self, name), count, error=ModelError))
         bad = np.flatnonzero((self.joint_type < 0) | (self.joint_type >= len(JOINT_TYPES)))
         if bad.size:
@@ -153,13 +189,15 @@ class RigidModel:
                   "joint_origin": (n, 3), "joint_rotation": (n, 3, 3), "joint_axis": (n, 3),
                   "joint_damping": (d,), "joint_rest": (d,), "gravity": (3,),
                   "contact_point": (c, 3), "obstacle_center": (o, 3),
-                  "obstacle_rotation": (o, 3, 3), "obstacle_half_extents": (o, 3)}
+                  "obstacle_rotation": (o, 3, 3), "obstacle_half_extents": (o, 3),
+                  "contact_area": (c,), "obstacle_grid": (np.size(self.obstacle_grid),)}
         for name, shape in shapes.items():
             set_field(name, float_array(name, getattr(self, name), shape, error=ModelError))
         self._check_tree()
         self._check_links()
         self._check_joints()
         self._check_contacts()
+        self._check_shapes()
 
     def _check_tree(self):
         for i, (name, parent) in enumerate(zip(self.joint_names, self.joint_parent,
@@ -220,6 +258,57 @@ class RigidModel:
                 raise ModelError(f"{name}: {problem}")
             object.__setattr__(self, name, float(value))
 
+    def _check_shapes(self):
+        grid_shape = np.asarray(self.obstacle_grid_shape)
+        if grid_shape.shape != (len(self.obstacle_type), 3) or grid_shape.dtype.kind not in "iu":
+            raise ModelError(f"obstacle_grid_shape must be an integer array of shape "
+                             f"({len(self.obstacle_type)}, 3), got {grid_shape.shape}")
+        object.__setattr__(self, "obstacle_grid_shape", grid_shape.astype(np.int64))
+        bad = np.flatnonzero((self.obstacle_link < -1) | (self.obstacle_link >= self.link_count))
+        if bad.size:
+            raise ModelError(f"obstacle_link[{bad[0]}] is {self.obstacle_link[bad[0]]}: -1 "
+                             f"(the world) or a link index in [0, {self.link_count})")
+        for o, kind in enumerate(self.obstacle_type):
+            problem = _shape_problem(OBSTACLE_TYPES[kind], self.obstacle_half_extents[o],
+                                     self.obstacle_grid_shape[o], self.obstacle_grid_start[o],
+                                     self.obstacle_grid.size)
+            if problem is not None:
+                raise ModelError(f"obstacle {o} ({OBSTACLE_TYPES[kind]}): {problem}")
+        bad = np.flatnonzero(~(self.contact_area > 0.0))
+        if bad.size:
+            raise ModelError(f"contact_area[{bad[0]}] is {self.contact_area[bad[0]]}: areas "
+                             f"must be > 0 (drop the point instead)")
+        self._check_points_outside_own_shapes()
+        sharpness = self.friction_sharpness
+        if not (sharpness == 0.0 or sharpness >= 2.0):
+            raise ModelError(f"friction_sharpness is {sharpness}: 0 (the hard stick-slip "
+                             f"switch) or an exponent >= 2 (smooth; larger is closer to "
+                             f"the switch)")
+        object.__setattr__(self, "friction_sharpness", float(sharpness))
+
+    def _check_points_outside_own_shapes(self):
+        for index, link in enumerate(self.contact_link):
+            for o in np.flatnonzero(self.obstacle_link == link):
+                local = self.obstacle_rotation[o].T @ (self.contact_point[index]
+                                                       - self.obstacle_center[o])
+                distance, _, _ = shape_distance(int(self.obstacle_type[o]),
+                                                self.obstacle_half_extents[o],
+                                                self.obstacle_sdf_grid(int(o)), local)
+                if distance < -_OWN_SHAPE_TOLERANCE:
+                    raise ModelError(
+                        f"contact point {index} of link {self.link_names[link]!r} lies "
+                        f"{-distance:.3g} m inside its own link's obstacle {o} "
+                        f"({OBSTACLE_TYPES[self.obstacle_type[o]]}): put contact points on "
+                        f"or outside their link's surface (a point never touches its own "
+                        f"link's shapes, so it would sense nothing where it sits)")
+
+    def obstacle_sdf_grid(self, obstacle: int) -> np.ndarray:
+        """The signed distances [m] of a mesh obstacle's grid, (n_x, n_y, n_z) (an empty
+        (0, 0, 0) array for other shapes)."""
+        shape = tuple(int(n) for n in self.obstacle_grid_shape[obstacle])
+        start = int(self.obstacle_grid_start[obstacle])
+        return self.obstacle_grid[start:start + int(np.prod(shape))].reshape(shape)
+
     @property
     def link_count(self) -> int:
         """n, the number of links (= joints)."""
@@ -264,3 +353,25 @@ class RigidModel:
         """The model's values of :data:`PARAMETERS`, by field name (the contact
         coefficients as arrays of shape ())."""
         return {name: np.asarray(getattr(self, name), dtype=np.float64) for name in PARAMETERS}
+
+
+def _shape_problem(kind: str, half, grid_shape, grid_start, grid_size) -> str | None:
+    """What is wrong with one shape's sizes and grid, or None."""
+    if kind == "plane":
+        return None
+    if not np.all(half > 0.0):
+        return f"half extents {half.tolist()} m: each must be > 0"
+    if kind in ("sphere", "capsule") and half[0] != half[1]:
+        return f"half extents {half.tolist()} m: the first two are the radius, equal"
+    if kind == "sphere" and half[2] != half[0]:
+        return f"half extents {half.tolist()} m: a sphere's are (r, r, r)"
+    if kind == "capsule" and not half[2] > half[0]:
+        return (f"half extents {half.tolist()} m: a capsule's are (r, r, l + r) with a "
+                f"half length l > 0 (use a sphere for l = 0)")
+    if kind == "mesh":
+        if not np.all(grid_shape >= 2):
+            return f"grid of {grid_shape.tolist()} nodes: at least 2 per axis"
+        if not 0 <= grid_start <= grid_size - int(np.prod(grid_shape)):
+            return (f"grid samples [{grid_start}, {grid_start + int(np.prod(grid_shape))}) "
+                    f"lie outside obstacle_grid ({grid_size} values)")
+    return None

@@ -46,7 +46,10 @@ class RigidOptions(Options):
             "description's)")
     obstacles: list[dict] = option(
         [], doc="static obstacles the contact points touch, each {type: plane, point [m], "
-                "normal} or {type: box, center [m], half_extents [m], rpy [rad]}")
+                "normal}, {type: box, center [m], half_extents [m], rpy [rad]}, {type: "
+                "sphere, center, radius}, {type: capsule, center, rpy, radius, half_length} "
+                "or {type: mesh, center, rpy, vertices, faces, resolution} "
+                "(sim_rigid.description.load_obstacles)")
     contact_stiffness: float = option(1.0e4, unit="N/m", lower=0.0,
                                       doc="normal stiffness kn of each contact point")
     contact_damping: float = option(1.0e3, unit="N s/m^2", lower=0.0,
@@ -56,6 +59,10 @@ class RigidOptions(Options):
     friction_stiffness: float = option(
         1.0e3, unit="N s/m", lower=0.0,
         doc="tangential viscous stiffness kt below sliding: friction -kt v_t up to μ f_n")
+    friction_sharpness: float = option(
+        0.0, lower=0.0,
+        doc="0: the hard stick-slip switch; p >= 2: the smooth friction -kt v_t (1 + r^p)^(-1/p), "
+            "r = kt |v_t| / (μ f_n), for Newton's method where the switch makes it stall")
     actuation: str = option("torque", choices=ACTUATIONS,
                             doc="the action: joint torques, or position targets of PD servos")
     servo_stiffness: float = option(100.0, unit="N m/rad or N/m", lower=0.0,

@@ -53,19 +53,25 @@ def contact_points(model: RigidModel, params: dict, joint_q) -> tuple[np.ndarray
     rotation, origin = link_frames(model, params, joint_q)
     link = model.contact_link
     points = origin[link] + np.einsum("cij,cj->ci", rotation[link], model.contact_point)
-    touching = np.array([any(signed_distance(model, o, x)[0] < 0.0
-                             for o in range(len(model.obstacle_type))) for x in points],
-                        dtype=bool)
+    touching = np.array([any(signed_distance(model, o, x, frame=None if other < 0 else
+                                             (rotation[other], origin[other]))[0] < 0.0
+                             for o, other in enumerate(model.obstacle_link) if other != own)
+                         for x, own in zip(points, link, strict=True)], dtype=bool)
     return points.reshape(-1, 3), touching
 
 
-def obstacle_segments(model: RigidModel) -> np.ndarray:
-    """World segments [m] the obstacles are drawn as, (k, 2, 3): a box's twelve edges, a
-    plane's two lines through its point along its in-plane axes."""
+def obstacle_segments(model: RigidModel, frames=None) -> np.ndarray:
+    """World segments [m] the obstacles are drawn as, (k, 2, 3): a plane's two lines through
+    its point along its in-plane axes, any other shape's bounding box (twelve edges), those
+    on links placed by ``frames`` (the link rotations (n, 3, 3) and origins (n, 3) of
+    :func:`sim_rigid.dynamics.link_frames`; needed when the model has such shapes)."""
     segments = []
-    for kind, center, rotation, half in zip(model.obstacle_type, model.obstacle_center,
-                                            model.obstacle_rotation,
-                                            model.obstacle_half_extents, strict=True):
+    for kind, center, rotation, half, link in zip(
+            model.obstacle_type, model.obstacle_center, model.obstacle_rotation,
+            model.obstacle_half_extents, model.obstacle_link, strict=True):
+        if link >= 0:
+            center = frames[1][link] + frames[0][link] @ center
+            rotation = frames[0][link] @ rotation
         if OBSTACLE_TYPES[kind] == "plane":
             for axis in (0, 1):
                 reach = _PLANE_REACH * rotation[:, axis]
@@ -109,7 +115,7 @@ def render_frame(model: RigidModel, state: RigidState, *, params: dict, width: i
     frame = np.empty((height, width, 3), dtype=np.uint8)
     frame[:] = _BACKGROUND
     thickness = max(2, width // 160)
-    for start, end in obstacle_segments(model):
+    for start, end in obstacle_segments(model, link_frames(model, params, state.joint_q)):
         cv2.line(frame, pixel(start), pixel(end), _OBSTACLE, 1, cv2.LINE_AA)
     for start, end in link_segments(model, params, state.joint_q):
         cv2.line(frame, pixel(start), pixel(end), _LINK, thickness, cv2.LINE_AA)

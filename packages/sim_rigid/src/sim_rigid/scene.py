@@ -62,11 +62,12 @@ def build_model(options: RigidOptions) -> RigidModel:
         raise SceneError(f"robot {o.robot if isinstance(o.robot, str) else '(inline)'}: "
                          f"{exc}") from exc
     try:
-        changes = load_obstacles(o.obstacles)
+        changes = load_obstacles(o.obstacles, base=model)
     except DescriptionError as exc:
         raise SceneError(str(exc)) from exc
     changes.update(contact_stiffness=o.contact_stiffness, contact_damping=o.contact_damping,
-                   friction=o.friction, friction_stiffness=o.friction_stiffness)
+                   friction=o.friction, friction_stiffness=o.friction_stiffness,
+                   friction_sharpness=o.friction_sharpness)
     if o.damping is not None:
         changes["joint_damping"] = _per_coordinate("damping", o.damping, model)
     if isinstance(o.initial_positions, dict):

@@ -7,7 +7,8 @@ value per actuated coordinate (the 1-DOF joints', in joint order): a torque [N m
 Design parameters: ``link.mass``, ``link.inertia``, ``joint.origin`` (joint origins in the
 parent's frame: the link lengths) and ``joint.damping``, and for a robot with contact points
 ``contact.point`` and the contact law's ``contact.stiffness``, ``contact.damping``,
-``contact.friction`` and ``contact.friction_stiffness``, each defaulting to the model's.
+``contact.friction``, ``contact.friction_stiffness`` and ``contact.area`` (each point's
+force scale), each defaulting to the model's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ DESIGN_FIELDS = {"link.mass": "link_mass", "link.inertia": "link_inertia",
                  "joint.origin": "joint_origin", "joint.damping": "joint_damping",
                  "contact.point": "contact_point", "contact.stiffness": "contact_stiffness",
                  "contact.damping": "contact_damping", "contact.friction": "friction",
-                 "contact.friction_stiffness": "friction_stiffness"}
+                 "contact.friction_stiffness": "friction_stiffness",
+                 "contact.area": "contact_area"}
 """Design parameter name -> the model field (:data:`sim_rigid.model.PARAMETERS`) it replaces."""
 
 
@@ -98,6 +100,9 @@ class RigidSimulator:
             Parameter("contact.point", (len(m.contact_link), 3), m.contact_point, unit="m",
                       scale=max(float(np.abs(m.contact_point).max()), 0.01), entity="contact",
                       doc="contact point in its link's frame"),
+            Parameter("contact.area", (len(m.contact_link),), m.contact_area, unit="m^2",
+                      scale=max(float(np.abs(m.contact_area).max()), 1e-4), entity="contact",
+                      doc="area weight scaling each contact point's force"),
             *(RigidOptions.parameter(option, name=name, shape=(), default=getattr(m, option),
                                      scale=max(abs(getattr(m, option)), 1e-3))
               for name, option in (("contact.stiffness", "contact_stiffness"),

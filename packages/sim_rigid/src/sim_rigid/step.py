@@ -151,7 +151,8 @@ class _Solve:
         shapes = {"q": (d,), "qd": (d,)} | {
             name: np.shape(self.params[name]) for name in
             ("link_mass", "link_inertia", "joint_origin", *((
-                "contact_point", *COEFFICIENTS) if len(model.contact_link) else ()))}
+                "contact_point", *COEFFICIENTS, "contact_area") if len(model.contact_link)
+                else ()))}
         blocks = {name: int(np.prod(shape, dtype=np.int64)) for name, shape in shapes.items()}
         total = sum(blocks.values())
         tangents, start = {}, 0
