@@ -2,15 +2,21 @@
 :class:`ros_bridge.controller.SafeImpedanceController`.
 
 Publishes ``std_msgs/Float64MultiArray`` on ``/<controller>/commands`` in the ``joints``
-order (what ros2_control's JointGroupEffortController reads) at ``rate`` Hz; zero torque
-whenever a guard trips (each change of reason is logged) and on shutdown.
+order (what ros2_control's JointGroupEffortController reads); zero torque whenever a guard
+trips (each change of reason is logged) and on shutdown. With ``trigger`` ``timer`` (the
+default) a command goes out every 1/``rate`` s from the latest joint state, so a state waits
+up to one period for its answer; with ``state`` each joint state is answered at once, and
+the timer (restarted by every state) only sends the watchdog's zero torque once states stop
+coming: ``rate`` should then be the joint states' rate, as the torque-rate limit and the
+watchdog count its periods.
 
 Parameters: ``joints`` (string array), ``robot_joints`` (the effort interface's joints,
 default ``joints``; a different list refuses to start), ``urdf`` (effort, velocity and
 position limits), ``stiffness``, ``damping``, ``goal_q``, ``goal_qd`` (arrays),
 ``effort_limit``, ``velocity_limit`` (lower than the URDF's, optional), ``torque_rate``
 [N m per cycle], ``rate`` [Hz], ``model_file`` (a net-torque map ``.npz``; empty: PD alone),
-``scale`` (λ), ``missed_periods``, ``controller`` (the effort controller's name).
+``scale`` (λ), ``missed_periods``, ``controller`` (the effort controller's name),
+``trigger`` (``timer`` or ``state``).
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ from ..rclpy_adapter import from_rclpy, rclpy_class, to_rclpy
 from ._params import array_parameter, optional_parameter, required_parameter
 from ._spin import run_node
 
-__all__ = ["ImpedanceControllerNode", "main"]
+__all__ = ["TRIGGERS", "ImpedanceControllerNode", "main"]
+
+TRIGGERS = ("timer", "state")
+"""When a command goes out: every 1/``rate`` s, or on every joint state."""
 
 
 class ImpedanceControllerNode(Node):
@@ -42,6 +51,10 @@ class ImpedanceControllerNode(Node):
                                           Parameter.Type.STRING_ARRAY) or joints
         urdf = required_parameter(self, "urdf", Parameter.Type.STRING)
         rate = float(self.declare_parameter("rate", 500.0).value)
+        self.trigger = self.declare_parameter("trigger", "timer").value
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {TRIGGERS} (a command every 1/rate, or "
+                             f"one per joint state), got {self.trigger!r}")
         model_file = self.declare_parameter("model_file", "").value
         effort = array_parameter(self, "effort_limit", None)
         velocity = array_parameter(self, "velocity_limit", None)
@@ -65,17 +78,29 @@ class ImpedanceControllerNode(Node):
         self.publisher = self.create_publisher(rclpy_class(FLOAT64_ARRAY),
                                                f"/{name}/commands", 10)
         self.create_subscription(rclpy_class(JOINT_STATE), "/joint_states", self._receive, 10)
-        self.create_timer(1.0 / rate, self._tick)
+        self.timer = self.create_timer(1.0 / rate, self._tick)
 
     def _receive(self, message) -> None:
-        self.state = self.controller.receive(self.state, from_rclpy(message, JOINT_STATE),
-                                             time.monotonic())
+        now = time.monotonic()
+        self.state = self.controller.receive(self.state, from_rclpy(message, JOINT_STATE), now)
+        if self.trigger == "state":
+            # the timer is only the watchdog now: it fires once states stop coming
+            self.timer.reset()
+            self._command(now)
 
     def _publish(self, torque) -> None:
         self.publisher.publish(to_rclpy(float64_array_message(torque), FLOAT64_ARRAY))
 
     def _tick(self) -> None:
-        command, self.state = self.controller.command(self.state, time.monotonic())
+        now = time.monotonic()
+        # triggered by states, a tick must not compute a command from an answered state:
+        # that would spend the torque-rate limit of the next cycle
+        if self.trigger == "timer" or self.controller.watchdog.stale(self.state.received,
+                                                                     now) is not None:
+            self._command(now)
+
+    def _command(self, now: float) -> None:
+        command, self.state = self.controller.command(self.state, now)
         if command.stop != self.stop:
             if command.stop is None:
                 self.get_logger().info("control running")
