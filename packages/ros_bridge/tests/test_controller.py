@@ -15,7 +15,7 @@ from ros_bridge.limits import (
     urdf_joint_limits,
 )
 from ros_bridge.messages import joint_state_message
-from ros_bridge.watchdog import Watchdog
+from ros_bridge.watchdog import Watchdog, same_stop
 
 JOINTS = ["s0", "s1"]
 URDF = """<robot name="two">
@@ -211,3 +211,13 @@ def test_joint_list_must_match_the_robot_and_shutdown_is_zero(urdf):
         make(urdf, goal_q=[2.0, 0.0])
     assert controller.shutdown().stop == "shutdown"
     np.testing.assert_array_equal(controller.shutdown().torque, [0.0, 0.0])
+
+
+def test_stop_reasons_compare_by_kind_not_by_the_numbers_in_them():
+    # a dead robot's state ages every cycle: one warning, not one per cycle
+    watchdog = Watchdog(period=0.002)
+    old = watchdog.stale(0.0, 0.010)
+    older = watchdog.stale(0.0, 0.500)
+    assert old != older and same_stop(old, older)
+    assert not same_stop(old, watchdog.stale(None, 0.5))
+    assert not same_stop(old, None) and same_stop(None, None)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
-__all__ = ["Watchdog"]
+__all__ = ["Watchdog", "same_stop"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,3 +52,15 @@ class Watchdog:
         if age < 0:
             return f"the last joint state was received {-age * 1e3:.1f} ms after now"
         return None
+
+
+def same_stop(reason: str | None, other: str | None) -> bool:
+    """Whether two stop reasons (``None``: running) are the same kind, the numbers in them
+    aside: a stale state's age grows every cycle, and a node logs each change of kind once,
+    not every cycle."""
+    if reason is None or other is None:
+        return reason is other
+    return _NUMBER.sub("#", reason) == _NUMBER.sub("#", other)
+
+
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")

@@ -32,6 +32,7 @@ from ..controller import SafeImpedanceController
 from ..limits import joint_limits
 from ..messages import FLOAT64_ARRAY, JOINT_STATE, float64_array_message
 from ..rclpy_adapter import from_rclpy, rclpy_class, to_rclpy
+from ..watchdog import same_stop
 from ._params import array_parameter, optional_parameter, required_parameter
 from ._spin import run_node
 
@@ -101,7 +102,7 @@ class ImpedanceControllerNode(Node):
 
     def _command(self, now: float) -> None:
         command, self.state = self.controller.command(self.state, now)
-        if command.stop != self.stop:
+        if not same_stop(command.stop, self.stop):
             if command.stop is None:
                 self.get_logger().info("control running")
             else:
