@@ -86,8 +86,9 @@ def _raise_unnormalizable(link_q, bad: int) -> None:
 
 
 def step(model: PBDModel, state: PBDState, action: np.ndarray, params, dt: float, *,
-         substeps: int, iterations: int, solver: str) -> PBDState:
+         substeps: int, iterations: int, solver: str, scheme: str = "first_order") -> PBDState:
     """:func:`sim_pbd.step.step` compiled; its arguments already checked there."""
+    assert scheme == "first_order", "TEMPORARY: the helper's kernels replace this"
     x, q, v, w = _state(model, state)
     x, q, v, w, bad = _kernels.step(model_arrays(model), _params(model, params), x, q, v, w,
                                     action, float(dt) / int(substeps), int(substeps),
@@ -98,8 +99,10 @@ def step(model: PBDModel, state: PBDState, action: np.ndarray, params, dt: float
 
 
 def step_vjp(model: PBDModel, state: PBDState, action: np.ndarray, params, dt: float,
-             g_next: PBDState, *, substeps: int, iterations: int, solver: str):
+             g_next: PBDState, *, substeps: int, iterations: int, solver: str,
+             scheme: str = "first_order"):
     """:func:`sim_pbd.step.step_vjp` compiled; its arguments already checked there."""
+    assert scheme == "first_order", "TEMPORARY: the helper's kernels replace this"
     x, q, v, w = _state(model, state)
     g = _state(model, g_next, "g_next")
     (g_x, g_q, g_v, g_w, g_action, g_mass, g_inertia, g_parent_x, g_child_x, g_damping,
