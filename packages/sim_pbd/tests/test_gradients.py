@@ -21,7 +21,7 @@ EPS = {"link_inertia": 1e-6, "joint_compliance": 1e-6}
 FIELDS = ("link_x", "link_q", "link_v", "link_w")
 
 
-def _check(model, state, action, *, steps, directions=2, seed=0, **options):
+def _check(model, state, action, *, steps, directions=2, seed=0, eps=None, **options):
     params = {k: np.array(v, dtype=np.float64) for k, v in model.parameters().items()}
     params["joint_damping"] = params["joint_damping"] + 0.3
     params["joint_compliance"] = params["joint_compliance"] + 1e-4
@@ -47,7 +47,8 @@ def _check(model, state, action, *, steps, directions=2, seed=0, **options):
     inputs = {"state": state, "action": action} | params
     grads = {"state": g_state, "action": g_action} | g_params
     for group in inputs:
-        gradcheck(loss, inputs, grads, eps=EPS.get(group, 1e-4), relative_step=False,
+        gradcheck(loss, inputs, grads, eps=(EPS | (eps or {})).get(group, 1e-4),
+                  relative_step=False,
                   groups=[group], directions=directions, seed=seed).assert_ok()
 
 

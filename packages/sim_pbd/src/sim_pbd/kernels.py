@@ -23,17 +23,13 @@ from codesign.compile_notice import announce_compiles
 from . import _kernels
 from .kinematics import joint_frames
 from .model import PBDModel
+from .options import SCHEMES
 from .rotations import quat_normalize
 from .state import PBDState
 
-__all__ = ["COMPILE_NOTICE", "SCHEMES", "model_arrays", "step", "step_vjp"]
+__all__ = ["COMPILE_NOTICE", "model_arrays", "step", "step_vjp"]
 
 COMPILE_NOTICE = "sim_pbd: compiling kernels (first run only)"
-
-SCHEMES = ("second_order", "first_order")
-"""The step's integration schemes (:mod:`sim_pbd.step`): "first_order" the XPBD substeps as
-they were, "second_order" with half kicks, start-direction projections, in-loop dampers and
-the Cayley velocity readout."""
 
 
 _COMPILES = announce_compiles(f"{__package__}.", COMPILE_NOTICE)
@@ -99,7 +95,7 @@ def _second_order(scheme: str) -> bool:
 def step(model: PBDModel, state: PBDState, action: np.ndarray, params, dt: float, *,
          substeps: int, iterations: int, solver: str, scheme: str = "first_order") -> PBDState:
     """:func:`sim_pbd.step.step` compiled; its arguments already checked there (``scheme``
-    here: one of :data:`SCHEMES`)."""
+    here too: one of :data:`~sim_pbd.options.SCHEMES`)."""
     second = _second_order(scheme)
     x, q, v, w = _state(model, state)
     x, q, v, w, bad = _kernels.step(model_arrays(model), _params(model, params), x, q, v, w,

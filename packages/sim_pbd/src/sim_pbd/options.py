@@ -12,11 +12,17 @@ import dataclasses
 
 from codesign.options import Options, option
 
-__all__ = ["KERNELS", "PBDOptions", "SOLVERS", "VIEWS"]
+__all__ = ["KERNELS", "PBDOptions", "SCHEMES", "SOLVERS", "VIEWS"]
 
 SOLVERS = ("gauss_seidel", "jacobi")
 """Constraint projection orders: one constraint after another (Gauss-Seidel) or all from the
 same positions, corrections averaged (Jacobi, the paper's)."""
+
+SCHEMES = ("second_order", "first_order")
+"""Time-stepping schemes (:mod:`sim_pbd.step`): ``second_order`` (half kicks, projections
+along the substep's start, Cayley-consistent angular velocities, joint damping as a midpoint
+damper in the projection loop) or ``first_order`` (Müller et al.'s XPBD substeps, the
+paper's)."""
 
 KERNELS = ("numba", "numpy")
 """Step implementations: compiled (numba, one call per step) or the NumPy reference."""
@@ -50,6 +56,9 @@ class PBDOptions(Options):
     iterations: int = option(2, lower=1, upper=1000,
                              doc="constraint projection sweeps per substep")
     solver: str = option("gauss_seidel", choices=SOLVERS, doc="constraint projection order")
+    scheme: str = option("first_order", choices=SCHEMES,
+                         doc="time-stepping scheme: second_order, or the paper's first_order "
+                             "XPBD")
     kernels: str = option("numba", choices=KERNELS,
                           doc="compiled step kernels or the NumPy reference they equal")
     compliance: float = option(0.0, unit="m/N or rad/(N m)", lower=0.0,
