@@ -2,13 +2,28 @@
 reference in :mod:`sim_pbd.step` (and :mod:`.constraints`, :mod:`.kinematics`,
 :mod:`.rotations`, whose formulas these transcribe) to round-off.
 
-One call runs a whole step: every substep, iteration and constraint. :func:`step_vjp`
+One call runs a whole step: every substep, iteration and constraint, in either scheme
+(``second``: step.py's ``scheme="second_order"``, else "first_order"). :func:`step_vjp`
 replays the forward pass recording a tape (:class:`_Tape`, flat arrays sized from the
 model: each substep's start state, predicted velocities and end orientations; the links'
 velocities before each joint's damping and friction; the two links' poses and the
 multiplier before each Gauss-Seidel projection, or the state and multipliers at the start of
-each Jacobi pass), then runs the local adjoints in reverse, recomputing each projection from
-its taped inputs.
+each Jacobi pass; in the second order also the start velocities, the poses and damper
+multiplier μ before each damper projection, and the states the two half kicks act at), then
+runs the local adjoints in reverse, recomputing each projection from its taped inputs.
+
+The second order projects along the substep's start bodies, which stay fixed over its
+iterations: each substep first builds a directions table (:class:`_Directions`, one row per
+joint: the block maps N = -M⁻¹P with Δλ = N e of the positional and angular blocks, the
+turn maps A [lever]× and A, the rate Jacobian and its inverse mass for the limit and the
+damper, the start's joint angle and rate), so a projection reads only the current poses'
+positions and rotations (:func:`_frame`: no inverse inertias, effective masses or inverses)
+and applies a few matrix-vector products (:func:`_shake`, :func:`_damper`). The reverse
+accumulates the cotangents of the table's entries over the substep's iterations (a
+cotangent table of the same layout: Σ g_Δλ eᵀ for N, Σ g_Δφ Δλᵀ for the turn maps, ...) and
+maps them to the start state and the parameters once per substep
+(:func:`_directions_table_vjp`); the damper's start rate sends its share to the start
+velocities.
 
 Layout, for speed: the per-constraint code is pure functions of scalar records (a joint's
 constants as a :class:`_Joint`, links as :class:`_Body`, 3-vectors as tuples of three
