@@ -122,7 +122,7 @@ def _substep(setup, x, q, v, w, action, args):
     midpoint = args.damping == "midpoint"
     angle0 = np.array([_angle(setup, j, x, q) for j in range(m)])
     rate0 = np.array([_rate(setup, j, x, q, v, w) for j in range(m)])
-    accel = S._accelerate(setup, x, q, v, w, action)
+    accel = S._accelerate(setup, x, q, v, w, action, setup.h, True)
     v_pred, w_pred = accel.v, accel.w
     velocity_terms = setup._replace(damping=np.zeros(m)) if midpoint else setup
     S._joint_velocity_terms(velocity_terms, x, q, v_pred, w_pred, None)
@@ -132,7 +132,7 @@ def _substep(setup, x, q, v, w, action, args):
         if args.shake:
             _shake_pass(setup, x_new, q_new, x, q)
         else:
-            S._gauss_seidel_pass(setup, x_new, q_new, lam, None)
+            S._gauss_seidel_pass(setup, x_new, q_new, None, lam, None)
         if midpoint:
             _damper_pass(setup, x_new, q_new, x, q, angle0, rate0, lam_damper, args.shake)
     v_new, w_new = _velocities(setup, x, q, x_new, q_new, args.cayley)
@@ -152,7 +152,7 @@ def _half_kick(setup, x, q, v, w, action, sign):
 
 def prototype_step(model, state, action, params, dt, args) -> PBDState:
     """One step of the prototype scheme chosen by ``args``."""
-    setup = S._setup(model, params, dt, args.substeps_now)
+    setup = S._setup(model, params, dt, args.substeps_now, "first_order")
     x, q, v, w = S._start(state)
     if args.kick:
         v, w = _half_kick(setup, x, q, v, w, action, -1.0)
