@@ -62,7 +62,7 @@ POSE = [0.3, -0.5, 0.8, 1.0, -0.6, 0.9, 0.2]  # [rad], the release pose of test_
 DT = 0.01  # [s]
 DAMPING = 0.7  # [N m s/rad], the URDF's
 HORIZON = 0.25  # [s] of the accuracy comparison (the undamped swing's chaos-free window)
-PAPER = dict(substeps=1, iterations=30, solver="jacobi")
+PAPER = dict(substeps=1, iterations=30, solver="jacobi", scheme="first_order")
 TORQUES = np.array([0.5, -1.0, 0.3, 0.2, -0.1, 0.05, 0.02])  # [N m] of the checks
 _TOLERANCE = 1e-9  # [rad] trajectory, and relative one-step VJP, peer against sim_pbd
 _TARGETS = {"autograd": 10.0, "MuJoCo": 0.5}  # issue 14: peer time / sim_pbd time >= this

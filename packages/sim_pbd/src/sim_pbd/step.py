@@ -1,7 +1,7 @@
 """One XPBD step of an articulated robot, and its hand-derived adjoint.
 
 Each of the ``substeps`` substeps (h = dt / substeps) runs, after Müller et al. 2020 and the
-paper's Algorithm 1:
+paper's Algorithm 1 (``scheme="first_order"``; the second-order scheme below changes it):
 
 1. predict: gravity and the joint actuation (``action``: one torque [N m] per revolute
    joint, force [N] per prismatic joint, applied equal and opposite on the joint's two links,
@@ -21,6 +21,24 @@ paper's Algorithm 1:
    accumulates exactly what was applied (both solvers have the same fixed point);
 3. update velocities from positions, v = (x - x₀)/h, ω = 2 vec(q q₀⁻¹)/h (the shorter
    rotation).
+
+``scheme="second_order"`` changes four things, after which the step converges at second
+order in h (the three asymmetries that each keep XPBD first order, and the damping made
+consistent with them; ``python benchmarks/pbd_accuracy.py`` measures both schemes):
+
+- half kicks: gravity and actuation over -h/2 before the first substep and +h/2 after the
+  last (no gyroscopic term), so the substeps run a leapfrog on half-step velocities and the
+  step's state stays synchronous (the kicks cancel between steps);
+- projections along the substep's start (SHAKE): every correction follows the levers, axes,
+  inverse inertias and joint Jacobians of the links' poses at the substep's start, the
+  constraint errors read from the current iterate (:mod:`sim_pbd.constraints`' direction
+  bodies), instead of the current iterate's;
+- the angular velocity read back as ω = 2 vec(δq) / (h δq_w), δq = q q₀⁻¹, the inverse of
+  the orientation update q̃ = normalize(q + ½ h (0, ω) ⊗ q);
+- joint damping as a midpoint damper solved in the projection loop after each pass
+  (:func:`sim_pbd.constraints.damper`, along the start's joint Jacobian, Gauss-Seidel in
+  tree order for both solvers) instead of the explicit velocity impulse; friction stays a
+  velocity impulse.
 
 Damping and friction act before the projection (Müller et al. apply them after the velocity
 update): the projection then carries their impulses through the joints, as it does the
