@@ -51,12 +51,14 @@ class PBDOptions(Options):
                                  "joint; unnamed joints start (and frozen joints stay) at 0")
     gravity: list[float] = option([0.0, 0.0, -9.81], unit="m/s^2",
                                   doc="gravity [gx, gy, gz] in the world frame")
-    substeps: int = option(10, lower=1, upper=10000,
-                           doc="XPBD substeps (predict, project, update) inside one step")
-    iterations: int = option(2, lower=1, upper=1000,
+    substeps: int = option(80, lower=1, upper=10000,
+                           doc="XPBD substeps (predict, project, update) inside one step; "
+                               "the default keeps Baxter's arm within 1e-3 rad of Pinocchio "
+                               "over 2 s at dt 0.01 s (10 x 2 is 10x faster, 4e-2 rad)")
+    iterations: int = option(4, lower=1, upper=1000,
                              doc="constraint projection sweeps per substep")
     solver: str = option("gauss_seidel", choices=SOLVERS, doc="constraint projection order")
-    scheme: str = option("first_order", choices=SCHEMES,
+    scheme: str = option("second_order", choices=SCHEMES,
                          doc="time-stepping scheme: second_order, or the paper's first_order "
                              "XPBD")
     kernels: str = option("numba", choices=KERNELS,

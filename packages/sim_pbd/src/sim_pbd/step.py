@@ -521,7 +521,7 @@ def _run(setup: _Setup, state: PBDState, action, iterations: int, solver: str, s
 
 def step(model: PBDModel, state: PBDState, action, params, dt: float, *, substeps: int,
          iterations: int, solver: str = "gauss_seidel", kernels: str = "numba",
-         scheme: str = "first_order") -> PBDState:
+         scheme: str = "second_order") -> PBDState:
     """The state after ``dt`` [s] under joint torques/forces ``action`` (m,) [N m or N].
 
     ``substeps`` XPBD substeps of ``iterations`` constraint passes each with ``solver``
@@ -867,7 +867,7 @@ def _substep_vjp(setup: _Setup, grads: _Grads, tape, action) -> None:
 
 def step_vjp(model: PBDModel, state: PBDState, action, params, dt: float, g_next: PBDState, *,
              substeps: int, iterations: int, solver: str = "gauss_seidel",
-             kernels: str = "numba", scheme: str = "first_order"):
+             kernels: str = "numba", scheme: str = "second_order"):
     """(∂L/∂state as a PBDState, ∂L/∂action (m,), ∂L/∂params dict like ``params``) of
     :func:`step` given ∂L/∂(next state) ``g_next``."""
     action = _checked(model, state, action, params, dt, substeps, iterations, solver, kernels,
