@@ -56,6 +56,10 @@ __all__ = [
     "limit_vjp",
     "damper",
     "damper_vjp",
+    "velocity_positional",
+    "velocity_positional_vjp",
+    "velocity_angular",
+    "velocity_angular_vjp",
     "joint_mass",
     "joint_mass_vjp",
 ]
@@ -209,41 +213,120 @@ def positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_
     """(BodyGrad of body_p, body_c, dir_p, dir_c, g_joint_parent_x, g_joint_child_x,
     g_compliance, g_lam) of :func:`positional` given the Correction's cotangent."""
     gap = (body_c.x + body_c.r @ joint_child_x) - body_p.x - body_p.r @ joint_parent_x
-    lever_c, lever_p, axis, k = _positional_direction(frames, j, dir_p, dir_c, joint_parent_x,
-                                                      joint_child_x)
+    direction = _positional_direction(frames, j, dir_p, dir_c, joint_parent_x, joint_child_x)
     fill = dir_c.inv_mass + dir_p.inv_mass
-    e = gap + compliance * lam
-    dlam = _block(k, axis, fill, compliance, e)
-    g_dlam = (g_corr.p + g_corr.dlam + np.cross(g_corr.tau_c, lever_c)
-              + np.cross(g_corr.tau_p, lever_p))
-    g_lever_c = np.cross(dlam, g_corr.tau_c)
-    g_lever_p = np.cross(dlam, g_corr.tau_p)
-    g_k, g_axis, g_compliance, g_e = _block_vjp(k, axis, fill, compliance, e, g_dlam)
+    g_k, g_axis, g_compliance, g_e, g_lever_c, g_lever_p = _positional_block_vjp(
+        *direction, fill, compliance, gap + compliance * lam, g_corr)
     g_compliance += float(g_e @ lam)
-    g_fill = float(np.trace(g_k))
-    d_lever_c, g_a_c = _lever_term_vjp(lever_c, dir_c.a, g_k)
-    d_lever_p, g_a_p = _lever_term_vjp(lever_p, dir_p.a, g_k)
-    g_lever_c += d_lever_c
-    g_lever_p += d_lever_p
-    g_dir_x_p = np.zeros(3)
-    g_dir_x_c = np.zeros(3)
-    g_dir_r_p = np.zeros((3, 3))
-    g_parent_x = -(body_p.r.T @ g_e)
-    if axis is None:
-        g_dir_r_p += np.outer(g_lever_p, joint_parent_x)
-        g_parent_x = g_parent_x + dir_p.r.T @ g_lever_p
-    else:
-        g_dir_x_c = g_lever_p.copy()
-        g_lever_c = g_lever_c + g_lever_p
-        g_dir_x_p = -g_lever_p
-        g_dir_r_p += np.outer(g_axis, frames.parent_axis[j])
+    grad_dir_p, grad_dir_c, g_parent_x, g_child_x = _positional_direction_vjp(
+        frames, j, dir_p, dir_c, joint_parent_x, joint_child_x, direction, g_k, g_axis,
+        g_lever_c, g_lever_p)
     zero = np.zeros((3, 3))
     grad_p = BodyGrad(-g_e, -np.outer(g_e, joint_parent_x), zero, 0.0)
     grad_c = BodyGrad(g_e, np.outer(g_e, joint_child_x), zero, 0.0)
-    grad_dir_p = BodyGrad(g_dir_x_p, g_dir_r_p, g_a_p, g_fill)
-    grad_dir_c = BodyGrad(g_dir_x_c, np.outer(g_lever_c, joint_child_x), g_a_c, g_fill)
-    return (grad_p, grad_c, grad_dir_p, grad_dir_c, g_parent_x,
-            body_c.r.T @ g_e + dir_c.r.T @ g_lever_c, g_compliance, compliance * g_e)
+    return (grad_p, grad_c, grad_dir_p, grad_dir_c, g_parent_x - body_p.r.T @ g_e,
+            g_child_x + body_c.r.T @ g_e, g_compliance, compliance * g_e)
+
+
+def _positional_block_vjp(lever_c, lever_p, axis, k, fill: float, compliance: float, e,
+                          g_corr: Correction):
+    """(g_k, g_axis, g_compliance, g_e, g_lever_c, g_lever_p) of the positional block's
+    Correction (Δλ, lever_c × Δλ, lever_p × Δλ, Δλ) given its cotangent."""
+    dlam = _block(k, axis, fill, compliance, e)
+    g_dlam = (g_corr.p + g_corr.dlam + np.cross(g_corr.tau_c, lever_c)
+              + np.cross(g_corr.tau_p, lever_p))
+    g_k, g_axis, g_compliance, g_e = _block_vjp(k, axis, fill, compliance, e, g_dlam)
+    return (g_k, g_axis, g_compliance, g_e, np.cross(dlam, g_corr.tau_c),
+            np.cross(dlam, g_corr.tau_p))
+
+
+def _positional_direction_vjp(frames: JointFrames, j: int, dir_p: Body, dir_c: Body,
+                              joint_parent_x, joint_child_x, direction, g_k, g_axis, g_lever_c,
+                              g_lever_p):
+    """(BodyGrad dir_p, BodyGrad dir_c, g_joint_parent_x, g_joint_child_x) of
+    :func:`_positional_direction` (``direction`` its result) and of the inverse masses in
+    the block's fill."""
+    lever_c, lever_p, axis, _ = direction
+    g_fill = float(np.trace(g_k))
+    d_lever_c, g_a_c = _lever_term_vjp(lever_c, dir_c.a, g_k)
+    d_lever_p, g_a_p = _lever_term_vjp(lever_p, dir_p.a, g_k)
+    g_lever_c = g_lever_c + d_lever_c
+    g_lever_p = g_lever_p + d_lever_p
+    g_x_p = np.zeros(3)
+    g_x_c = np.zeros(3)
+    g_r_p = np.zeros((3, 3))
+    g_parent_x = np.zeros(3)
+    if axis is None:
+        g_r_p += np.outer(g_lever_p, joint_parent_x)
+        g_parent_x = dir_p.r.T @ g_lever_p
+    else:
+        g_x_c = g_lever_p.copy()
+        g_lever_c = g_lever_c + g_lever_p
+        g_x_p = -g_lever_p
+        g_r_p += np.outer(g_axis, frames.parent_axis[j])
+    return (BodyGrad(g_x_p, g_r_p, g_a_p, g_fill),
+            BodyGrad(g_x_c, np.outer(g_lever_c, joint_child_x), g_a_c, g_fill), g_parent_x,
+            dir_c.r.T @ g_lever_c)
+
+
+def velocity_positional(frames: JointFrames, j: int, body_p: Body, body_c: Body, joint_parent_x,
+                        joint_child_x, velocities) -> Correction:
+    """The impulse that stops joint j's origins moving apart: the relative velocity of the
+    child's origin and the parent's point under it, ``velocities`` = (v_p, ω_p, v_c, ω_c)
+    [m/s, rad/s] (3,) each, zero for the world, corrected through the positional block of
+    the bodies (a prismatic joint's slide along its axis kept). Apply it with
+    ``response(body_p, body_c, ·)`` as velocity changes."""
+    lever_c, lever_p, axis, k = _positional_direction(frames, j, body_p, body_c, joint_parent_x,
+                                                      joint_child_x)
+    v_p, w_p, v_c, w_c = velocities
+    relative = v_c + np.cross(w_c, lever_c) - v_p - np.cross(w_p, lever_p)
+    dlam = _block(k, axis, body_c.inv_mass + body_p.inv_mass, 0.0, relative)
+    return Correction(dlam, np.cross(lever_c, dlam), np.cross(lever_p, dlam), np.zeros(3))
+
+
+def velocity_positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body,
+                            joint_parent_x, joint_child_x, velocities, g_corr: Correction):
+    """(BodyGrad parent, BodyGrad child, g_joint_parent_x, g_joint_child_x, cotangents of
+    ``velocities``) of :func:`velocity_positional`."""
+    direction = _positional_direction(frames, j, body_p, body_c, joint_parent_x, joint_child_x)
+    lever_c, lever_p, _, _ = direction
+    v_p, w_p, v_c, w_c = velocities
+    relative = v_c + np.cross(w_c, lever_c) - v_p - np.cross(w_p, lever_p)
+    g_k, g_axis, _, g_e, g_lever_c, g_lever_p = _positional_block_vjp(
+        *direction, body_c.inv_mass + body_p.inv_mass, 0.0, relative, g_corr)
+    g_lever_c = g_lever_c + np.cross(g_e, w_c)
+    g_lever_p = g_lever_p - np.cross(g_e, w_p)
+    grad_p, grad_c, g_parent_x, g_child_x = _positional_direction_vjp(
+        frames, j, body_p, body_c, joint_parent_x, joint_child_x, direction, g_k, g_axis,
+        g_lever_c, g_lever_p)
+    return (grad_p, grad_c, g_parent_x, g_child_x,
+            (-g_e, -np.cross(lever_p, g_e), g_e, np.cross(lever_c, g_e)))
+
+
+def velocity_angular(frames: JointFrames, j: int, body_p: Body, body_c: Body,
+                     velocities) -> Correction:
+    """The impulse that stops joint j's links turning against each other (about the free
+    axis of a revolute joint they still may): the angular block of the bodies on
+    ω_c - ω_p; ``velocities`` as in :func:`velocity_positional`."""
+    k = body_c.a + body_p.a
+    dlam = _block(k, _free_axis(frames, j, body_p), float(np.trace(k)) / 3.0, 0.0,
+                  velocities[3] - velocities[1])
+    return Correction(np.zeros(3), dlam, dlam, np.zeros(3))
+
+
+def velocity_angular_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, velocities,
+                         g_corr: Correction):
+    """(BodyGrad parent, BodyGrad child, cotangents of ``velocities``) of
+    :func:`velocity_angular`."""
+    k = body_c.a + body_p.a
+    axis = _free_axis(frames, j, body_p)
+    g_k, g_axis, _, g_e = _block_vjp(k, axis, float(np.trace(k)) / 3.0, 0.0,
+                                     velocities[3] - velocities[1],
+                                     g_corr.tau_c + g_corr.tau_p)
+    zero3 = np.zeros(3)
+    g_r_p = np.zeros((3, 3)) if axis is None else np.outer(g_axis, frames.parent_axis[j])
+    return (BodyGrad(zero3, g_r_p, g_k, 0.0), BodyGrad(zero3, np.zeros((3, 3)), g_k, 0.0),
+            (zero3, -g_e, zero3, g_e))
 
 
 def _angular_error(frames: JointFrames, j: int, body_p: Body, body_c: Body):

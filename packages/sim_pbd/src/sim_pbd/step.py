@@ -93,6 +93,10 @@ from .constraints import (
     positional_vjp,
     response,
     response_vjp,
+    velocity_angular,
+    velocity_angular_vjp,
+    velocity_positional,
+    velocity_positional_vjp,
     world_body,
 )
 from .kinematics import (
@@ -498,10 +502,42 @@ def _kick(setup: _Setup, x, q, v, w, action, sign: float):
     return accel.v, accel.w
 
 
+def _joint_velocities(setup: _Setup, j: int, v, w):
+    """(v_p, ω_p, v_c, ω_c) of joint j's links, zeros for the world."""
+    p, c = setup.parent[j], setup.child[j]
+    return _velocity(v, p), _velocity(w, p), v[c], w[c]
+
+
+def _velocity_projection(setup: _Setup, kind: int, j: int, body_p: Body, body_c: Body, v, w):
+    if kind == _POS:
+        return velocity_positional(setup.frames, j, body_p, body_c, setup.joint_parent_x[j],
+                                   setup.joint_child_x[j], _joint_velocities(setup, j, v, w))
+    return velocity_angular(setup.frames, j, body_p, body_c, _joint_velocities(setup, j, v, w))
+
+
+def _velocity_pass(setup: _Setup, x, q, v, w, tape) -> None:
+    """One Gauss-Seidel pass of the joints' velocity constraints at the poses (x, q) (the
+    second-order scheme's closing half kick, RATTLE's velocity stage), in place on v, w."""
+    for j in setup.frames.order:
+        body_p, body_c = _bodies(setup, j, x, q)
+        for kind in (_POS, _ANG):
+            if tape is not None:
+                tape.append(("velocity_constraint", kind, j, x, q, v.copy(), w.copy()))
+            corr = _velocity_projection(setup, kind, j, body_p, body_c, v, w)
+            dv_p, dw_p, dv_c, dw_c = response(body_p, body_c, corr)
+            c, p = setup.child[j], setup.parent[j]
+            v[c] += dv_c
+            w[c] += dw_c
+            if p >= 0:
+                v[p] += dv_p
+                w[p] += dw_p
+
+
 def _run(setup: _Setup, state: PBDState, action, iterations: int, solver: str, substeps: int,
          tapes):
     """The step's final (x, q, v, w); ``tapes`` None, or a list that receives one tape per
-    substep and, in the second-order scheme, the kicks' inputs first and last."""
+    substep and, in the second-order scheme, the kicks' inputs and the closing velocity
+    projections' entries (tuples)."""
     x, q, v, w = _start(state)
     if setup.second_order:
         if tapes is not None:
@@ -516,6 +552,11 @@ def _run(setup: _Setup, state: PBDState, action, iterations: int, solver: str, s
         if tapes is not None:
             tapes.append(("kick", 1.0, x, q, v, w))
         v, w = _kick(setup, x, q, v, w, action, 1.0)
+        # the kick moves the links as free bodies; the constraint impulses of its half step
+        # make the velocities the joints allow (the next step's projection, along the same
+        # directions, absorbs them: the positions do not change)
+        for _ in range(iterations):
+            _velocity_pass(setup, x, q, v, w, tapes)
     return x, q, v, w
 
 
@@ -739,6 +780,34 @@ def _joint_velocity_vjp(setup: _Setup, grads: _Grads, entry) -> None:
     _add_body(setup, grads, c, q[c], grad_c + more_c)
 
 
+def _velocity_constraint_vjp(setup: _Setup, grads: _Grads, entry) -> None:
+    _, kind, j, x, q, v, w = entry
+    p, c = setup.parent[j], setup.child[j]
+    body_p, body_c = _bodies(setup, j, x, q)
+    corr = _velocity_projection(setup, kind, j, body_p, body_c, v, w)
+    zero = np.zeros(3)
+    g_corr, grad_p, grad_c = response_vjp(
+        body_p, body_c, corr, grads.v[p] if p >= 0 else zero, grads.w[p] if p >= 0 else zero,
+        grads.v[c], grads.w[c])
+    velocities = _joint_velocities(setup, j, v, w)
+    if kind == _POS:
+        more_p, more_c, g_parent_x, g_child_x, g_velocities = velocity_positional_vjp(
+            setup.frames, j, body_p, body_c, setup.joint_parent_x[j], setup.joint_child_x[j],
+            velocities, g_corr)
+        grads.joint_parent_x[j] += g_parent_x
+        grads.joint_child_x[j] += g_child_x
+    else:
+        more_p, more_c, g_velocities = velocity_angular_vjp(setup.frames, j, body_p, body_c,
+                                                            velocities, g_corr)
+    grads.v[c] += g_velocities[2]
+    grads.w[c] += g_velocities[3]
+    if p >= 0:
+        grads.v[p] += g_velocities[0]
+        grads.w[p] += g_velocities[1]
+    _add_body(setup, grads, p, q[p] if p >= 0 else None, grad_p + more_p)
+    _add_body(setup, grads, c, q[c], grad_c + more_c)
+
+
 def _velocities_vjp(setup: _Setup, grads: _Grads, entry):
     """Adds the cotangents of the final positions; returns those of the substep's start."""
     _, _, q0, _, q = entry
@@ -882,6 +951,8 @@ def step_vjp(model: PBDModel, state: PBDState, action, params, dt: float, g_next
     for tape in reversed(tapes):
         if tape[0] == "kick":
             _accelerate_vjp(setup, grads, tape, action, tape[1] * 0.5 * setup.h, False)
+        elif tape[0] == "velocity_constraint":
+            _velocity_constraint_vjp(setup, grads, tape)
         else:
             _substep_vjp(setup, grads, tape, action)
     q_in = np.asarray(state.link_q, dtype=np.float64)
