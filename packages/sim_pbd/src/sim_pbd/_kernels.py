@@ -9,8 +9,9 @@ model: each substep's start state, predicted velocities and end orientations; th
 velocities before each joint's damping and friction; the two links' poses and the
 multiplier before each Gauss-Seidel projection, or the state and multipliers at the start of
 each Jacobi pass; in the second order also the start velocities, the poses and damper
-multiplier μ before each damper projection, and the states the two half kicks act at), then
-runs the local adjoints in reverse, recomputing each projection from its taped inputs.
+multiplier μ before each damper projection, the states the two half kicks act at, and the
+links' velocities before each closing velocity projection), then runs the local adjoints in
+reverse, recomputing each projection from its taped inputs.
 
 The second order projects along the substep's start bodies, which stay fixed over its
 iterations: each substep first builds a directions table (:class:`_Directions`, one row per
@@ -24,6 +25,16 @@ cotangent table of the same layout: Σ g_Δλ eᵀ for N, Σ g_Δφ Δλᵀ for 
 maps them to the start state and the parameters once per substep
 (:func:`_directions_table_vjp`); the damper's start rate sends its share to the start
 velocities.
+
+The second order's closing half kick ends with ``iterations`` Gauss-Seidel passes of the
+joints' velocity constraints (RATTLE's velocity stage, :func:`_velocity_passes`): per joint
+in tree order the positional block on the relative velocity of the joint's origins, then the
+angular block on ω_c - ω_p, both through the end poses' bodies (no compliance), applied at
+once as velocity changes with :func:`_response`. The poses do not move over these passes, so
+their reverse (:func:`_velocity_passes_vjp`) sums the bodies' cotangents over every pass and
+sends them to the end poses and the parameters once; it reads the velocities taped before
+each projection (an (I, 2m, 4, 3) array, 24 I m floats; recovering them by replay would
+redo the stage's earlier projections for each one).
 
 Layout, for speed: the per-constraint code is pure functions of scalar records (a joint's
 constants as a :class:`_Joint`, links as :class:`_Body`, 3-vectors as tuples of three
@@ -177,6 +188,8 @@ class _Tape(NamedTuple):
     kick_x: np.ndarray  # (2, n, 3) where the half kicks before and after the substeps act
     kick_q: np.ndarray  # (2, n, 4)
     kick_w: np.ndarray  # (2, n, 3) the angular velocities before them
+    velocity_v: np.ndarray  # (I, 2m, 4, 3) v_p, w_p, v_c, w_c before each closing velocity
+    # projection (pass i, slot 2k + kind)
 
 
 class _Work(NamedTuple):
@@ -194,7 +207,8 @@ class _Work(NamedTuple):
     active: np.ndarray  # (m,) bool
     bound: np.ndarray  # (m,)
     corr: np.ndarray  # (3m, 4, 3) Jacobi corrections in the reverse sweep
-    body_grad: np.ndarray  # (n, 22) Jacobi: x, r, a, inv_mass cotangents per link
+    body_grad: np.ndarray  # (n, 22) Jacobi and the closing velocity passes: x, r, a,
+    # inv_mass cotangents per link
     g_dphi: np.ndarray  # (n, 3) Jacobi: the turns' cotangents
     g_matrix: np.ndarray  # (n, 3, 3) the rotation matrices' cotangents in the prediction
     g_x: np.ndarray  # (n, 3)
@@ -729,40 +743,57 @@ def _positional(jd, bp, bc, lam):
 
 
 @numba.njit(cache=True)
+def _positional_block_vjp(lever_c, lever_p, axis, has_axis, k, fill, compliance, e, g_corr):
+    """(g_k, g_axis, g_compliance, g_e, g_lever_c, g_lever_p) of the positional block's
+    correction (Δλ, lever_c × Δλ, lever_p × Δλ, Δλ), Δλ = :func:`_block` of e, given its
+    cotangent (constraints._positional_block_vjp)."""
+    dlam = _block(k, axis, has_axis, fill, compliance, e)
+    g_dlam = _add(_add(_add(g_corr.p, g_corr.dlam), _cross(g_corr.tau_c, lever_c)),
+                  _cross(g_corr.tau_p, lever_p))
+    g_k, g_axis, g_compliance, g_e = _block_vjp(k, axis, has_axis, fill, compliance, e, g_dlam)
+    return g_k, g_axis, g_compliance, g_e, _cross(dlam, g_corr.tau_c), _cross(dlam, g_corr.tau_p)
+
+
+@numba.njit(cache=True)
+def _positional_levers_vjp(jd, bp, bc, lever_c, lever_p, g_k, g_axis, g_lever_c, g_lever_p):
+    """(body gradient of parent, of child, g_joint_parent_x, g_joint_child_x) of the
+    positional block's levers, free axis and K (:func:`_positional_parts`, the inverse masses
+    of K's fill included) given their cotangents (constraints._positional_direction_vjp)."""
+    d_lever_c, g_a_c = _lever_term_vjp(lever_c, bc.a, g_k)
+    d_lever_p, g_a_p = _lever_term_vjp(lever_p, bp.a, g_k)
+    g_lever_c = _add(g_lever_c, d_lever_c)
+    g_lever_p = _add(g_lever_p, d_lever_p)
+    g_x_p, g_x_c, g_lever_pj, g_r_p = _ZERO3, _ZERO3, _ZERO3, _ZERO9
+    if jd.prismatic:  # lever_p = x_c + lever_c - x_p, axis = R_p a
+        g_x_c = g_lever_p
+        g_lever_c = _add(g_lever_c, g_lever_p)
+        g_x_p = _neg(g_lever_p)
+        g_r_p = _outer(g_axis, jd.parent_axis)
+    else:
+        g_lever_pj = g_lever_p
+    g_r_p = _madd(g_r_p, _outer(g_lever_pj, jd.parent_x))
+    g_fill = _trace(g_k)
+    return (_BodyGrad(g_x_p, g_r_p, g_a_p, g_fill),
+            _BodyGrad(g_x_c, _outer(g_lever_c, jd.child_x), g_a_c, g_fill),
+            _mtv(bp.r, g_lever_pj), _mtv(bc.r, g_lever_c))
+
+
+@numba.njit(cache=True)
 def _positional_vjp(jd, bp, bc, lam, g_corr):
     """(body gradient of parent, of child, g_joint_parent_x, g_joint_child_x,
     g_compliance, g_lam) of :func:`_positional` (constraints.positional_vjp)."""
     lever_c, lever_p, gap, fill, axis, k = _positional_parts(jd, bp, bc)
     compliance = jd.compliance
     e = _add(gap, _mul(compliance, lam))
-    dlam = _block(k, axis, jd.prismatic, fill, compliance, e)
-    g_dlam = _add(_add(_add(g_corr.p, g_corr.dlam), _cross(g_corr.tau_c, lever_c)),
-                  _cross(g_corr.tau_p, lever_p))
-    g_lever_c = _cross(dlam, g_corr.tau_c)
-    g_lever_p = _cross(dlam, g_corr.tau_p)
-    g_k, g_axis, g_compliance, g_e = _block_vjp(k, axis, jd.prismatic, fill, compliance, e,
-                                                g_dlam)
-    g_fill = _trace(g_k)
-    d_lever_c, g_a_c = _lever_term_vjp(lever_c, bc.a, g_k)
-    d_lever_p, g_a_p = _lever_term_vjp(lever_p, bp.a, g_k)
-    g_lever_c = _add(g_lever_c, d_lever_c)
-    g_lever_p = _add(g_lever_p, d_lever_p)
-    g_x_p = _neg(g_e)
-    g_origin_c = g_e
-    g_lever_pj = _neg(g_e)
-    g_r_p = _ZERO9
-    if jd.prismatic:
-        g_origin_c = _add(g_origin_c, g_lever_p)
-        g_x_p = _sub(g_x_p, g_lever_p)
-        g_r_p = _outer(g_axis, jd.parent_axis)
-    else:
-        g_lever_pj = _add(g_lever_pj, g_lever_p)
-    g_lever_c = _add(g_lever_c, g_origin_c)
-    g_r_p = _madd(g_r_p, _outer(g_lever_pj, jd.parent_x))
-    return (_BodyGrad(g_x_p, g_r_p, g_a_p, g_fill),
-            _BodyGrad(g_origin_c, _outer(g_lever_c, jd.child_x), g_a_c, g_fill),
-            _mtv(bp.r, g_lever_pj), _mtv(bc.r, g_lever_c), g_compliance + _dot(g_e, lam),
-            _mul(compliance, g_e))
+    g_k, g_axis, g_compliance, g_e, g_lever_c, g_lever_p = _positional_block_vjp(
+        lever_c, lever_p, axis, jd.prismatic, k, fill, compliance, e, g_corr)
+    grad_p, grad_c, g_parent_x, g_child_x = _positional_levers_vjp(
+        jd, bp, bc, lever_c, lever_p, g_k, g_axis, g_lever_c, g_lever_p)
+    g_x_p, g_r_p, g_x_c, g_r_c, gap_parent_x, gap_child_x = _error_vjp(_POS, jd, bp, bc, g_e)
+    return (_body_grad_add(grad_p, _BodyGrad(g_x_p, g_r_p, _ZERO9, 0.0)),
+            _body_grad_add(grad_c, _BodyGrad(g_x_c, g_r_c, _ZERO9, 0.0)),
+            _add(g_parent_x, gap_parent_x), _add(g_child_x, gap_child_x),
+            g_compliance + _dot(g_e, lam), _mul(compliance, g_e))
 
 
 @numba.njit(cache=True)
@@ -1196,34 +1227,19 @@ def _directions_vjp(jd, bp, bc, v_p, w_p, v_c, w_c, g):
     lever_c, lever_p, _, fill, axis, k = _positional_parts(jd, bp, bc)
     g_k, g_axis, g_compliance = _block_map_vjp(k, axis, jd.prismatic, fill, jd.compliance,
                                                g.n_pos)
-    g_lever_c, g_a_c = _lever_term_vjp(lever_c, bc.a, g_k)
-    g_lever_p, g_a_p = _lever_term_vjp(lever_p, bp.a, g_k)
     # t = A [lever]×
-    g_a_c = _madd(g_a_c, _mm(g.t_c, _mt(_skew(lever_c))))
-    g_a_p = _madd(g_a_p, _mm(g.t_p, _mt(_skew(lever_p))))
-    g_lever_c = _add(g_lever_c, _vee(_mm(_mt(bc.a), g.t_c)))
-    g_lever_p = _add(g_lever_p, _vee(_mm(_mt(bp.a), g.t_p)))
-    g_fill = _trace(g_k)
-    g_x_p, g_x_c, g_lever_pj, g_r_p = _ZERO3, _ZERO3, _ZERO3, _ZERO9
-    if jd.prismatic:  # lever_p = x_c + lever_c - x_p, axis = R_p a
-        g_x_c = g_lever_p
-        g_lever_c = _add(g_lever_c, g_lever_p)
-        g_x_p = _neg(g_lever_p)
-        g_r_p = _outer(g_axis, jd.parent_axis)
-    else:
-        g_lever_pj = g_lever_p
-    g_r_p = _madd(g_r_p, _outer(g_lever_pj, jd.parent_x))
-    g_r_c = _outer(g_lever_c, jd.child_x)
-    g_parent_x = _mtv(bp.r, g_lever_pj)
-    g_child_x = _mtv(bc.r, g_lever_c)
+    pos_p, pos_c, g_parent_x, g_child_x = _positional_levers_vjp(
+        jd, bp, bc, lever_c, lever_p, g_k, g_axis, _vee(_mm(_mt(bc.a), g.t_c)),
+        _vee(_mm(_mt(bp.a), g.t_p)))
+    g_a_c = _mm(g.t_c, _mt(_skew(lever_c)))
+    g_a_p = _mm(g.t_p, _mt(_skew(lever_p)))
     _, has_axis, axis_a, _, _, _ = _angular_parts(jd, bp, bc)
     k_a = _madd(bc.a, bp.a)
     g_k_a, g_axis_a, g_compliance_a = _block_map_vjp(k_a, axis_a, has_axis, _trace(k_a) / 3.0,
                                                      jd.compliance, g.n_ang)
     g_a_c = _madd(g_a_c, _madd(g_k_a, g.a_c))
     g_a_p = _madd(g_a_p, _madd(g_k_a, g.a_p))
-    if has_axis:
-        g_r_p = _madd(g_r_p, _outer(g_axis_a, jd.parent_axis))
+    g_r_p = _outer(g_axis_a, jd.parent_axis) if has_axis else _ZERO9
     lin, ang_c, ang_p, _ = _joint_mass(jd, bp, bc)
     g_a_c = _madd(g_a_c, _outer(g.phi_c, ang_c))
     g_a_p = _madd(g_a_p, _outer(g.phi_p, ang_p))
@@ -1232,10 +1248,10 @@ def _directions_vjp(jd, bp, bc, v_p, w_p, v_c, w_c, g):
         _add(_mtv(bc.a, g.phi_c), _mul(g.rate0, w_c)),
         _sub(_mtv(bp.a, g.phi_p), _mul(g.rate0, w_p)), g.weight)
     c_x_p, c_r_p, c_x_c, c_r_c, c_parent_x, c_child_x = _coordinate_vjp(jd, bp, bc, g.angle0)
-    grad_p = _body_grad_add(more_p, _BodyGrad(_add(g_x_p, c_x_p), _madd(g_r_p, c_r_p), g_a_p,
-                                              g_fill + g.inv_mass_p))
-    grad_c = _body_grad_add(more_c, _BodyGrad(_add(g_x_c, c_x_c), _madd(g_r_c, c_r_c), g_a_c,
-                                              g_fill + g.inv_mass_c))
+    grad_p = _body_grad_add(_body_grad_add(pos_p, more_p),
+                            _BodyGrad(c_x_p, _madd(g_r_p, c_r_p), g_a_p, g.inv_mass_p))
+    grad_c = _body_grad_add(_body_grad_add(pos_c, more_c),
+                            _BodyGrad(c_x_c, c_r_c, g_a_c, g.inv_mass_c))
     return (grad_p, grad_c, _add(g_parent_x, c_parent_x),
             _add(_add(g_child_x, g_child_x2), c_child_x), g_compliance + g_compliance_a,
             _mul(-g.rate0, lin), _mul(-g.rate0, ang_p), _mul(g.rate0, lin),
@@ -1254,7 +1270,7 @@ def _read_directions(table, j):
 
 
 @numba.njit(cache=True)
-def _start_velocities(v, w, p, c):
+def _joint_velocities(v, w, p, c):
     """(v_p, w_p, v_c, w_c) of a joint's links, the world's zero for -1."""
     v_p, w_p = (_row3(v, p), _row3(w, p)) if p >= 0 else (_ZERO3, _ZERO3)
     return v_p, w_p, _row3(v, c), _row3(w, c)
@@ -1268,7 +1284,7 @@ def _fill_directions(joints, links, x0, q0, v0, w0, table):
         jd = _joint(joints, j)
         p, c = jd.parent, jd.child
         d = _directions(jd, _body(_link(links, x0, q0, p)), _body(_link(links, x0, q0, c)),
-                        *_start_velocities(v0, w0, p, c))
+                        *_joint_velocities(v0, w0, p, c))
         for column, field in ((_D_N_POS, d.n_pos), (_D_T_C, d.t_c), (_D_T_P, d.t_p),
                               (_D_N_ANG, d.n_ang), (_D_A_C, d.a_c), (_D_A_P, d.a_p)):
             for e in range(9):
@@ -1296,7 +1312,7 @@ def _directions_table_vjp(joints, links, x0, q0, v0, w0, g_table, g_x0, g_q0, g_
         link_p, link_c = _link(links, x0, q0, p), _link(links, x0, q0, c)
         (grad_p, grad_c, g_parent_x, g_child_x, g_compliance, g_v_p, g_w_p, g_v_c,
          g_w_c) = _directions_vjp(jd, _body(link_p), _body(link_c),
-                                  *_start_velocities(v0, w0, p, c),
+                                  *_joint_velocities(v0, w0, p, c),
                                   _read_directions(g_table, j))
         _add_to(g_joints, j, _G_PARENT_X, g_parent_x)
         _add_to(g_joints, j, _G_CHILD_X, g_child_x)
@@ -1612,6 +1628,121 @@ def _kick_vjp(joints, links, h, x, q, w, action, sign, force, torque, g_matrix, 
     _forces_vjp(joints, x, q, action, force, torque, g_matrix, g_x, g_q, g_joints, g_action)
 
 
+# -- the second order's closing velocity stage (RATTLE) -----------------------------------------
+
+
+@numba.njit(cache=True)
+def _relative_velocity(lever_c, lever_p, v_p, w_p, v_c, w_c):
+    """The velocity [m/s] of the child's joint origin relative to the parent's point under
+    it (levers from the links' centres of mass)."""
+    return _sub(_add(v_c, _cross(w_c, lever_c)), _add(v_p, _cross(w_p, lever_p)))
+
+
+@numba.njit(cache=True)
+def _velocity_constraint(kind, jd, bp, bc, v_p, w_p, v_c, w_c):
+    """The impulse (a :class:`_Correction`, Δλ zero; apply it with :func:`_response` as
+    velocity changes) that stops the joint's links separating (``kind`` _POS: the positional
+    block on :func:`_relative_velocity`, a prismatic's slide kept) or turning against each
+    other (_ANG: the angular block on ω_c - ω_p, a revolute's axis free), no compliance, at
+    the bodies bp, bc moving with v_p, w_p, v_c, w_c (constraints.velocity_positional,
+    velocity_angular)."""
+    if kind == _POS:
+        lever_c, lever_p, _, fill, axis, k = _positional_parts(jd, bp, bc)
+        dlam = _block(k, axis, jd.prismatic, fill, 0.0,
+                      _relative_velocity(lever_c, lever_p, v_p, w_p, v_c, w_c))
+        return _Correction(dlam, _cross(lever_c, dlam), _cross(lever_p, dlam), _ZERO3)
+    k = _madd(bc.a, bp.a)
+    dlam = _block(k, _mv(bp.r, jd.parent_axis), not jd.prismatic, _trace(k) / 3.0, 0.0,
+                  _sub(w_c, w_p))
+    return _Correction(_ZERO3, dlam, dlam, _ZERO3)
+
+
+@numba.njit(cache=True)
+def _velocity_constraint_vjp(kind, jd, bp, bc, v_p, w_p, v_c, w_c, g_corr):
+    """(body gradient of parent, of child, g_joint_parent_x, g_joint_child_x, g_v_p, g_w_p,
+    g_v_c, g_w_c) of :func:`_velocity_constraint` given the impulse's cotangent (g_p, g_τ_c,
+    g_τ_p) (constraints.velocity_positional_vjp, velocity_angular_vjp)."""
+    if kind == _POS:
+        lever_c, lever_p, _, fill, axis, k = _positional_parts(jd, bp, bc)
+        g_k, g_axis, _, g_e, g_lever_c, g_lever_p = _positional_block_vjp(
+            lever_c, lever_p, axis, jd.prismatic, k, fill, 0.0,
+            _relative_velocity(lever_c, lever_p, v_p, w_p, v_c, w_c),
+            _Correction(g_corr[0], g_corr[1], g_corr[2], _ZERO3))
+        grad_p, grad_c, g_parent_x, g_child_x = _positional_levers_vjp(
+            jd, bp, bc, lever_c, lever_p, g_k, g_axis, _add(g_lever_c, _cross(g_e, w_c)),
+            _sub(g_lever_p, _cross(g_e, w_p)))
+        return (grad_p, grad_c, g_parent_x, g_child_x, _neg(g_e), _neg(_cross(lever_p, g_e)),
+                g_e, _cross(lever_c, g_e))
+    k = _madd(bc.a, bp.a)
+    g_k, g_axis, _, g_e = _block_vjp(k, _mv(bp.r, jd.parent_axis), not jd.prismatic,
+                                     _trace(k) / 3.0, 0.0, _sub(w_c, w_p),
+                                     _add(g_corr[1], g_corr[2]))
+    g_r_p = _ZERO9 if jd.prismatic else _outer(g_axis, jd.parent_axis)
+    return (_BodyGrad(_ZERO3, g_r_p, g_k, 0.0), _BodyGrad(_ZERO3, _ZERO9, g_k, 0.0), _ZERO3,
+            _ZERO3, _ZERO3, _neg(g_e), _ZERO3, g_e)
+
+
+@numba.njit(cache=True)
+def _velocity_passes(joints, links, order, iterations, x, q, v, w, record, velocities):
+    """``iterations`` Gauss-Seidel passes of the joints' velocity constraints
+    (:func:`_velocity_constraint`, positional then angular, joints in tree order) on v, w in
+    place at the poses x, q: the second order's closing half kick's end (RATTLE's velocity
+    stage, step._velocity_pass). With ``record``, velocities (I, 2m, 4, 3) takes v_p, w_p,
+    v_c, w_c before each (slot 2k + kind)."""
+    for it in range(iterations):
+        for k in range(len(order)):
+            jd = _joint(joints, order[k])
+            p, c = jd.parent, jd.child
+            bp, bc = _body(_link(links, x, q, p)), _body(_link(links, x, q, c))
+            for kind in (_POS, _ANG):
+                v_p, w_p, v_c, w_c = _joint_velocities(v, w, p, c)
+                if record:
+                    for row, value in enumerate((v_p, w_p, v_c, w_c)):
+                        _put3(velocities[it, 2 * k + kind], row, value)
+                dv_p, dw_p, dv_c, dw_c = _response(
+                    bp, bc, _velocity_constraint(kind, jd, bp, bc, v_p, w_p, v_c, w_c))
+                _acc3(v, c, dv_c)
+                _acc3(w, c, dw_c)
+                if p >= 0:
+                    _acc3(v, p, dv_p)
+                    _acc3(w, p, dw_p)
+
+
+@numba.njit(cache=True)
+def _velocity_passes_vjp(joints, links, order, iterations, x, q, velocities, body_grad, g_x,
+                         g_q, g_v, g_w, g_links, g_joints):
+    """The reverse of :func:`_velocity_passes` from its tape: g_v, g_w (in place) go from
+    the passes' end to their start; adds the poses' and parameters' cotangents. The bodies
+    stay put over the passes: their cotangents sum in body_grad (n, 22, scratch) and reach
+    x, q and the parameters once."""
+    body_grad[:] = 0.0
+    for it in range(iterations - 1, -1, -1):
+        for k in range(len(order) - 1, -1, -1):
+            j = order[k]
+            jd = _joint(joints, j)
+            p, c = jd.parent, jd.child
+            bp, bc = _body(_link(links, x, q, p)), _body(_link(links, x, q, c))
+            for kind in (_ANG, _POS):
+                rows = velocities[it, 2 * k + kind]
+                v_p, w_p, v_c, w_c = _row3(rows, 0), _row3(rows, 1), _row3(rows, 2), _row3(rows, 3)
+                g_v_p, g_w_p, g_v_c, g_w_c = _joint_velocities(g_v, g_w, p, c)
+                g_corr, grad_p, grad_c = _response_vjp(
+                    bp, bc, _velocity_constraint(kind, jd, bp, bc, v_p, w_p, v_c, w_c), g_v_p,
+                    g_w_p, g_v_c, g_w_c)
+                (more_p, more_c, g_parent_x, g_child_x, d_v_p, d_w_p, d_v_c,
+                 d_w_c) = _velocity_constraint_vjp(kind, jd, bp, bc, v_p, w_p, v_c, w_c, g_corr)
+                _acc3(g_v, c, d_v_c)
+                _acc3(g_w, c, d_w_c)
+                _add_body_grad(body_grad, c, _body_grad_add(grad_c, more_c))
+                if p >= 0:
+                    _acc3(g_v, p, d_v_p)
+                    _acc3(g_w, p, d_w_p)
+                    _add_body_grad(body_grad, p, _body_grad_add(grad_p, more_p))
+                _add_to(g_joints, j, _G_PARENT_X, g_parent_x)
+                _add_to(g_joints, j, _G_CHILD_X, g_child_x)
+    _flush_body_grads(links, q, body_grad, g_x, g_q, g_links)
+
+
 # -- solvers ------------------------------------------------------------------------------------
 
 
@@ -1910,19 +2041,27 @@ def _jacobi_vjp(joints, links, order, iterations, pass_x, pass_q, pass_lam, acti
                 _add_body_grad(body_grad, c, grad_c)
                 if p >= 0:
                     _add_body_grad(body_grad, p, grad_p)
-        for i in range(n):
-            grad = _BodyGrad(_vec3(body_grad, i, 0), _vec9(body_grad, i, 3),
-                             _vec9(body_grad, i, 12), body_grad[i, 21])
-            _add_body_cotangent(g_x, g_q, g_links, i, _body_cotangent(
-                _row4(q, i), _vec9(links, i, _L_INV_INERTIA), grad))
+        _flush_body_grads(links, q, body_grad, g_x, g_q, g_links)
 
 
 @numba.njit(cache=True)
 def _add_body_grad(rows, i, grad):
+    """Row i of a body-gradient table (n, 22: x, r, a, inv_mass) += grad."""
     _add_to(rows, i, 0, grad.x)
     _add_to(rows, i, 3, grad.r)
     _add_to(rows, i, 12, grad.a)
     rows[i, 21] += grad.inv_mass
+
+
+@numba.njit(cache=True)
+def _flush_body_grads(links, q, body_grad, g_x, g_q, g_links):
+    """Sends every link's summed body gradient (body_grad, n × 22) at orientations q to
+    its x, q and inverse mass and inertia cotangents."""
+    for i in range(len(q)):
+        grad = _BodyGrad(_vec3(body_grad, i, 0), _vec9(body_grad, i, 3),
+                         _vec9(body_grad, i, 12), body_grad[i, 21])
+        _add_body_cotangent(g_x, g_q, g_links, i, _body_cotangent(
+            _row4(q, i), _vec9(links, i, _L_INV_INERTIA), grad))
 
 
 # -- tables, substeps and entry points --------------------------------------------------------
@@ -1987,6 +2126,7 @@ def _tape(n, m, substeps, iterations, jacobi, second, record):
     gs = 0 if jacobi else s
     jc = s if jacobi else 0
     n2, i2 = (n, iterations) if second else (0, 0)
+    iv = iterations if second and record else 0
     return _Tape(
         np.empty((s, n, 3)), np.empty((s, n, 4)), np.empty((s, n, 3)), np.empty((s, n, 3)),
         np.empty((s, n, 4)), np.empty((s, m, 4, 3)), np.empty((gs, iterations, 3 * m, 2, 7)),
@@ -1994,7 +2134,8 @@ def _tape(n, m, substeps, iterations, jacobi, second, record):
         np.empty((jc, iterations, n, 4)), np.empty((jc, iterations, 2 * m, 3)),
         np.zeros((s, iterations, m), dtype=np.bool_), np.zeros((s, iterations, m)),
         np.empty((s, n2, 3)), np.empty((s, i2, m, 2, 7)), np.empty((s, i2, m)),
-        np.empty((2, n, 3)), np.empty((2, n, 4)), np.empty((2, n, 3)))
+        np.empty((2, n, 3)), np.empty((2, n, 4)), np.empty((2, n, 3)),
+        np.empty((iv, 2 * m, 4, 3)))
 
 
 @numba.njit(cache=True)
@@ -2023,7 +2164,7 @@ def _kicked(joints, links, gravity, h, x, q, v, w, action, wk, tape, record, sid
 def _forward(joints, links, order, gravity, h, x, q, v, w, action, substeps, iterations,
              jacobi, second, wk, tape, record):
     """``substeps`` substeps on x, q, v, w in place (step._substep), in the second order
-    between two half kicks."""
+    between two half kicks, the second followed by the joints' velocity passes."""
     n = len(x)
     if second:
         _kicked(joints, links, gravity, h, x, q, v, w, action, wk, tape, record, 0, -1.0)
@@ -2072,6 +2213,9 @@ def _forward(joints, links, order, gravity, h, x, q, v, w, action, substeps, ite
             _put3(w, i, _mul(scale, (delta[1], delta[2], delta[3])))
     if second:
         _kicked(joints, links, gravity, h, x, q, v, w, action, wk, tape, record, 1, 1.0)
+        # the kick moves the links as free bodies; the joints' impulses over its half step
+        # leave the velocities they allow (the poses stay)
+        _velocity_passes(joints, links, order, iterations, x, q, v, w, record, tape.velocity_v)
 
 
 @numba.njit(cache=True)
@@ -2087,6 +2231,10 @@ def _reverse(joints, links, order, h, action, substeps, iterations, jacobi, seco
     substep in reverse."""
     n = len(wk.g_x)
     if second:
+        # the closing kick and velocity passes act at the end poses (kick_x, kick_q [1])
+        _velocity_passes_vjp(joints, links, order, iterations, tape.kick_x[1], tape.kick_q[1],
+                             tape.velocity_v, wk.body_grad, wk.g_x, wk.g_q, wk.g_v, wk.g_w,
+                             wk.g_links, wk.g_joints)
         _kick_reverse(joints, links, h, action, wk, tape, 1, 1.0)
     for sub in range(substeps - 1, -1, -1):
         x0, q0 = tape.x0[sub], tape.q0[sub]
