@@ -3,7 +3,7 @@ XML/URDF readers: the measurements behind the sim_pbd README's "Speed" and "Pars
 tables.
 
 1. Baxter's left arm (7 joints), Δt 0.01 s: ms per ``sim_pbd.step.step`` and ``step_vjp``
-   with ``kernels="numba"`` and ``"numpy"``: the second-order scheme at 80 substeps × 4
+   with ``kernels="numba"`` and ``"numpy"``: the second-order scheme at 100 substeps × 4
    iterations (the defaults) and 10 × 2, the first-order scheme at 10 × 2 (both solvers)
    and 1 × 30 (the paper's); best of ``--rounds`` rounds of ``--calls`` calls (the NumPy
    reference: of 3 calls).
@@ -33,7 +33,7 @@ from sim_pbd.scene import make_simulator, urdf_path  # noqa: E402
 from sim_pbd.step import step, step_vjp  # noqa: E402
 from sim_pbd.urdf import _parse_xml, load_urdf  # noqa: E402
 
-SETTINGS = {"second order, GS, 80 x 4 (default)": (80, 4, "gauss_seidel", "second_order"),
+SETTINGS = {"second order, GS, 100 x 4 (default)": (100, 4, "gauss_seidel", "second_order"),
             "second order, GS, 10 x 2": (10, 2, "gauss_seidel", "second_order"),
             "first order, GS, 10 x 2": (10, 2, "gauss_seidel", "first_order"),
             "first order, Jacobi, 10 x 2": (10, 2, "jacobi", "first_order"),

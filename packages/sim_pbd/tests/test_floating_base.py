@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from sim_pbd import PBDState
-from sim_pbd.rotations import quat_to_matrix
 from sim_pbd.options import SCHEMES
+from sim_pbd.rotations import quat_to_matrix
 from sim_pbd.step import step
 
 SETTINGS = dict(substeps=10, iterations=2)

@@ -14,7 +14,7 @@ from sim_pbd.rotations import quat_rotate, quat_to_matrix
 from sim_pbd.step import step
 
 # The known answers hold at 10 substeps of 2 iterations (dt 0.01 s; the package's default,
-# 80 x 4, is what Baxter's 2 s swing needs to stay within 1e-3 rad) in the default scheme.
+# 100 x 4, is what Baxter's 2 s swing needs to stay within 1e-3 rad) in the default scheme.
 DEFAULT = {"substeps": 10, "iterations": 2}
 
 
@@ -159,12 +159,12 @@ def test_friction_holds_below_and_slips_above_its_torque(models, scheme):
     else:
         # friction stays a velocity impulse inside the substeps, not in the half kicks
         # around them: the held joint reports about the closing half kick's rate (h/2) τ / I
-        # (6.4e-4 rad/s here; 1/8 of it at the default 80 substeps) and creeps by 1.6e-5
-        # rad over the 0.1 s; the slip is 0.2 % fast
+        # (6.4e-4 rad/s here; 1/10 of it at the default 100 substeps) and creeps by 1.6e-5
+        # rad over the 0.1 s; the slip is 0.3 % fast
         h = 0.01 / DEFAULT["substeps"]
         assert abs(held_rate) <= h * 0.4 / pivot_inertia
         assert abs(held_q) < 2e-5
-        assert slipping_rate == pytest.approx(expected_rate, rel=3e-3)
+        assert slipping_rate == pytest.approx(expected_rate, rel=5e-3)
 
 
 def test_limit_stops_the_joint(models):

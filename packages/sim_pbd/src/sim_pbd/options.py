@@ -51,7 +51,7 @@ class PBDOptions(Options):
                                  "joint; unnamed joints start (and frozen joints stay) at 0")
     gravity: list[float] = option([0.0, 0.0, -9.81], unit="m/s^2",
                                   doc="gravity [gx, gy, gz] in the world frame")
-    substeps: int = option(80, lower=1, upper=10000,
+    substeps: int = option(100, lower=1, upper=10000,
                            doc="XPBD substeps (predict, project, update) inside one step; "
                                "the default keeps Baxter's arm within 1e-3 rad of Pinocchio "
                                "over 2 s at dt 0.01 s (10 x 2 is 10x faster, 4e-2 rad)")
