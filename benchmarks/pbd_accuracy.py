@@ -12,10 +12,11 @@ from its pose, Δt = 0.01 s) run to 2 s; the reference is Pinocchio's ABA integr
   reference keeps it to 1e-9 J), from Pinocchio's energy at our joint angles and rates.
 
 and the cost of a step at those settings [µs] (the compiled ``sim_pbd.step.step``, best of
-5 runs of the 200-step damped release).
+5 runs of the 200-step damped release; not timed with ``--kernels numpy``).
 
 Usage: ``python benchmarks/pbd_accuracy.py [--substeps 10 20 40] [--iterations 1 2 4]
-[--jacobi]`` (``--jacobi`` adds the paper's settings: 1 substep, 30 Jacobi iterations).
+[--scheme second_order first_order] [--kernels numba] [--jacobi]`` (``--jacobi`` adds the
+paper's settings: 1 substep, 30 Jacobi iterations, first-order scheme).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 import numpy as np
 
 from sim_pbd.kinematics import joint_positions
+from sim_pbd.options import KERNELS, SCHEMES
 from sim_pbd.step import step
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -79,6 +81,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--substeps", type=int, nargs="+", default=[10, 20, 40])
     parser.add_argument("--iterations", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--scheme", nargs="+", choices=SCHEMES, default=list(SCHEMES))
+    parser.add_argument("--kernels", choices=KERNELS, default="numba")
     parser.add_argument("--jacobi", action="store_true")
     args = parser.parse_args(argv)
     reference = load_reference()
@@ -92,20 +96,23 @@ def main(argv=None) -> None:
     print(f"Baxter left arm released from {POSE} rad, dt {DT} s, {DURATION:g} s; reference "
           f"energy drift undamped {drift:.1e} J")
     windows = " ".join(f"{f'≤{w:g} s':>9s}" for w in WINDOWS)
-    print(f"{'substeps':>8s} {'iter':>4s} {'solver':>12s} | damped max error [rad] {windows} | "
-          f"undamped ≤0.25 s [rad], energy lost in 2 s [J] | µs/step")
-    grid = [(s, i, "gauss_seidel") for s in args.substeps for i in args.iterations]
+    print(f"{'scheme':>12s} {'substeps':>8s} {'iter':>4s} {'solver':>12s} | damped max error "
+          f"[rad] {windows} | undamped ≤0.25 s [rad], energy lost in 2 s [J] | µs/step")
+    grid = [(c, s, i, "gauss_seidel") for c in args.scheme for s in args.substeps
+            for i in args.iterations]
     if args.jacobi:
-        grid.append((PAPER["substeps"], PAPER["iterations"], PAPER["solver"]))
-    for substeps, iterations, solver in grid:
-        settings = dict(substeps=substeps, iterations=iterations, solver=solver)
+        grid.append((PAPER["scheme"], PAPER["substeps"], PAPER["iterations"], PAPER["solver"]))
+    for scheme, substeps, iterations, solver in grid:
+        settings = dict(substeps=substeps, iterations=iterations, solver=solver, scheme=scheme,
+                        kernels=args.kernels)
         error = reference.angle_error(release(DAMPING, **settings)[0], damped).max(axis=1)
         worst = " ".join(f"{error[: int(round(w / DT)) + 1].max():9.2e}" for w in WINDOWS)
         ours_q, ours_qd = release(0.0, **settings)
         early = reference.angle_error(ours_q, free_q)[: int(round(0.25 / DT)) + 1].max()
         lost = start - reference.energy(arm, ours_q[-1], ours_qd[-1])
-        print(f"{substeps:>8d} {iterations:>4d} {solver:>12s} | {'':22s} {worst} | "
-              f"{early:9.2e} {lost:9.3f} | {step_cost(**settings):7.1f}", flush=True)
+        cost = step_cost(**settings) if args.kernels == "numba" else float("nan")
+        print(f"{scheme:>12s} {substeps:>8d} {iterations:>4d} {solver:>12s} | {'':22s} {worst} | "
+              f"{early:9.2e} {lost:9.3f} | {cost:7.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@ XML/URDF readers: the measurements behind the sim_pbd README's "Speed" and "Pars
 tables.
 
 1. Baxter's left arm (7 joints), Δt 0.01 s: ms per ``sim_pbd.step.step`` and ``step_vjp``
-   with ``kernels="numba"`` and ``"numpy"``, for Gauss-Seidel and Jacobi at 10 substeps × 2
-   iterations (the defaults) and 1 × 30 (the paper's); best of ``--rounds`` rounds of
-   ``--calls`` calls (the NumPy reference: of 3 calls).
+   with ``kernels="numba"`` and ``"numpy"``: the second-order scheme at 100 substeps × 4
+   iterations (the defaults) and 10 × 2, the first-order scheme at 10 × 2 (both solvers)
+   and 1 × 30 (the paper's); best of ``--rounds`` rounds of ``--calls`` calls (the NumPy
+   reference: of 3 calls).
 2. Baxter's URDF (52 kB): ms per parse with the standard library's ElementTree, sim_pbd's
    expat reader and whichever of lxml, defusedxml, yourdfpy and urdf_parser_py are
    installed (median of ``--parses``), and the whole ``load_urdf`` of the left arm.
@@ -32,10 +33,11 @@ from sim_pbd.scene import make_simulator, urdf_path  # noqa: E402
 from sim_pbd.step import step, step_vjp  # noqa: E402
 from sim_pbd.urdf import _parse_xml, load_urdf  # noqa: E402
 
-SETTINGS = {"Gauss-Seidel, 10 x 2 (default)": (10, 2, "gauss_seidel"),
-            "Jacobi, 10 x 2": (10, 2, "jacobi"),
-            "Gauss-Seidel, 1 x 30": (1, 30, "gauss_seidel"),
-            "Jacobi, 1 x 30 (the paper's)": (1, 30, "jacobi")}
+SETTINGS = {"second order, GS, 100 x 4 (default)": (100, 4, "gauss_seidel", "second_order"),
+            "second order, GS, 10 x 2": (10, 2, "gauss_seidel", "second_order"),
+            "first order, GS, 10 x 2": (10, 2, "gauss_seidel", "first_order"),
+            "first order, Jacobi, 10 x 2": (10, 2, "jacobi", "first_order"),
+            "first order, Jacobi, 1 x 30 (paper)": (1, 30, "jacobi", "first_order")}
 
 
 def best_ms(call, rounds: int, calls: int) -> float:
@@ -59,15 +61,16 @@ def time_steps(rounds: int, calls: int) -> None:
     params, action = sim.parameters(design), np.full(7, 0.5)
     g_next = type(state)(*(np.ones_like(a) for a in vars(state).values()))
     print("ms per call: numba step, numba step_vjp, NumPy step, NumPy step_vjp")
-    for label, (substeps, iterations, solver) in SETTINGS.items():
+    for label, (substeps, iterations, solver, scheme) in SETTINGS.items():
         row = []
         for kernels, count in (("numba", calls), ("numpy", 3)):
-            kw = dict(substeps=substeps, iterations=iterations, solver=solver, kernels=kernels)
+            kw = dict(substeps=substeps, iterations=iterations, solver=solver, scheme=scheme,
+                      kernels=kernels)
             row.append(best_ms(lambda kw=kw: step(sim.model, state, action, params, 0.01, **kw),
                                rounds, count))
             row.append(best_ms(lambda kw=kw: step_vjp(sim.model, state, action, params, 0.01,
                                                       g_next, **kw), rounds, count))
-        print(f"  {label:32s} " + "  ".join(f"{ms:9.4g}" for ms in row))
+        print(f"  {label:36s} " + "  ".join(f"{ms:9.4g}" for ms in row), flush=True)
     print(f"  PBDSimulator.step (default settings, input checks included): "
           f"{best_ms(lambda: sim.step(state, action, design, 0.01), rounds, calls):.4g} ms")
 

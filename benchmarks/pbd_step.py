@@ -14,7 +14,8 @@ off, the URDF's damping 0.7 N m s/rad, gravity, released at rest from a bent pos
    release against Pinocchio's ABA integrated by fine RK4 (``reference.py`` of the sim_pbd
    tests), and picks MuJoCo's setting at matched accuracy: the cheapest of its Euler,
    implicitfast and RK4 integrators at Δt/1, /2, /4, ... whose error is at most sim_pbd's at
-   its default settings (the MuJoCo step then means that many ``mj_step`` calls);
+   its settings (the defaults unless chosen; the MuJoCo step then means that many
+   ``mj_step`` calls);
 3. prints ms per step and per step + VJP: the median (best) of ``--rounds`` interleaved
    rounds, and each peer's median time over sim_pbd's in the same round (above 1: sim_pbd is
    faster), against issue 14's targets (≥10x the autograd peer forward and forward+backward;
@@ -31,7 +32,9 @@ run only when importable: ``pip install ./packages/codesign './packages/sim_pbd[
 (torch, mujoco); the accuracy column needs Pinocchio (the workspace's dev dependency ``pin``).
 
 Usage: ``python benchmarks/pbd_step.py [--rounds 5] [--check-steps 100] [--threads 1]
-[--memory-steps 10000]`` (``--memory-steps 0`` skips the sweep).
+[--memory-steps 10000] [--substeps N --iterations M]`` (``--memory-steps 0`` skips the sweep;
+``--substeps``/``--iterations`` time sim_pbd at other settings than its defaults, MuJoCo
+matched to their accuracy; the memory sweep always runs the defaults).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ POSE = [0.3, -0.5, 0.8, 1.0, -0.6, 0.9, 0.2]  # [rad], the release pose of test_
 DT = 0.01  # [s]
 DAMPING = 0.7  # [N m s/rad], the URDF's
 HORIZON = 0.25  # [s] of the accuracy comparison (the undamped swing's chaos-free window)
-PAPER = dict(substeps=1, iterations=30, solver="jacobi")
+PAPER = dict(substeps=1, iterations=30, solver="jacobi", scheme="first_order")
 TORQUES = np.array([0.5, -1.0, 0.3, 0.2, -0.1, 0.05, 0.02])  # [N m] of the checks
 _TOLERANCE = 1e-9  # [rad] trajectory, and relative one-step VJP, peer against sim_pbd
 _TARGETS = {"autograd": 10.0, "MuJoCo": 0.5}  # issue 14: peer time / sim_pbd time >= this
@@ -317,6 +320,10 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="PyTorch's CPU threads")
     parser.add_argument("--memory-steps", type=int, default=10000,
                         help="steps of the memory sweep (0 skips it)")
+    parser.add_argument("--substeps", type=int, help="sim_pbd's substeps (default: its "
+                                                    "default)")
+    parser.add_argument("--iterations", type=int, help="sim_pbd's iterations (default: its "
+                                                      "default)")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_only:
@@ -324,9 +331,11 @@ def main(argv=None) -> None:
         return
     peers = available_peers()
     reference = load_reference()
-    impls = {"sim_pbd": Ours(), "sim_pbd paper": Ours(**PAPER)}
-    defaults = impls["sim_pbd"].sim.settings
-    print(f"Baxter left arm, dt {DT} s, float64; sim_pbd default settings {defaults}, paper "
+    chosen_settings = {k: v for k, v in (("substeps", args.substeps),
+                                         ("iterations", args.iterations)) if v is not None}
+    impls = {"sim_pbd": Ours(**chosen_settings), "sim_pbd paper": Ours(**PAPER)}
+    settings = impls["sim_pbd"].sim.settings
+    print(f"Baxter left arm, dt {DT} s, float64; sim_pbd settings {settings}, paper "
           f"settings {PAPER}")
     torch = peers["autograd"]
     if isinstance(torch, str):
@@ -384,7 +393,7 @@ def time_all(impls: dict, errors: dict, rounds_count: int) -> None:
     times = {name: np.array(r) for name, r in rounds.items()}
     print(f"\n== ms per step (dt {DT} s), median (best) of {rounds_count} interleaved rounds; "
           "ratio = median over rounds of that time / sim_pbd's (same settings for the "
-          "autograd peer: paper; MuJoCo: default) ==")
+          "autograd peer: paper; MuJoCo: sim_pbd's) ==")
     print(f"  {'':<14s} {'step ms':>18s} {'step+VJP ms':>18s} {'F ratio':>9s} "
           f"{'F+B ratio':>9s} {'0.25 s error rad':>17s}")
     for name, t in times.items():

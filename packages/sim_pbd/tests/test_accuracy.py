@@ -2,9 +2,11 @@
 articulated-body algorithm on the same reduced model, integrated by fine RK4
 (``reference.py``). Joint limits are off (every swing under gravity leaves them).
 
-XPBD's error is first order in the substep. At the default settings the damped release is
-off by 3.5e-3 rad after 0.25 s and 7.8e-2 rad after 2 s (the 2 s table against substeps and
-iterations: ``benchmarks/pbd_accuracy.py``, the package README).
+The default (second-order scheme, 100 substeps of 4 iterations) stays within 1e-3 rad of the
+damped release over 2 s; the error falls at second order in the substep. The paper's
+first-order XPBD (``scheme="first_order"``) is off by 7.8e-2 rad after 2 s at 10 substeps
+and halves its error with the substep. The tables against substeps and iterations:
+``benchmarks/pbd_accuracy.py``, the package README.
 """
 
 import numpy as np
@@ -50,30 +52,52 @@ def test_reference_is_converged(reference, arm):
 def test_damped_release_over_two_seconds(reference, arm):
     expected, _ = reference.release(arm, POSE, damping=DAMPING, duration=2.0)
     error = reference.angle_error(_release(2.0, damping=DAMPING)[0], expected).max(axis=1)
-    # 10 substeps of 2 iterations: 3.5e-3 rad over 0.25 s, 7.8e-2 rad over 2 s (the
-    # implicit damping impulse of before: 2.1e-2 and 0.64)
+    # the defaults: 6.0e-6 rad over 0.25 s, 7.7e-4 rad over 2 s
+    assert error[:26].max() < 1e-5
+    assert error.max() < 1e-3
+
+
+FIRST_ORDER = {"scheme": "first_order", "substeps": 10, "iterations": 2}
+"""The paper's XPBD at the former defaults."""
+
+
+def test_first_order_damped_release_over_two_seconds(reference, arm):
+    expected, _ = reference.release(arm, POSE, damping=DAMPING, duration=2.0)
+    error = reference.angle_error(_release(2.0, damping=DAMPING, **FIRST_ORDER)[0],
+                                  expected).max(axis=1)
+    # 3.5e-3 rad over 0.25 s, 7.8e-2 rad over 2 s (its implicit damping impulse of before:
+    # 2.1e-2 and 0.64)
     assert error[:26].max() < 4e-3
     assert error.max() < 8e-2
 
 
-def test_damped_release_converges_to_the_reference_at_first_order(reference, arm):
+@pytest.mark.parametrize(("scheme", "order"), [("second_order", 4.0), ("first_order", 2.0)])
+def test_damped_release_converges_to_the_reference(reference, arm, scheme, order):
     expected, _ = reference.release(arm, POSE, damping=DAMPING, duration=0.25)
-    default = reference.angle_error(_release(0.25, damping=DAMPING)[0], expected).max()
-    fine = reference.angle_error(_release(0.25, damping=DAMPING, substeps=20)[0],
-                                 expected).max()
-    assert 1.8 < default / fine < 2.2  # halving the substep halves the error (2.03)
+    errors = [reference.angle_error(_release(0.25, damping=DAMPING, scheme=scheme,
+                                             substeps=substeps, iterations=4)[0],
+                                    expected).max() for substeps in (10, 20)]
+    # halving the substep divides the error by 4 (second order: 3.77) or 2 (first: 2.0)
+    assert errors[0] / errors[1] == pytest.approx(order, rel=0.1)
 
 
 def test_undamped_swing_for_a_quarter_second_and_its_energy(reference, arm):
     # Undamped, the swing is chaotic (a 1e-6 rad start error grows to ~0.5 rad in 2 s), so
-    # only its first 0.25 s is compared; XPBD loses energy (first-order numerical damping)
-    # where the reference keeps it.
+    # only its first 0.25 s is compared. The second order keeps the energy (3e-3 J of the
+    # 31.5 J of kinetic energy gained at the defaults, 4.2e-2 J at 10 substeps) where the
+    # first order loses more (0.15 J at 10 substeps: first-order numerical damping).
     expected_q, expected_qd = reference.release(arm, POSE, damping=0.0, duration=0.25)
-    ours_q, ours_qd = _release(0.25, damping=0.0)
-    assert reference.angle_error(ours_q, expected_q).max() < 4e-3  # 3.3e-3 rad
     start = reference.energy(arm, expected_q[0], expected_qd[0])
     assert abs(reference.energy(arm, expected_q[-1], expected_qd[-1]) - start) < 1e-6
     kinetic = reference.energy(arm, expected_q[-1], expected_qd[-1]) \
         - reference.energy(arm, expected_q[-1], np.zeros(7))
-    lost = start - reference.energy(arm, ours_q[-1], ours_qd[-1])
-    assert 0.0 < lost < 0.01 * kinetic  # 0.15 J of the 31.5 J gained
+    lost = {}
+    for name, settings in (("default", {}), ("second_10", {"substeps": 10}),
+                           ("first_10", FIRST_ORDER)):
+        ours_q, ours_qd = _release(0.25, damping=0.0, **settings)
+        lost[name] = start - reference.energy(arm, ours_q[-1], ours_qd[-1])
+        if name == "default":
+            assert reference.angle_error(ours_q, expected_q).max() < 1e-5  # 8.7e-6 rad
+    assert abs(lost["default"]) < 2e-4 * kinetic
+    assert abs(lost["second_10"]) < 2e-3 * kinetic
+    assert 0.0 < lost["first_10"] < 0.01 * kinetic

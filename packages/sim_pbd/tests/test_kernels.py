@@ -1,16 +1,20 @@
 """The compiled kernels (kernels="numba") against the NumPy reference (kernels="numpy"):
-forward states and every VJP output equal to round-off for both solvers, with limits,
-damping, friction, compliance, prismatic joints and a floating base; the simulator's
-``kernels`` choice; bad input; the compile notice."""
+forward states and every VJP output equal to round-off for both solvers and both schemes,
+with limits, damping, friction, compliance, prismatic joints and a floating base; the
+compiled second order's VJP against finite differences; the simulator's ``kernels`` choice;
+bad input; the compile notice."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from codesign.testing import gradcheck
+from codesign.tree import tree_vdot
 from sim_pbd import PBDState
 from sim_pbd import kernels as compiled
 from sim_pbd.kinematics import joint_positions
+from sim_pbd.options import SCHEMES
 from sim_pbd.simulator import PBDSimulator
 from sim_pbd.step import step, step_vjp
 
@@ -77,30 +81,32 @@ def _assert_round_off(name, value, reference):
     assert difference <= ROUND_OFF * scale, f"{name} differs by {difference:.3g} (of {scale:.3g})"
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("solver", ["gauss_seidel", "jacobi"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_forward_equals_the_reference(models, name, solver):
+def test_forward_equals_the_reference(models, name, solver, scheme):
     model, state, action, params = _case(models, name)
     finals = {}
     for kernels in ("numpy", "numba"):
         current = state
         for _ in range(5):
             current = step(model, current, action, params, 0.01, solver=solver,
-                           kernels=kernels, **SETTINGS)
+                           kernels=kernels, scheme=scheme, **SETTINGS)
         finals[kernels] = current
     for field in FIELDS:
         _assert_round_off(field, getattr(finals["numba"], field),
                           getattr(finals["numpy"], field))
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("solver", ["gauss_seidel", "jacobi"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_vjp_equals_the_reference(models, name, solver):
+def test_vjp_equals_the_reference(models, name, solver, scheme):
     model, state, action, params = _case(models, name)
     rng = np.random.default_rng(1)
     g_next = PBDState(*(rng.standard_normal(np.shape(getattr(state, f))) for f in FIELDS))
     results = {kernels: step_vjp(model, state, action, params, 0.01, g_next, solver=solver,
-                                 kernels=kernels, **SETTINGS)
+                                 kernels=kernels, scheme=scheme, **SETTINGS)
                for kernels in ("numpy", "numba")}
     (g_state, g_action, g_params), (ref_state, ref_action, ref_params) = (
         results["numba"], results["numpy"])
@@ -112,20 +118,57 @@ def test_vjp_equals_the_reference(models, name, solver):
         _assert_round_off(f"g_params[{key!r}]", g_params[key], ref_params[key])
 
 
+@pytest.mark.parametrize("solver", ["gauss_seidel", "jacobi"])
+@pytest.mark.parametrize("name", ["limit", "prismatic_chain", "floating_base"])
+def test_the_compiled_second_order_vjp_passes_gradcheck(models, name, solver):
+    # with respect to the state, the action and every parameter (damping, compliance and
+    # the joint origins included), on the cases' double pendulum held on its limit, the
+    # hinge and slider, and the floating base
+    model, state, action, params = _case(models, name)
+    options = dict(solver=solver, kernels="numba", scheme="second_order", **SETTINGS)
+    rng = np.random.default_rng(2)
+    weights = PBDState(*(rng.standard_normal(np.shape(getattr(state, f))) for f in FIELDS))
+
+    def split(array):
+        # a scalar per link or joint (mass, damping, compliance): each its own leaf, checked
+        # on its own, so that no direction cancels its derivatives; the closing velocity
+        # passes leave the loss little sensitivity to the compliances, and a direction over
+        # two joints can cancel it below what differences of a loss with 6e-14 round-off
+        # resolve (Jacobi slider: 0.03 of 9.1)
+        return tuple(array[i:i + 1] for i in range(len(array))) if array.ndim == 1 else array
+
+    def loss(inputs):
+        merged = params | {k: np.concatenate(v) if isinstance(v, tuple) else v
+                           for k, v in inputs.items() if k in params}
+        return tree_vdot(step(model, inputs["state"], inputs["action"], merged, 0.01, **options),
+                         weights)
+
+    g_state, g_action, g_params = step_vjp(model, state, action, params, 0.01, weights,
+                                           **options)
+    inputs = {"state": state, "action": action} | {k: split(v) for k, v in params.items()}
+    grads = {"state": g_state, "action": g_action} | {k: split(v) for k, v in g_params.items()}
+    for group in inputs:
+        # inertias (down to 2e-4 kg m²) and compliances (1e-4) need the smaller step
+        eps = 1e-6 if group in ("link_inertia", "joint_compliance") else 1e-4
+        gradcheck(loss, inputs, grads, eps=eps, relative_step=False, groups=[group],
+                  tolerance=1e-6).assert_ok()
+
+
 def test_the_cases_reach_what_they_exercise(models):
-    # the limit holds the first joint on it; friction holds one pendulum and lets the
-    # other slide; the floating base moves
+    # in the first order: the limit holds the first joint on it; friction holds one
+    # pendulum and lets the other slide; the floating base moves
+    options = dict(scheme="first_order", **SETTINGS)
     model, state, action, params = _case(models, "limit")
-    final = step(model, state, action, params, 0.01, **SETTINGS)
+    final = step(model, state, action, params, 0.01, **options)
     assert joint_positions(model, params, final)[0][0] == pytest.approx(0.3, abs=1e-3)
     rates = {}
     for name in ("friction_holding", "friction_sliding"):
         model, state, action, params = _case(models, name)
-        final = step(model, state, action, params, 0.01, **SETTINGS)
+        final = step(model, state, action, params, 0.01, **options)
         rates[name] = joint_positions(model, params, final)[1][0]
     assert abs(rates["friction_holding"]) < 1e-12 and abs(rates["friction_sliding"]) > 0.1
     model, state, action, params = _case(models, "floating_base")
-    final = step(model, state, action, params, 0.01, **SETTINGS)
+    final = step(model, state, action, params, 0.01, **options)
     assert np.linalg.norm(final.link_x[0] - state.link_x[0]) > 1e-3
 
 
@@ -173,3 +216,19 @@ def test_wrong_shapes_are_named_before_the_kernels_run(models):
 def test_compiling_is_announced_for_sim_pbd_kernels():
     assert compiled._COMPILES.package == "sim_pbd."
     assert compiled._COMPILES.message == compiled.COMPILE_NOTICE
+
+
+def test_the_second_order_cases_reach_what_they_exercise(models):
+    # the limit holds the first joint on it; friction holds one pendulum (up to the rate
+    # ½ h τ / I of the closing half kick, which acts without friction) and lets the other
+    # slide
+    options = dict(scheme="second_order", kernels="numba", **SETTINGS)
+    model, state, action, params = _case(models, "limit")
+    final = step(model, state, action, params, 0.01, **options)
+    assert joint_positions(model, params, final)[0][0] == pytest.approx(0.3, abs=1e-3)
+    rates = {}
+    for name in ("friction_holding", "friction_sliding"):
+        model, state, action, params = _case(models, name)
+        final = step(model, state, action, params, 0.01, **options)
+        rates[name] = joint_positions(model, params, final)[1][0]
+    assert abs(rates["friction_holding"]) < 1e-2 and abs(rates["friction_sliding"]) > 1.0

@@ -20,7 +20,7 @@ PENDULUM = """<robot name='p'><link name='base'/>
 def test_every_option_is_declared_with_a_doc_and_listed():
     specs = PBDOptions.specs()
     assert {"urdf", "base_link", "joints", "floating_base", "initial_positions", "gravity",
-            "substeps", "iterations", "solver", "compliance", "joint_limits", "damping",
+            "substeps", "iterations", "solver", "scheme", "compliance", "joint_limits", "damping",
             "kernels", "springs", "view", "view_window", "base_dir"} == {s.name for s in specs}
     assert all(spec.doc for spec in specs)
     listing = format_options(PBDOptions)

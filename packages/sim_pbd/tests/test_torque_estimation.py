@@ -47,18 +47,23 @@ def test_holding_torque_is_gravity_compensation(reference):
     assert 1.6 < ratio < 2.4
 
 
-def test_holding_torque_minimizes_the_loss():
-    """Gauss-Newton reaches Eq. 26's minimum (zero gradient). At 10 substeps of 2 iterations
-    the unconverged projection lets the arm sag, so no torque holds both angles and rates:
-    the minimum is a compromise, 5e-4 of the loss of zero torque (the arm falling)."""
-    sim = _sim()
+@pytest.mark.parametrize(("settings", "held"), [
+    ({}, 1e-6), ({"scheme": "first_order", "substeps": 10, "iterations": 2}, 1e-3)])
+def test_holding_torque_minimizes_the_loss(settings, held):
+    """Gauss-Newton reaches Eq. 26's minimum (zero gradient). No torque holds both angles
+    and rates exactly: the minimum is a compromise, 4e-7 of the loss of zero torque (the arm
+    falling) at the defaults, 5e-4 for the first order at 10 substeps of 2 iterations, whose
+    unconverged projection lets the arm sag. Gauss-Newton's last steps move the torques by
+    1e-7 N m on round-off (the loss is flat to 1e-19 there): a gradient of 1e-8 of the
+    falling arm's is zero."""
+    sim = _sim(**settings)
     design = sim.design_space().defaults()
     torque = holding_torque(sim, design, POSES[0], dt=DT)
     problem = HorizonProblem(sim, design, rest_state(sim, design, POSES[0]), POSES[:1],
                              np.zeros((1, 7)), None, DT, (1.0, 0.02, 0.0))
-    assert problem.loss(torque) < 1e-3 * problem.loss(np.zeros(7))
+    assert problem.loss(torque) < held * problem.loss(np.zeros(7))
     gradient, fall = problem.evaluate(torque).grad, problem.evaluate(np.zeros(7)).grad
-    assert np.abs(gradient).max() < 1e-10 * np.abs(fall).max()
+    assert np.abs(gradient).max() < 1e-8 * np.abs(fall).max()
 
 
 def test_adam_lowers_the_loss():
@@ -90,8 +95,11 @@ def test_loss_gradient_matches_finite_differences():
     design = sim.design_space().defaults()
     problem = _horizon_problem(sim, design)
     x = np.random.default_rng(2).normal(0.0, 5.0, problem.size)
+    # steps of 1e-3 N m: the loss through 100 substeps of 4 iterations carries round-off
+    # that steps of 5e-6 N m (the relative default) turn into 4e-6 of the derivative
     gradcheck(lambda inputs: problem.loss(inputs["torque"]), {"torque": x},
-              {"torque": problem.evaluate(x).grad}, directions=3).assert_ok()
+              {"torque": problem.evaluate(x).grad}, directions=3, eps=1e-3,
+              relative_step=False).assert_ok()
 
 
 def test_jacobian_agrees_with_gradient():

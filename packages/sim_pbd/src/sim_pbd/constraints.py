@@ -54,6 +54,12 @@ __all__ = [
     "angular_vjp",
     "limit",
     "limit_vjp",
+    "damper",
+    "damper_vjp",
+    "velocity_positional",
+    "velocity_positional_vjp",
+    "velocity_angular",
+    "velocity_angular_vjp",
     "joint_mass",
     "joint_mass_vjp",
 ]
@@ -169,71 +175,158 @@ def _block_vjp(k, axis, fill: float, compliance: float, e, g_dlam):
     return (proj @ g_matrix @ proj, g_axis, float(np.sum(g_matrix * proj)), proj @ g_rhs)
 
 
-def positional(frames: JointFrames, j: int, body_p: Body, body_c: Body, joint_parent_x,
-               joint_child_x, compliance: float, lam) -> Correction:
-    """The positional projection of joint j: ``joint_parent_x``, ``joint_child_x`` its origins
-    in the two body frames [m] (3,), ``compliance`` α̃ = α/h², ``lam`` its multiplier so far
-    in the substep (3,)."""
-    lever_c = body_c.r @ joint_child_x
-    origin_c = body_c.x + lever_c
-    gap = origin_c - body_p.x - body_p.r @ joint_parent_x
-    fill = body_c.inv_mass + body_p.inv_mass
-    if frames.prismatic[j]:
-        axis = body_p.r @ frames.parent_axis[j]
-        lever_p = origin_c - body_p.x
-    else:
-        axis, lever_p = None, body_p.r @ joint_parent_x
-    k = (fill * np.eye(3) + _lever_term(lever_c, body_c.a)
-         + _lever_term(lever_p, body_p.a))
+def positional(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body,
+               dir_c: Body, joint_parent_x, joint_child_x, compliance: float,
+               lam) -> Correction:
+    """The positional projection of joint j: the gap between the joint origins of the current
+    bodies ``body_p``, ``body_c`` corrected along the levers, axis and inverse inertias of the
+    direction bodies ``dir_p``, ``dir_c`` (the same bodies, or the substep's start for the
+    second-order scheme); ``joint_parent_x``, ``joint_child_x`` the origins in the two body
+    frames [m] (3,), ``compliance`` α̃ = α/h², ``lam`` its multiplier so far in the substep
+    (3,). Apply the result with ``response(dir_p, dir_c, ·)``."""
+    gap = (body_c.x + body_c.r @ joint_child_x) - body_p.x - body_p.r @ joint_parent_x
+    lever_c, lever_p, axis, k = _positional_direction(frames, j, dir_p, dir_c, joint_parent_x,
+                                                      joint_child_x)
+    fill = dir_c.inv_mass + dir_p.inv_mass
     dlam = _block(k, axis, fill, compliance, gap + compliance * lam)
     return Correction(dlam, np.cross(lever_c, dlam), np.cross(lever_p, dlam), dlam)
 
 
-def positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, joint_parent_x,
-                   joint_child_x, compliance: float, lam, g_corr: Correction):
-    """(BodyGrad parent, BodyGrad child, g_joint_parent_x, g_joint_child_x, g_compliance,
-    g_lam) of :func:`positional` given the Correction's cotangent."""
-    lever_c = body_c.r @ joint_child_x
-    lever_pj = body_p.r @ joint_parent_x
-    origin_c = body_c.x + lever_c
-    gap = origin_c - body_p.x - lever_pj
-    fill = body_c.inv_mass + body_p.inv_mass
+def _positional_direction(frames: JointFrames, j: int, dir_p: Body, dir_c: Body,
+                          joint_parent_x, joint_child_x):
+    """(lever_c, lever_p, free axis or None, effective inverse mass K) of joint j's
+    positional block at the direction bodies."""
+    lever_c = dir_c.r @ joint_child_x
     if frames.prismatic[j]:
-        axis = body_p.r @ frames.parent_axis[j]
-        lever_p = origin_c - body_p.x
+        axis = dir_p.r @ frames.parent_axis[j]
+        lever_p = dir_c.x + lever_c - dir_p.x
     else:
-        axis, lever_p = None, lever_pj
-    k = fill * np.eye(3) + _lever_term(lever_c, body_c.a) + _lever_term(lever_p, body_p.a)
-    e = gap + compliance * lam
+        axis, lever_p = None, dir_p.r @ joint_parent_x
+    fill = dir_c.inv_mass + dir_p.inv_mass
+    k = fill * np.eye(3) + _lever_term(lever_c, dir_c.a) + _lever_term(lever_p, dir_p.a)
+    return lever_c, lever_p, axis, k
+
+
+def positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body,
+                   dir_c: Body, joint_parent_x, joint_child_x, compliance: float, lam,
+                   g_corr: Correction):
+    """(BodyGrad of body_p, body_c, dir_p, dir_c, g_joint_parent_x, g_joint_child_x,
+    g_compliance, g_lam) of :func:`positional` given the Correction's cotangent."""
+    gap = (body_c.x + body_c.r @ joint_child_x) - body_p.x - body_p.r @ joint_parent_x
+    direction = _positional_direction(frames, j, dir_p, dir_c, joint_parent_x, joint_child_x)
+    fill = dir_c.inv_mass + dir_p.inv_mass
+    g_k, g_axis, g_compliance, g_e, g_lever_c, g_lever_p = _positional_block_vjp(
+        *direction, fill, compliance, gap + compliance * lam, g_corr)
+    g_compliance += float(g_e @ lam)
+    grad_dir_p, grad_dir_c, g_parent_x, g_child_x = _positional_direction_vjp(
+        frames, j, dir_p, dir_c, joint_parent_x, joint_child_x, direction, g_k, g_axis,
+        g_lever_c, g_lever_p)
+    zero = np.zeros((3, 3))
+    grad_p = BodyGrad(-g_e, -np.outer(g_e, joint_parent_x), zero, 0.0)
+    grad_c = BodyGrad(g_e, np.outer(g_e, joint_child_x), zero, 0.0)
+    return (grad_p, grad_c, grad_dir_p, grad_dir_c, g_parent_x - body_p.r.T @ g_e,
+            g_child_x + body_c.r.T @ g_e, g_compliance, compliance * g_e)
+
+
+def _positional_block_vjp(lever_c, lever_p, axis, k, fill: float, compliance: float, e,
+                          g_corr: Correction):
+    """(g_k, g_axis, g_compliance, g_e, g_lever_c, g_lever_p) of the positional block's
+    Correction (Δλ, lever_c × Δλ, lever_p × Δλ, Δλ) given its cotangent."""
     dlam = _block(k, axis, fill, compliance, e)
     g_dlam = (g_corr.p + g_corr.dlam + np.cross(g_corr.tau_c, lever_c)
               + np.cross(g_corr.tau_p, lever_p))
-    g_lever_c = np.cross(dlam, g_corr.tau_c)
-    g_lever_p = np.cross(dlam, g_corr.tau_p)
     g_k, g_axis, g_compliance, g_e = _block_vjp(k, axis, fill, compliance, e, g_dlam)
-    g_lam = compliance * g_e
-    g_compliance += float(g_e @ lam)
+    return (g_k, g_axis, g_compliance, g_e, np.cross(dlam, g_corr.tau_c),
+            np.cross(dlam, g_corr.tau_p))
+
+
+def _positional_direction_vjp(frames: JointFrames, j: int, dir_p: Body, dir_c: Body,
+                              joint_parent_x, joint_child_x, direction, g_k, g_axis, g_lever_c,
+                              g_lever_p):
+    """(BodyGrad dir_p, BodyGrad dir_c, g_joint_parent_x, g_joint_child_x) of
+    :func:`_positional_direction` (``direction`` its result) and of the inverse masses in
+    the block's fill."""
+    lever_c, lever_p, axis, _ = direction
     g_fill = float(np.trace(g_k))
-    d_lever_c, g_a_c = _lever_term_vjp(lever_c, body_c.a, g_k)
-    d_lever_p, g_a_p = _lever_term_vjp(lever_p, body_p.a, g_k)
-    g_lever_c += d_lever_c
-    g_lever_p += d_lever_p
+    d_lever_c, g_a_c = _lever_term_vjp(lever_c, dir_c.a, g_k)
+    d_lever_p, g_a_p = _lever_term_vjp(lever_p, dir_p.a, g_k)
+    g_lever_c = g_lever_c + d_lever_c
+    g_lever_p = g_lever_p + d_lever_p
+    g_x_p = np.zeros(3)
+    g_x_c = np.zeros(3)
     g_r_p = np.zeros((3, 3))
-    g_x_p = -g_e
-    g_origin_c = g_e.copy()
-    g_lever_pj = -g_e
+    g_parent_x = np.zeros(3)
     if axis is None:
-        g_lever_pj = g_lever_pj + g_lever_p
+        g_r_p += np.outer(g_lever_p, joint_parent_x)
+        g_parent_x = dir_p.r.T @ g_lever_p
     else:
-        g_origin_c += g_lever_p
-        g_x_p = g_x_p - g_lever_p
+        g_x_c = g_lever_p.copy()
+        g_lever_c = g_lever_c + g_lever_p
+        g_x_p = -g_lever_p
         g_r_p += np.outer(g_axis, frames.parent_axis[j])
-    g_lever_c += g_origin_c
-    g_r_p += np.outer(g_lever_pj, joint_parent_x)
-    grad_p = BodyGrad(g_x_p, g_r_p, g_a_p, g_fill)
-    grad_c = BodyGrad(g_origin_c, np.outer(g_lever_c, joint_child_x), g_a_c, g_fill)
-    return (grad_p, grad_c, body_p.r.T @ g_lever_pj, body_c.r.T @ g_lever_c, g_compliance,
-            g_lam)
+    return (BodyGrad(g_x_p, g_r_p, g_a_p, g_fill),
+            BodyGrad(g_x_c, np.outer(g_lever_c, joint_child_x), g_a_c, g_fill), g_parent_x,
+            dir_c.r.T @ g_lever_c)
+
+
+def velocity_positional(frames: JointFrames, j: int, body_p: Body, body_c: Body, joint_parent_x,
+                        joint_child_x, velocities) -> Correction:
+    """The impulse that stops joint j's origins moving apart: the relative velocity of the
+    child's origin and the parent's point under it, ``velocities`` = (v_p, ω_p, v_c, ω_c)
+    [m/s, rad/s] (3,) each, zero for the world, corrected through the positional block of
+    the bodies (a prismatic joint's slide along its axis kept). Apply it with
+    ``response(body_p, body_c, ·)`` as velocity changes."""
+    lever_c, lever_p, axis, k = _positional_direction(frames, j, body_p, body_c, joint_parent_x,
+                                                      joint_child_x)
+    v_p, w_p, v_c, w_c = velocities
+    relative = v_c + np.cross(w_c, lever_c) - v_p - np.cross(w_p, lever_p)
+    dlam = _block(k, axis, body_c.inv_mass + body_p.inv_mass, 0.0, relative)
+    return Correction(dlam, np.cross(lever_c, dlam), np.cross(lever_p, dlam), np.zeros(3))
+
+
+def velocity_positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body,
+                            joint_parent_x, joint_child_x, velocities, g_corr: Correction):
+    """(BodyGrad parent, BodyGrad child, g_joint_parent_x, g_joint_child_x, cotangents of
+    ``velocities``) of :func:`velocity_positional`."""
+    direction = _positional_direction(frames, j, body_p, body_c, joint_parent_x, joint_child_x)
+    lever_c, lever_p, _, _ = direction
+    v_p, w_p, v_c, w_c = velocities
+    relative = v_c + np.cross(w_c, lever_c) - v_p - np.cross(w_p, lever_p)
+    g_k, g_axis, _, g_e, g_lever_c, g_lever_p = _positional_block_vjp(
+        *direction, body_c.inv_mass + body_p.inv_mass, 0.0, relative, g_corr)
+    g_lever_c = g_lever_c + np.cross(g_e, w_c)
+    g_lever_p = g_lever_p - np.cross(g_e, w_p)
+    grad_p, grad_c, g_parent_x, g_child_x = _positional_direction_vjp(
+        frames, j, body_p, body_c, joint_parent_x, joint_child_x, direction, g_k, g_axis,
+        g_lever_c, g_lever_p)
+    return (grad_p, grad_c, g_parent_x, g_child_x,
+            (-g_e, -np.cross(lever_p, g_e), g_e, np.cross(lever_c, g_e)))
+
+
+def velocity_angular(frames: JointFrames, j: int, body_p: Body, body_c: Body,
+                     velocities) -> Correction:
+    """The impulse that stops joint j's links turning against each other (about the free
+    axis of a revolute joint they still may): the angular block of the bodies on
+    ω_c - ω_p; ``velocities`` as in :func:`velocity_positional`."""
+    k = body_c.a + body_p.a
+    dlam = _block(k, _free_axis(frames, j, body_p), float(np.trace(k)) / 3.0, 0.0,
+                  velocities[3] - velocities[1])
+    return Correction(np.zeros(3), dlam, dlam, np.zeros(3))
+
+
+def velocity_angular_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, velocities,
+                         g_corr: Correction):
+    """(BodyGrad parent, BodyGrad child, cotangents of ``velocities``) of
+    :func:`velocity_angular`."""
+    k = body_c.a + body_p.a
+    axis = _free_axis(frames, j, body_p)
+    g_k, g_axis, _, g_e = _block_vjp(k, axis, float(np.trace(k)) / 3.0, 0.0,
+                                     velocities[3] - velocities[1],
+                                     g_corr.tau_c + g_corr.tau_p)
+    zero3 = np.zeros(3)
+    g_r_p = np.zeros((3, 3)) if axis is None else np.outer(g_axis, frames.parent_axis[j])
+    return (BodyGrad(zero3, g_r_p, g_k, 0.0), BodyGrad(zero3, np.zeros((3, 3)), g_k, 0.0),
+            (zero3, -g_e, zero3, g_e))
 
 
 def _angular_error(frames: JointFrames, j: int, body_p: Body, body_c: Body):
@@ -248,35 +341,48 @@ def _angular_error(frames: JointFrames, j: int, body_p: Body, body_c: Body):
     return np.cross(axis_p, axis_c), axis_p, axis_c
 
 
-def angular(frames: JointFrames, j: int, body_p: Body, body_c: Body, compliance: float,
-            lam) -> Correction:
-    """The angular projection of joint j (α̃ ``compliance``, multiplier so far ``lam``)."""
-    error, axis, _ = _angular_error(frames, j, body_p, body_c)
-    k = body_c.a + body_p.a
-    dlam = _block(k, axis, float(np.trace(k)) / 3.0, compliance, error + compliance * lam)
+def _free_axis(frames: JointFrames, j: int, dir_p: Body):
+    """A revolute joint's axis in the world at the parent direction body (None: prismatic)."""
+    return None if frames.prismatic[j] else dir_p.r @ frames.parent_axis[j]
+
+
+def angular(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body,
+            dir_c: Body, compliance: float, lam) -> Correction:
+    """The angular projection of joint j: the error of the current bodies corrected along
+    the direction bodies' axis and inverse inertias (α̃ ``compliance``, multiplier so far
+    ``lam``); see :func:`positional`."""
+    error, _, _ = _angular_error(frames, j, body_p, body_c)
+    k = dir_c.a + dir_p.a
+    dlam = _block(k, _free_axis(frames, j, dir_p), float(np.trace(k)) / 3.0, compliance,
+                  error + compliance * lam)
     return Correction(np.zeros(3), dlam, dlam, dlam)
 
 
-def angular_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, compliance: float,
-                lam, g_corr: Correction):
-    """(BodyGrad parent, BodyGrad child, g_compliance, g_lam) of :func:`angular`."""
-    error, axis, other = _angular_error(frames, j, body_p, body_c)
-    k = body_c.a + body_p.a
+def angular_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body,
+                dir_c: Body, compliance: float, lam, g_corr: Correction):
+    """(BodyGrad of body_p, body_c, dir_p, dir_c, g_compliance, g_lam) of :func:`angular`."""
+    error, axis_p, other = _angular_error(frames, j, body_p, body_c)
+    axis = _free_axis(frames, j, dir_p)
+    k = dir_c.a + dir_p.a
     e = error + compliance * lam
     g_dlam = g_corr.tau_c + g_corr.tau_p + g_corr.dlam
     g_k, g_axis, g_compliance, g_e = _block_vjp(k, axis, float(np.trace(k)) / 3.0,
                                                 compliance, e, g_dlam)
     g_compliance += float(g_e @ lam)
+    zero3 = np.zeros(3)
     if axis is None:
         frame_p, frame_c = other
         g_relative = 0.5 * skew(g_e)
         g_r_c = (g_relative @ frame_p) @ frames.child_rotation[j].T
         g_r_p = (g_relative.T @ frame_c) @ frames.parent_rotation[j].T
+        g_dir_r_p = np.zeros((3, 3))
     else:
-        g_axis = g_axis + np.cross(other, g_e)
-        g_r_p = np.outer(g_axis, frames.parent_axis[j])
-        g_r_c = np.outer(np.cross(g_e, axis), frames.child_axis[j])
-    return (BodyGrad(np.zeros(3), g_r_p, g_k, 0.0), BodyGrad(np.zeros(3), g_r_c, g_k, 0.0),
+        g_r_p = np.outer(np.cross(other, g_e), frames.parent_axis[j])
+        g_r_c = np.outer(np.cross(g_e, axis_p), frames.child_axis[j])
+        g_dir_r_p = np.outer(g_axis, frames.parent_axis[j])
+    zero = np.zeros((3, 3))
+    return (BodyGrad(zero3, g_r_p, zero, 0.0), BodyGrad(zero3, g_r_c, zero, 0.0),
+            BodyGrad(zero3, g_dir_r_p, g_k, 0.0), BodyGrad(zero3, zero, g_k, 0.0),
             g_compliance, compliance * g_e)
 
 
@@ -308,32 +414,85 @@ def joint_mass_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, join
             BodyGrad(g_x_c, g_r_c, g_w * np.outer(ang_c, ang_c), g_mass), g_child_x)
 
 
-def limit(frames: JointFrames, j: int, body_p: Body, body_c: Body, joint_parent_x,
-          joint_child_x, bound: float) -> Correction:
-    """The rigid projection of joint j's coordinate onto ``bound`` (the violated limit)."""
+def limit(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body, dir_c: Body,
+          joint_parent_x, joint_child_x, bound: float) -> Correction:
+    """The rigid projection of joint j's coordinate (of the current bodies) onto ``bound``
+    (the violated limit) along the direction bodies' joint Jacobian; see :func:`positional`."""
     value = joint_coordinate(frames, j, body_p.x, body_p.r, body_c.x, body_c.r, joint_parent_x,
                              joint_child_x)
-    lin, ang_c, ang_p, w = joint_mass(frames, j, body_p, body_c, joint_child_x)
+    lin, ang_c, ang_p, w = joint_mass(frames, j, dir_p, dir_c, joint_child_x)
     dlam = -(value - bound) / w
     return Correction(lin * dlam, ang_c * dlam, ang_p * dlam, np.zeros(3))
 
 
-def limit_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, joint_parent_x,
-              joint_child_x, bound: float, g_corr: Correction):
-    """(BodyGrad parent, BodyGrad child, g_joint_parent_x, g_joint_child_x) of :func:`limit`
-    (the bound is a constant)."""
+def limit_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body,
+              dir_c: Body, joint_parent_x, joint_child_x, bound: float, g_corr: Correction):
+    """(BodyGrad of body_p, body_c, dir_p, dir_c, g_joint_parent_x, g_joint_child_x) of
+    :func:`limit` (the bound is a constant)."""
     value = joint_coordinate(frames, j, body_p.x, body_p.r, body_c.x, body_c.r, joint_parent_x,
                              joint_child_x)
-    lin, ang_c, ang_p, w = joint_mass(frames, j, body_p, body_c, joint_child_x)
+    lin, ang_c, ang_p, w = joint_mass(frames, j, dir_p, dir_c, joint_child_x)
     violation = value - bound
     dlam = -violation / w
     g_dlam = float(lin @ g_corr.p + ang_c @ g_corr.tau_c + ang_p @ g_corr.tau_p)
-    grad_p, grad_c, g_child_x = joint_mass_vjp(
-        frames, j, body_p, body_c, joint_child_x, dlam * g_corr.p, dlam * g_corr.tau_c,
+    grad_dir_p, grad_dir_c, g_child_x = joint_mass_vjp(
+        frames, j, dir_p, dir_c, joint_child_x, dlam * g_corr.p, dlam * g_corr.tau_c,
         dlam * g_corr.tau_p, g_dlam * violation / (w * w))
-    g_x_p, g_r_p, g_x_c, g_r_c, g_parent_x, g_child_x2 = joint_coordinate_vjp(
+    grad_p, grad_c, g_parent_x, g_child_x2 = _coordinate_vjp(
+        frames, j, body_p, body_c, joint_parent_x, joint_child_x, -g_dlam / w)
+    return grad_p, grad_c, grad_dir_p, grad_dir_c, g_parent_x, g_child_x + g_child_x2
+
+
+def _coordinate_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, joint_parent_x,
+                    joint_child_x, g_value: float):
+    """(BodyGrad parent, BodyGrad child, g_joint_parent_x, g_joint_child_x) of joint j's
+    coordinate."""
+    g_x_p, g_r_p, g_x_c, g_r_c, g_parent_x, g_child_x = joint_coordinate_vjp(
         frames, j, body_p.x, body_p.r, body_c.x, body_c.r, joint_parent_x, joint_child_x,
-        -g_dlam / w)
-    grad_p = grad_p + BodyGrad(g_x_p, g_r_p, np.zeros((3, 3)), 0.0)
-    grad_c = grad_c + BodyGrad(g_x_c, g_r_c, np.zeros((3, 3)), 0.0)
-    return grad_p, grad_c, g_parent_x, g_child_x + g_child_x2
+        g_value)
+    zero = np.zeros((3, 3))
+    return (BodyGrad(g_x_p, g_r_p, zero, 0.0), BodyGrad(g_x_c, g_r_c, zero, 0.0), g_parent_x,
+            g_child_x)
+
+
+def damper(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body, dir_c: Body,
+           joint_parent_x, joint_child_x, damping: float, h: float, angle0: float,
+           rate0: float, mu: float) -> tuple[Correction, float]:
+    """Joint j's viscous damper solved as a constraint (the second-order scheme): the
+    impulse -b h (ċ₀ + ċ) / 2 of a midpoint damper, ċ₀ = ``rate0`` the joint rate at the
+    substep's start [rad/s or m/s] and ċ = (c - ``angle0``) / h - ċ₀ read from the current
+    bodies' coordinate c, along the direction bodies' joint Jacobian (w its generalized
+    inverse mass): Δμ = -(½ b h (c - c₀) + ½ b h² ċ₀ + μ) / (1 + ½ b h w), ``mu`` the impulse
+    [N m s or N s] applied so far in the substep. Returns (the Correction, Δμ)."""
+    value = joint_coordinate(frames, j, body_p.x, body_p.r, body_c.x, body_c.r, joint_parent_x,
+                             joint_child_x)
+    lin, ang_c, ang_p, w = joint_mass(frames, j, dir_p, dir_c, joint_child_x)
+    half = 0.5 * damping * h
+    dmu = -(half * (value - angle0) + half * h * rate0 + mu) / (1.0 + half * w)
+    return Correction(lin * dmu, ang_c * dmu, ang_p * dmu, np.zeros(3)), float(dmu)
+
+
+def damper_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body,
+               dir_c: Body, joint_parent_x, joint_child_x, damping: float, h: float,
+               angle0: float, rate0: float, mu: float, g_corr: Correction, g_dmu: float):
+    """(BodyGrad of body_p, body_c, dir_p, dir_c, g_joint_parent_x, g_joint_child_x,
+    g_damping, g_angle0, g_rate0, g_mu) of :func:`damper` given the cotangents of its
+    Correction and Δμ."""
+    value = joint_coordinate(frames, j, body_p.x, body_p.r, body_c.x, body_c.r, joint_parent_x,
+                             joint_child_x)
+    lin, ang_c, ang_p, w = joint_mass(frames, j, dir_p, dir_c, joint_child_x)
+    half = 0.5 * damping * h
+    numerator = half * (value - angle0) + half * h * rate0 + mu
+    denominator = 1.0 + half * w
+    dmu = -numerator / denominator
+    g_dmu = g_dmu + float(lin @ g_corr.p + ang_c @ g_corr.tau_c + ang_p @ g_corr.tau_p)
+    g_numerator = -g_dmu / denominator
+    g_denominator = g_dmu * numerator / denominator**2
+    g_half = g_numerator * ((value - angle0) + h * rate0) + g_denominator * w
+    grad_dir_p, grad_dir_c, g_child_x = joint_mass_vjp(
+        frames, j, dir_p, dir_c, joint_child_x, dmu * g_corr.p, dmu * g_corr.tau_c,
+        dmu * g_corr.tau_p, g_denominator * half)
+    grad_p, grad_c, g_parent_x, g_child_x2 = _coordinate_vjp(
+        frames, j, body_p, body_c, joint_parent_x, joint_child_x, g_numerator * half)
+    return (grad_p, grad_c, grad_dir_p, grad_dir_c, g_parent_x, g_child_x + g_child_x2,
+            0.5 * h * g_half, -g_numerator * half, g_numerator * half * h, g_numerator)

@@ -12,11 +12,17 @@ import dataclasses
 
 from codesign.options import Options, option
 
-__all__ = ["KERNELS", "PBDOptions", "SOLVERS", "VIEWS"]
+__all__ = ["KERNELS", "PBDOptions", "SCHEMES", "SOLVERS", "VIEWS"]
 
 SOLVERS = ("gauss_seidel", "jacobi")
 """Constraint projection orders: one constraint after another (Gauss-Seidel) or all from the
 same positions, corrections averaged (Jacobi, the paper's)."""
+
+SCHEMES = ("second_order", "first_order")
+"""Time-stepping schemes (:mod:`sim_pbd.step`): ``second_order`` (half kicks, projections
+along the substep's start, Cayley-consistent angular velocities, joint damping as a midpoint
+damper in the projection loop) or ``first_order`` (Müller et al.'s XPBD substeps, the
+paper's)."""
 
 KERNELS = ("numba", "numpy")
 """Step implementations: compiled (numba, one call per step) or the NumPy reference."""
@@ -45,11 +51,16 @@ class PBDOptions(Options):
                                  "joint; unnamed joints start (and frozen joints stay) at 0")
     gravity: list[float] = option([0.0, 0.0, -9.81], unit="m/s^2",
                                   doc="gravity [gx, gy, gz] in the world frame")
-    substeps: int = option(10, lower=1, upper=10000,
-                           doc="XPBD substeps (predict, project, update) inside one step")
-    iterations: int = option(2, lower=1, upper=1000,
+    substeps: int = option(100, lower=1, upper=10000,
+                           doc="XPBD substeps (predict, project, update) inside one step; "
+                               "the default keeps Baxter's arm within 1e-3 rad of Pinocchio "
+                               "over 2 s at dt 0.01 s (10 x 2 is 10x faster, 4e-2 rad)")
+    iterations: int = option(4, lower=1, upper=1000,
                              doc="constraint projection sweeps per substep")
     solver: str = option("gauss_seidel", choices=SOLVERS, doc="constraint projection order")
+    scheme: str = option("second_order", choices=SCHEMES,
+                         doc="time-stepping scheme: second_order, or the paper's first_order "
+                             "XPBD")
     kernels: str = option("numba", choices=KERNELS,
                           doc="compiled step kernels or the NumPy reference they equal")
     compliance: float = option(0.0, unit="m/N or rad/(N m)", lower=0.0,

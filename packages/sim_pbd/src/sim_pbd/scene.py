@@ -78,6 +78,7 @@ def make_simulator(options: PBDOptions) -> PBDSimulator:
     except ValueError as exc:
         raise SceneError(str(exc)) from exc
     return PBDSimulator(model, substeps=o.substeps, iterations=o.iterations, solver=o.solver,
+                        scheme=o.scheme,
                         kernels=o.kernels, view=o.view,
                         window=view_window(o.view_window, error=SceneError),
                         springs=springs)

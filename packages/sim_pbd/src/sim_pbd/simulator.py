@@ -47,7 +47,7 @@ class PBDSimulator:
 
     Args:
         model: the robot.
-        substeps, iterations, solver: the XPBD settings (see :class:`PBDOptions`).
+        substeps, iterations, solver, scheme: the XPBD settings (see :class:`PBDOptions`).
         kernels: "numba" (compiled step and VJP) or "numpy" (the reference they equal).
         view, window: what ``render`` shows (see :func:`render_frame`).
         joint_tolerance: largest joint gap [m] ``check_state`` accepts.
@@ -57,13 +57,14 @@ class PBDSimulator:
 
     def __init__(self, model: PBDModel, *, substeps: int = _DEFAULT.substeps,
                  iterations: int = _DEFAULT.iterations, solver: str = _DEFAULT.solver,
-                 kernels: str = _DEFAULT.kernels, view: str = _DEFAULT.view, window=None,
+                 scheme: str = _DEFAULT.scheme, kernels: str = _DEFAULT.kernels,
+                 view: str = _DEFAULT.view, window=None,
                  joint_tolerance: float = 1e-3, springs: Springs | None = None):
         self.model = model
         self.springs = springs if springs is not None and springs.count else None
-        PBDOptions(solver=solver, kernels=kernels)  # checks the choices
+        PBDOptions(solver=solver, scheme=scheme, kernels=kernels)  # checks the choices
         self.settings = dict(substeps=int(substeps), iterations=int(iterations),
-                             solver=str(solver), kernels=str(kernels))
+                             solver=str(solver), scheme=str(scheme), kernels=str(kernels))
         self.view, self.window = view, window
         self.joint_tolerance = float(joint_tolerance)
         self.action_size = model.joint_count

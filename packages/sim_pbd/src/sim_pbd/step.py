@@ -1,7 +1,7 @@
 """One XPBD step of an articulated robot, and its hand-derived adjoint.
 
 Each of the ``substeps`` substeps (h = dt / substeps) runs, after Müller et al. 2020 and the
-paper's Algorithm 1:
+paper's Algorithm 1 (``scheme="first_order"``; the second-order scheme below changes it):
 
 1. predict: gravity and the joint actuation (``action``: one torque [N m] per revolute
    joint, force [N] per prismatic joint, applied equal and opposite on the joint's two links,
@@ -21,6 +21,24 @@ paper's Algorithm 1:
    accumulates exactly what was applied (both solvers have the same fixed point);
 3. update velocities from positions, v = (x - x₀)/h, ω = 2 vec(q q₀⁻¹)/h (the shorter
    rotation).
+
+``scheme="second_order"`` changes four things, after which the step converges at second
+order in h (the three asymmetries that each keep XPBD first order, and the damping made
+consistent with them; ``python benchmarks/pbd_accuracy.py`` measures both schemes):
+
+- half kicks: gravity and actuation over -h/2 before the first substep and +h/2 after the
+  last (no gyroscopic term), so the substeps run a leapfrog on half-step velocities and the
+  step's state stays synchronous (the kicks cancel between steps);
+- projections along the substep's start (SHAKE): every correction follows the levers, axes,
+  inverse inertias and joint Jacobians of the links' poses at the substep's start, the
+  constraint errors read from the current iterate (:mod:`sim_pbd.constraints`' direction
+  bodies), instead of the current iterate's;
+- the angular velocity read back as ω = 2 vec(δq) / (h δq_w), δq = q q₀⁻¹, the inverse of
+  the orientation update q̃ = normalize(q + ½ h (0, ω) ⊗ q);
+- joint damping as a midpoint damper solved in the projection loop after each pass
+  (:func:`sim_pbd.constraints.damper`, along the start's joint Jacobian, Gauss-Seidel in
+  tree order for both solvers) instead of the explicit velocity impulse; friction stays a
+  velocity impulse.
 
 Damping and friction act before the projection (Müller et al. apply them after the velocity
 update): the projection then carries their impulses through the joints, as it does the
@@ -65,6 +83,8 @@ from .constraints import (
     Correction,
     angular,
     angular_vjp,
+    damper,
+    damper_vjp,
     joint_mass,
     joint_mass_vjp,
     limit,
@@ -73,6 +93,10 @@ from .constraints import (
     positional_vjp,
     response,
     response_vjp,
+    velocity_angular,
+    velocity_angular_vjp,
+    velocity_positional,
+    velocity_positional_vjp,
     world_body,
 )
 from .kinematics import (
@@ -81,9 +105,11 @@ from .kinematics import (
     joint_frames,
     joint_jacobian,
     joint_jacobian_vjp,
+    joint_positions,
+    joint_positions_vjp,
 )
 from .model import PARAMETERS, PBDModel
-from .options import KERNELS, SOLVERS
+from .options import KERNELS, SCHEMES, SOLVERS
 from .rotations import (
     quat_conjugate,
     quat_integrate,
@@ -104,6 +130,7 @@ _POS, _ANG, _LIM = 0, 1, 2
 
 
 class _Setup(NamedTuple):
+    model: PBDModel
     frames: JointFrames
     parent: np.ndarray
     child: np.ndarray
@@ -120,12 +147,15 @@ class _Setup(NamedTuple):
     joint_child_x: np.ndarray
     damping: np.ndarray
     compliance: np.ndarray
+    second_order: bool
 
 
 def _checked(model: PBDModel, state: PBDState, action, params, dt, substeps, iterations,
-             solver, kernels) -> np.ndarray:
+             solver, kernels, scheme) -> np.ndarray:
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
     if kernels not in KERNELS:
         raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
     for name, value in (("substeps", substeps), ("iterations", iterations)):
@@ -143,7 +173,7 @@ def _checked(model: PBDModel, state: PBDState, action, params, dt, substeps, ite
     return action
 
 
-def _setup(model: PBDModel, params, dt: float, substeps: int) -> _Setup:
+def _setup(model: PBDModel, params, dt: float, substeps: int, scheme: str) -> _Setup:
     h = float(dt) / int(substeps)
     mass = np.asarray(params["link_mass"], dtype=np.float64)
     inertia = np.asarray(params["link_inertia"], dtype=np.float64)
@@ -151,7 +181,7 @@ def _setup(model: PBDModel, params, dt: float, substeps: int) -> _Setup:
     lower = np.asarray(model.joint_lower, dtype=np.float64)
     upper = np.asarray(model.joint_upper, dtype=np.float64)
     return _Setup(
-        frames=joint_frames(model), parent=np.asarray(model.joint_parent),
+        model=model, frames=joint_frames(model), parent=np.asarray(model.joint_parent),
         child=np.asarray(model.joint_child), lower=lower, upper=upper,
         limited=np.isfinite(lower) | np.isfinite(upper),
         friction=np.asarray(model.joint_friction, dtype=np.float64),
@@ -160,7 +190,8 @@ def _setup(model: PBDModel, params, dt: float, substeps: int) -> _Setup:
         joint_parent_x=np.asarray(params["joint_parent_x"], dtype=np.float64),
         joint_child_x=np.asarray(params["joint_child_x"], dtype=np.float64),
         damping=np.asarray(params["joint_damping"], dtype=np.float64),
-        compliance=np.asarray(params["joint_compliance"], dtype=np.float64) / (h * h))
+        compliance=np.asarray(params["joint_compliance"], dtype=np.float64) / (h * h),
+        second_order=scheme == "second_order")
 
 
 def _body(setup: _Setup, link: int, x, q) -> Body:
@@ -174,15 +205,23 @@ def _bodies(setup: _Setup, j: int, x, q) -> tuple[Body, Body]:
     return _body(setup, setup.parent[j], x, q), _body(setup, setup.child[j], x, q)
 
 
-def _project(setup: _Setup, kind: int, j: int, bound: float, body_p: Body, body_c: Body,
-             lam) -> Correction:
+def _directions(setup: _Setup, j: int, body_p: Body, body_c: Body, start) -> tuple[Body, Body]:
+    """The bodies joint j's corrections follow: the substep's start ``start`` = (x0, q0) in
+    the second-order scheme, else the current ``body_p``, ``body_c``."""
+    if setup.second_order:
+        return _bodies(setup, j, *start)
+    return body_p, body_c
+
+
+def _project(setup: _Setup, kind: int, j: int, bound: float, bodies, lam) -> Correction:
+    """Joint j's projection of ``kind``; ``bodies`` = (body_p, body_c, dir_p, dir_c)."""
     if kind == _POS:
-        return positional(setup.frames, j, body_p, body_c, setup.joint_parent_x[j],
+        return positional(setup.frames, j, *bodies, setup.joint_parent_x[j],
                           setup.joint_child_x[j], setup.compliance[j], lam)
     if kind == _ANG:
-        return angular(setup.frames, j, body_p, body_c, setup.compliance[j], lam)
-    return limit(setup.frames, j, body_p, body_c, setup.joint_parent_x[j],
-                 setup.joint_child_x[j], bound)
+        return angular(setup.frames, j, *bodies, setup.compliance[j], lam)
+    return limit(setup.frames, j, *bodies, setup.joint_parent_x[j], setup.joint_child_x[j],
+                 bound)
 
 
 def _violated_bound(setup: _Setup, j: int, body_p: Body, body_c: Body):
@@ -204,14 +243,15 @@ def _move(x, q, link: int, dx, dphi) -> None:
         q[link] = quat_normalize(quat_integrate(q[link], dphi))
 
 
-def _gauss_seidel_pass(setup: _Setup, x, q, lam, tape):
+def _gauss_seidel_pass(setup: _Setup, x, q, start, lam, tape):
     def apply(kind, j, bound):
         body_p, body_c = _bodies(setup, j, x, q)
+        bodies = (body_p, body_c, *_directions(setup, j, body_p, body_c, start))
         lam_j = lam[kind, j] if kind != _LIM else np.zeros(3)
         if tape is not None:
             tape.append(("gauss_seidel", kind, j, bound, x.copy(), q.copy(), lam_j.copy()))
-        corr = _project(setup, kind, j, bound, body_p, body_c, lam_j)
-        dx_p, dphi_p, dx_c, dphi_c = response(body_p, body_c, corr)
+        corr = _project(setup, kind, j, bound, bodies, lam_j)
+        dx_p, dphi_p, dx_c, dphi_c = response(bodies[2], bodies[3], corr)
         _move(x, q, setup.child[j], dx_c, dphi_c)
         _move(x, q, setup.parent[j], dx_p, dphi_p)
         if kind != _LIM:
@@ -244,31 +284,33 @@ def _jacobi_constraints(setup: _Setup, x, q):
             for kind, j, bound in active]
 
 
-def _jacobi_corrections(setup: _Setup, x, q, lam, active):
-    """[(body_p, body_c, scaled correction)] and the summed moves (dx, dphi), (n, 3) each."""
+def _jacobi_corrections(setup: _Setup, x, q, start, lam, active):
+    """[((body_p, body_c, dir_p, dir_c), scaled correction)] and the summed moves (dx, dphi),
+    (n, 3) each."""
     dx, dphi = np.zeros_like(x), np.zeros_like(x)
     out = []
     for kind, j, bound, scale in active:
         body_p, body_c = _bodies(setup, j, x, q)
+        bodies = (body_p, body_c, *_directions(setup, j, body_p, body_c, start))
         lam_j = lam[kind, j] if kind != _LIM else np.zeros(3)
-        corr = _project(setup, kind, j, bound, body_p, body_c, lam_j).scaled(scale)
-        dx_p, dphi_p, dx_c, dphi_c = response(body_p, body_c, corr)
+        corr = _project(setup, kind, j, bound, bodies, lam_j).scaled(scale)
+        dx_p, dphi_p, dx_c, dphi_c = response(bodies[2], bodies[3], corr)
         c, p = setup.child[j], setup.parent[j]
         dx[c] += dx_c
         dphi[c] += dphi_c
         if p >= 0:
             dx[p] += dx_p
             dphi[p] += dphi_p
-        out.append((body_p, body_c, corr))
+        out.append((bodies, corr))
     return out, dx, dphi
 
 
-def _jacobi_pass(setup: _Setup, x, q, lam, tape):
+def _jacobi_pass(setup: _Setup, x, q, start, lam, tape):
     active = _jacobi_constraints(setup, x, q)
     if tape is not None:
         tape.append(("jacobi", active, x.copy(), q.copy(), lam.copy()))
-    corrections, dx, dphi = _jacobi_corrections(setup, x, q, lam, active)
-    for (kind, j, _, _), (_, _, corr) in zip(active, corrections, strict=True):
+    corrections, dx, dphi = _jacobi_corrections(setup, x, q, start, lam, active)
+    for (kind, j, _, _), (_, corr) in zip(active, corrections, strict=True):
         if kind != _LIM:
             lam[kind, j] += corr.dlam
     for i in range(len(x)):
@@ -306,15 +348,17 @@ class _Acceleration(NamedTuple):
     w: np.ndarray
 
 
-def _accelerate(setup: _Setup, x, q, v, w, action) -> _Acceleration:
-    """Velocities after gravity, actuation and the gyroscopic term over one substep."""
-    h = setup.h
+def _accelerate(setup: _Setup, x, q, v, w, action, h: float,
+                gyroscopic: bool) -> _Acceleration:
+    """Velocities after gravity, actuation and (``gyroscopic``) the gyroscopic term over a
+    time ``h`` [s] (a substep, or ±h/2 for the second-order scheme's half kicks)."""
     matrices = np.array([quat_to_matrix(qi) for qi in q])
     force, torque, jacobians = _forces(setup, x, matrices, action)
     v_new = v + h * (setup.gravity + setup.inv_mass[:, None] * force)
     w_body = np.einsum("nji,nj->ni", matrices, w)
     torque_body = np.einsum("nji,nj->ni", matrices, torque)
-    momentum = np.einsum("nij,nj->ni", setup.inertia, w_body)
+    momentum = (np.einsum("nij,nj->ni", setup.inertia, w_body) if gyroscopic
+                else np.zeros_like(w))
     w_body_new = w_body + h * np.einsum("nij,nj->ni", setup.inv_inertia,
                                         torque_body - np.cross(w_body, momentum))
     w_new = np.einsum("nij,nj->ni", matrices, w_body_new)
@@ -330,11 +374,18 @@ def _advance(setup: _Setup, x, q, v, w):
 
 
 def _velocities(setup: _Setup, x0, q0, x, q):
+    """(v, ω) read back from the substep's motion: ω = 2 vec(δq) / (h δq_w), δq = q q₀⁻¹, the
+    inverse of the Cayley-like orientation update, in the second-order scheme; else the
+    shorter rotation's 2 vec(δq) / h."""
     w = np.zeros_like(x)
     for i in range(len(q)):
         delta = quat_multiply(q[i], quat_conjugate(q0[i]))
-        w[i] = (2.0 / setup.h) * np.copysign(1.0, delta[0]) * delta[1:]
+        w[i] = (2.0 / setup.h) * delta[1:] * _readout_scale(setup, delta[0])
     return (x - x0) / setup.h, w
+
+
+def _readout_scale(setup: _Setup, delta_w: float) -> float:
+    return 1.0 / delta_w if setup.second_order else float(np.copysign(1.0, delta_w))
 
 
 class _JointImpulse(NamedTuple):
@@ -358,7 +409,8 @@ def _joint_impulse(setup: _Setup, j: int, body_p: Body, body_c: Body, v, w) -> _
     lin, ang_c, ang_p, weight = joint_mass(setup.frames, j, body_p, body_c,
                                            setup.joint_child_x[j])
     rate = float(lin @ (v[c] - _velocity(v, p)) + ang_c @ w[c] - ang_p @ _velocity(w, p))
-    bh = setup.damping[j] * setup.h
+    # the second-order scheme damps in the projection loop (:func:`_damper_pass`)
+    bh = 0.0 if setup.second_order else setup.damping[j] * setup.h
     capped = bh * weight > MAX_DAMPING_PER_SUBSTEP
     gain = MAX_DAMPING_PER_SUBSTEP / weight if capped else bh
     impulse = -gain * rate
@@ -387,10 +439,31 @@ def _joint_velocity_terms(setup: _Setup, x, q, v, w, tape):
             w[p] += dw_p
 
 
+def _damper_pass(setup: _Setup, x, q, start, joint_start, mu, tape) -> None:
+    """One pass of the second-order scheme's joint dampers (:func:`constraints.damper`), in
+    tree order; ``joint_start`` = (angles, rates) (m,) each at the substep's start."""
+    for j in setup.frames.order:
+        body_p, body_c = _bodies(setup, j, x, q)
+        dir_p, dir_c = _bodies(setup, j, *start)
+        if tape is not None:
+            tape.append(("damper", j, x.copy(), q.copy(), float(mu[j])))
+        corr, dmu = damper(setup.frames, j, body_p, body_c, dir_p, dir_c,
+                           setup.joint_parent_x[j], setup.joint_child_x[j], setup.damping[j],
+                           setup.h, joint_start[0][j], joint_start[1][j], mu[j])
+        dx_p, dphi_p, dx_c, dphi_c = response(dir_p, dir_c, corr)
+        _move(x, q, setup.child[j], dx_c, dphi_c)
+        _move(x, q, setup.parent[j], dx_p, dphi_p)
+        mu[j] += dmu
+
+
+def _joint_params(setup: _Setup) -> dict:
+    return {"joint_parent_x": setup.joint_parent_x, "joint_child_x": setup.joint_child_x}
+
+
 def _substep(setup: _Setup, x, q, v, w, action, iterations: int, solver: str, tape):
     if tape is not None:
         tape.append(("accelerate", x, q, v, w))
-    accel = _accelerate(setup, x, q, v, w, action)
+    accel = _accelerate(setup, x, q, v, w, action, setup.h, True)
     v_pred, w_pred = accel.v, accel.w
     # Damping and friction act on the predicted velocities, so the position projection
     # carries their impulses through the joints like the actuation's (applied after the
@@ -399,10 +472,16 @@ def _substep(setup: _Setup, x, q, v, w, action, iterations: int, solver: str, ta
     if tape is not None:
         tape.append(("advance", x, q, v_pred.copy(), w_pred.copy()))
     x_new, q_new = _advance(setup, x, q, v_pred, w_pred)
-    lam = np.zeros((2, len(action), 3))
+    m = len(action)
+    lam, mu = np.zeros((2, m, 3)), np.zeros(m)
+    joint_start = (joint_positions(setup.model, _joint_params(setup),
+                                   PBDState(link_x=x, link_q=q, link_v=v, link_w=w))
+                   if setup.second_order else None)
     project = _jacobi_pass if solver == "jacobi" else _gauss_seidel_pass
     for _ in range(iterations):
-        project(setup, x_new, q_new, lam, tape)
+        project(setup, x_new, q_new, (x, q), lam, tape)
+        if setup.second_order:
+            _damper_pass(setup, x_new, q_new, (x, q), joint_start, mu, tape)
     if tape is not None:
         tape.append(("velocity", x, q, x_new.copy(), q_new.copy()))
     v_new, w_new = _velocities(setup, x, q, x_new, q_new)
@@ -415,20 +494,87 @@ def _start(state: PBDState):
             np.array(state.link_v, dtype=np.float64), np.array(state.link_w, dtype=np.float64))
 
 
+def _kick(setup: _Setup, x, q, v, w, action, sign: float):
+    """The second-order scheme's half kick: gravity and actuation over ``sign`` h/2 (the
+    substeps then run a leapfrog on half-step velocities, synchronous again after the last
+    kick)."""
+    accel = _accelerate(setup, x, q, v, w, action, sign * 0.5 * setup.h, False)
+    return accel.v, accel.w
+
+
+def _joint_velocities(setup: _Setup, j: int, v, w):
+    """(v_p, ω_p, v_c, ω_c) of joint j's links, zeros for the world."""
+    p, c = setup.parent[j], setup.child[j]
+    return _velocity(v, p), _velocity(w, p), v[c], w[c]
+
+
+def _velocity_projection(setup: _Setup, kind: int, j: int, body_p: Body, body_c: Body, v, w):
+    if kind == _POS:
+        return velocity_positional(setup.frames, j, body_p, body_c, setup.joint_parent_x[j],
+                                   setup.joint_child_x[j], _joint_velocities(setup, j, v, w))
+    return velocity_angular(setup.frames, j, body_p, body_c, _joint_velocities(setup, j, v, w))
+
+
+def _velocity_pass(setup: _Setup, x, q, v, w, tape) -> None:
+    """One Gauss-Seidel pass of the joints' velocity constraints at the poses (x, q) (the
+    second-order scheme's closing half kick, RATTLE's velocity stage), in place on v, w."""
+    for j in setup.frames.order:
+        body_p, body_c = _bodies(setup, j, x, q)
+        for kind in (_POS, _ANG):
+            if tape is not None:
+                tape.append(("velocity_constraint", kind, j, x, q, v.copy(), w.copy()))
+            corr = _velocity_projection(setup, kind, j, body_p, body_c, v, w)
+            dv_p, dw_p, dv_c, dw_c = response(body_p, body_c, corr)
+            c, p = setup.child[j], setup.parent[j]
+            v[c] += dv_c
+            w[c] += dw_c
+            if p >= 0:
+                v[p] += dv_p
+                w[p] += dw_p
+
+
+def _run(setup: _Setup, state: PBDState, action, iterations: int, solver: str, substeps: int,
+         tapes):
+    """The step's final (x, q, v, w); ``tapes`` None, or a list that receives one tape per
+    substep and, in the second-order scheme, the kicks' inputs and the closing velocity
+    projections' entries (tuples)."""
+    x, q, v, w = _start(state)
+    if setup.second_order:
+        if tapes is not None:
+            tapes.append(("kick", -1.0, x, q, v, w))
+        v, w = _kick(setup, x, q, v, w, action, -1.0)
+    for _ in range(substeps):
+        tape = None if tapes is None else []
+        x, q, v, w = _substep(setup, x, q, v, w, action, iterations, solver, tape)
+        if tapes is not None:
+            tapes.append(tape)
+    if setup.second_order:
+        if tapes is not None:
+            tapes.append(("kick", 1.0, x, q, v, w))
+        v, w = _kick(setup, x, q, v, w, action, 1.0)
+        # the kick moves the links as free bodies; the constraint impulses of its half step
+        # make the velocities the joints allow (the next step's projection, along the same
+        # directions, absorbs them: the positions do not change)
+        for _ in range(iterations):
+            _velocity_pass(setup, x, q, v, w, tapes)
+    return x, q, v, w
+
+
 def step(model: PBDModel, state: PBDState, action, params, dt: float, *, substeps: int,
-         iterations: int, solver: str = "gauss_seidel", kernels: str = "numba") -> PBDState:
+         iterations: int, solver: str = "gauss_seidel", kernels: str = "numba",
+         scheme: str = "second_order") -> PBDState:
     """The state after ``dt`` [s] under joint torques/forces ``action`` (m,) [N m or N].
 
     ``substeps`` XPBD substeps of ``iterations`` constraint passes each with ``solver``
-    (one of :data:`SOLVERS`); ``params`` and ``kernels`` as in the module docstring."""
-    action = _checked(model, state, action, params, dt, substeps, iterations, solver, kernels)
+    (one of :data:`SOLVERS`) in ``scheme`` (one of :data:`SCHEMES`); ``params`` and
+    ``kernels`` as in the module docstring."""
+    action = _checked(model, state, action, params, dt, substeps, iterations, solver, kernels,
+                      scheme)
     if kernels == "numba":
         return compiled.step(model, state, action, params, dt, substeps=substeps,
-                             iterations=iterations, solver=solver)
-    setup = _setup(model, params, dt, substeps)
-    x, q, v, w = _start(state)
-    for _ in range(substeps):
-        x, q, v, w = _substep(setup, x, q, v, w, action, iterations, solver, None)
+                             iterations=iterations, solver=solver, scheme=scheme)
+    setup = _setup(model, params, dt, substeps, scheme)
+    x, q, v, w = _run(setup, state, action, iterations, solver, substeps, None)
     return PBDState(link_x=x, link_q=q, link_v=v, link_w=w)
 
 
@@ -441,6 +587,12 @@ class _Grads:
         self.v = np.array(g_next.link_v, dtype=np.float64)
         self.w = np.array(g_next.link_w, dtype=np.float64)
         self.lam = np.zeros((2, m, 3))
+        self.mu = np.zeros(m)
+        # cotangents of the substep's start poses reached through the direction bodies, and
+        # of its start joint angles and rates (the dampers' c₀, ċ₀)
+        self.x0 = np.zeros_like(self.x)
+        self.q0 = np.zeros_like(self.q)
+        self.joint_start = np.zeros((2, m))
         self.inv_mass = np.zeros_like(setup.inv_mass)
         self.inertia = np.zeros_like(setup.inertia)
         self.inv_inertia = np.zeros_like(setup.inertia)
@@ -451,15 +603,17 @@ class _Grads:
         self.action = np.zeros(m)
 
 
-def _add_body(setup: _Setup, grads: _Grads, link: int, q_link, grad: BodyGrad) -> None:
-    """Route a Body's cotangent to the link's x, q, inverse inertia and inverse mass."""
+def _add_body(setup: _Setup, grads: _Grads, link: int, q_link, grad: BodyGrad, *,
+              start: bool = False) -> None:
+    """Route a Body's cotangent to the link's x, q (of the substep's start if ``start``),
+    inverse inertia and inverse mass."""
     if link < 0:
         return
     r = quat_to_matrix(q_link)
     inv_inertia = setup.inv_inertia[link]
     g_r = grad.r + grad.a @ r @ inv_inertia.T + grad.a.T @ r @ inv_inertia
-    grads.x[link] += grad.x
-    grads.q[link] += quat_to_matrix_vjp(q_link, g_r)
+    (grads.x0 if start else grads.x)[link] += grad.x
+    (grads.q0 if start else grads.q)[link] += quat_to_matrix_vjp(q_link, g_r)
     grads.inv_inertia[link] += r.T @ grad.a @ r
     grads.inv_mass[link] += grad.inv_mass
 
@@ -473,28 +627,42 @@ def _move_vjp(grads: _Grads, link: int, q_link, dphi):
     return grads.x[link].copy(), g_dphi
 
 
-def _project_vjp(setup: _Setup, grads: _Grads, kind: int, j: int, bound: float, body_p: Body,
-                 body_c: Body, lam, g_corr: Correction):
+def _project_vjp(setup: _Setup, grads: _Grads, kind: int, j: int, bound: float, bodies, lam,
+                 g_corr: Correction):
+    """BodyGrads of ``bodies`` = (body_p, body_c, dir_p, dir_c) of :func:`_project`; the
+    parameters' and the multiplier's cotangents go into ``grads``."""
     frames = setup.frames
     if kind == _POS:
-        grad_p, grad_c, g_parent_x, g_child_x, g_comp, g_lam = positional_vjp(
-            frames, j, body_p, body_c, setup.joint_parent_x[j], setup.joint_child_x[j],
+        *body_grads, g_parent_x, g_child_x, g_comp, g_lam = positional_vjp(
+            frames, j, *bodies, setup.joint_parent_x[j], setup.joint_child_x[j],
             setup.compliance[j], lam, g_corr)
     elif kind == _ANG:
-        grad_p, grad_c, g_comp, g_lam = angular_vjp(frames, j, body_p, body_c,
-                                                    setup.compliance[j], lam, g_corr)
+        *body_grads, g_comp, g_lam = angular_vjp(frames, j, *bodies, setup.compliance[j], lam,
+                                                 g_corr)
         g_parent_x = g_child_x = np.zeros(3)
     else:
-        grad_p, grad_c, g_parent_x, g_child_x = limit_vjp(
-            frames, j, body_p, body_c, setup.joint_parent_x[j], setup.joint_child_x[j], bound,
-            g_corr)
+        *body_grads, g_parent_x, g_child_x = limit_vjp(
+            frames, j, *bodies, setup.joint_parent_x[j], setup.joint_child_x[j], bound, g_corr)
         g_comp, g_lam = 0.0, None
     grads.joint_parent_x[j] += g_parent_x
     grads.joint_child_x[j] += g_child_x
     grads.compliance[j] += g_comp
     if g_lam is not None:
         grads.lam[kind, j] += g_lam
-    return grad_p, grad_c
+    return body_grads
+
+
+def _add_joint_bodies(setup: _Setup, grads: _Grads, j: int, q, start, body_grads) -> None:
+    """Route the BodyGrads (parent, child, parent direction, child direction) of joint j's
+    projection at orientations ``q``: the directions to the substep's ``start`` in the
+    second-order scheme, else to the current poses like the others."""
+    p, c = setup.parent[j], setup.child[j]
+    q_dir = start[1] if setup.second_order else q
+    _add_body(setup, grads, p, q[p] if p >= 0 else None, body_grads[0])
+    _add_body(setup, grads, c, q[c], body_grads[1])
+    _add_body(setup, grads, p, q_dir[p] if p >= 0 else None, body_grads[2],
+              start=setup.second_order)
+    _add_body(setup, grads, c, q_dir[c], body_grads[3], start=setup.second_order)
 
 
 def _with_multiplier_grad(grads: _Grads, kind: int, j: int, g_corr: Correction):
@@ -503,47 +671,70 @@ def _with_multiplier_grad(grads: _Grads, kind: int, j: int, g_corr: Correction):
     return g_corr._replace(dlam=grads.lam[kind, j].copy())
 
 
-def _gauss_seidel_vjp(setup: _Setup, grads: _Grads, entry) -> None:
-    _, kind, j, bound, x, q, lam_j = entry
+def _moved_joint_vjp(setup: _Setup, grads: _Grads, j: int, q, dir_p: Body, dir_c: Body,
+                     corr: Correction):
+    """(∂L/∂corr, BodyGrad of dir_p, of dir_c) of joint j's correction applied to the poses
+    (orientations ``q``) with :func:`_move`; grads.x, grads.q become the inputs'."""
     p, c = setup.parent[j], setup.child[j]
-    body_p, body_c = _bodies(setup, j, x, q)
-    corr = _project(setup, kind, j, bound, body_p, body_c, lam_j)
-    _, dphi_p, _, dphi_c = response(body_p, body_c, corr)
+    _, dphi_p, _, dphi_c = response(dir_p, dir_c, corr)
     g_dx_c, g_dphi_c = _move_vjp(grads, c, q[c], dphi_c)
     g_dx_p, g_dphi_p = _move_vjp(grads, p, q[p] if p >= 0 else None, dphi_p)
-    g_corr, grad_p, grad_c = response_vjp(body_p, body_c, corr, g_dx_p, g_dphi_p, g_dx_c,
-                                          g_dphi_c)
+    return response_vjp(dir_p, dir_c, corr, g_dx_p, g_dphi_p, g_dx_c, g_dphi_c)
+
+
+def _gauss_seidel_vjp(setup: _Setup, grads: _Grads, entry, start) -> None:
+    _, kind, j, bound, x, q, lam_j = entry
+    body_p, body_c = _bodies(setup, j, x, q)
+    bodies = (body_p, body_c, *_directions(setup, j, body_p, body_c, start))
+    corr = _project(setup, kind, j, bound, bodies, lam_j)
+    g_corr, grad_dir_p, grad_dir_c = _moved_joint_vjp(setup, grads, j, q, *bodies[2:], corr)
     g_corr = _with_multiplier_grad(grads, kind, j, g_corr)
-    more_p, more_c = _project_vjp(setup, grads, kind, j, bound, body_p, body_c, lam_j, g_corr)
-    _add_body(setup, grads, p, q[p] if p >= 0 else None, grad_p + more_p)
-    _add_body(setup, grads, c, q[c], grad_c + more_c)
+    body_grads = _project_vjp(setup, grads, kind, j, bound, bodies, lam_j, g_corr)
+    body_grads[2] = body_grads[2] + grad_dir_p
+    body_grads[3] = body_grads[3] + grad_dir_c
+    _add_joint_bodies(setup, grads, j, q, start, body_grads)
 
 
-def _jacobi_vjp(setup: _Setup, grads: _Grads, entry) -> None:
+def _jacobi_vjp(setup: _Setup, grads: _Grads, entry, start) -> None:
     _, active, x, q, lam = entry
-    corrections, _, dphi = _jacobi_corrections(setup, x, q, lam, active)
+    corrections, _, dphi = _jacobi_corrections(setup, x, q, start, lam, active)
     g_dx = grads.x.copy()
     g_dphi = np.zeros_like(dphi)
     for i in range(len(x)):
         g_dx[i], g_dphi[i] = _move_vjp(grads, i, q[i], dphi[i])
-    body_grads = [BodyGrad(np.zeros(3), np.zeros((3, 3)), np.zeros((3, 3)), 0.0)
-                  for _ in range(len(x))]
-    for (kind, j, bound, scale), (body_p, body_c, corr) in zip(active, corrections,
-                                                              strict=True):
+    for (kind, j, bound, scale), (bodies, corr) in zip(active, corrections, strict=True):
         p, c = setup.parent[j], setup.child[j]
         zero = np.zeros(3)
-        g_corr, grad_p, grad_c = response_vjp(
-            body_p, body_c, corr, g_dx[p] if p >= 0 else zero, g_dphi[p] if p >= 0 else zero,
+        g_corr, grad_dir_p, grad_dir_c = response_vjp(
+            *bodies[2:], corr, g_dx[p] if p >= 0 else zero, g_dphi[p] if p >= 0 else zero,
             g_dx[c], g_dphi[c])
         g_corr = _with_multiplier_grad(grads, kind, j, g_corr).scaled(scale)
         lam_j = lam[kind, j] if kind != _LIM else np.zeros(3)
-        more_p, more_c = _project_vjp(setup, grads, kind, j, bound, body_p, body_c, lam_j,
-                                      g_corr)
-        body_grads[c] = body_grads[c] + grad_c + more_c
-        if p >= 0:
-            body_grads[p] = body_grads[p] + grad_p + more_p
-    for i in range(len(x)):
-        _add_body(setup, grads, i, q[i], body_grads[i])
+        body_grads = _project_vjp(setup, grads, kind, j, bound, bodies, lam_j, g_corr)
+        body_grads[2] = body_grads[2] + grad_dir_p
+        body_grads[3] = body_grads[3] + grad_dir_c
+        _add_joint_bodies(setup, grads, j, q, start, body_grads)
+
+
+def _damper_vjp(setup: _Setup, grads: _Grads, entry, start, joint_start) -> None:
+    _, j, x, q, mu_j = entry
+    body_p, body_c = _bodies(setup, j, x, q)
+    dir_p, dir_c = _bodies(setup, j, *start)
+    args = (setup.frames, j, body_p, body_c, dir_p, dir_c, setup.joint_parent_x[j],
+            setup.joint_child_x[j], setup.damping[j], setup.h, joint_start[0][j],
+            joint_start[1][j], mu_j)
+    corr, _ = damper(*args)
+    g_corr, grad_dir_p, grad_dir_c = _moved_joint_vjp(setup, grads, j, q, dir_p, dir_c, corr)
+    (*body_grads, g_parent_x, g_child_x, g_damping, g_angle0, g_rate0,
+     g_mu) = damper_vjp(*args, g_corr, grads.mu[j])
+    body_grads[2] = body_grads[2] + grad_dir_p
+    body_grads[3] = body_grads[3] + grad_dir_c
+    _add_joint_bodies(setup, grads, j, q, start, body_grads)
+    grads.joint_parent_x[j] += g_parent_x
+    grads.joint_child_x[j] += g_child_x
+    grads.damping[j] += g_damping
+    grads.joint_start[:, j] += (g_angle0, g_rate0)
+    grads.mu[j] += g_mu
 
 
 def _joint_velocity_vjp(setup: _Setup, grads: _Grads, entry) -> None:
@@ -571,7 +762,7 @@ def _joint_velocity_vjp(setup: _Setup, grads: _Grads, entry) -> None:
         g_weight = g_impulse * term.rate / term.weight**2
     if term.capped:
         g_weight -= g_gain * MAX_DAMPING_PER_SUBSTEP / term.weight**2
-    else:
+    elif not setup.second_order:
         grads.damping[j] += g_gain * setup.h
     g_lin = g_lin + g_rate * (v[c] - _velocity(v, p))
     g_ang_c = g_ang_c + g_rate * w[c]
@@ -589,6 +780,34 @@ def _joint_velocity_vjp(setup: _Setup, grads: _Grads, entry) -> None:
     _add_body(setup, grads, c, q[c], grad_c + more_c)
 
 
+def _velocity_constraint_vjp(setup: _Setup, grads: _Grads, entry) -> None:
+    _, kind, j, x, q, v, w = entry
+    p, c = setup.parent[j], setup.child[j]
+    body_p, body_c = _bodies(setup, j, x, q)
+    corr = _velocity_projection(setup, kind, j, body_p, body_c, v, w)
+    zero = np.zeros(3)
+    g_corr, grad_p, grad_c = response_vjp(
+        body_p, body_c, corr, grads.v[p] if p >= 0 else zero, grads.w[p] if p >= 0 else zero,
+        grads.v[c], grads.w[c])
+    velocities = _joint_velocities(setup, j, v, w)
+    if kind == _POS:
+        more_p, more_c, g_parent_x, g_child_x, g_velocities = velocity_positional_vjp(
+            setup.frames, j, body_p, body_c, setup.joint_parent_x[j], setup.joint_child_x[j],
+            velocities, g_corr)
+        grads.joint_parent_x[j] += g_parent_x
+        grads.joint_child_x[j] += g_child_x
+    else:
+        more_p, more_c, g_velocities = velocity_angular_vjp(setup.frames, j, body_p, body_c,
+                                                            velocities, g_corr)
+    grads.v[c] += g_velocities[2]
+    grads.w[c] += g_velocities[3]
+    if p >= 0:
+        grads.v[p] += g_velocities[0]
+        grads.w[p] += g_velocities[1]
+    _add_body(setup, grads, p, q[p] if p >= 0 else None, grad_p + more_p)
+    _add_body(setup, grads, c, q[c], grad_c + more_c)
+
+
 def _velocities_vjp(setup: _Setup, grads: _Grads, entry):
     """Adds the cotangents of the final positions; returns those of the substep's start."""
     _, _, q0, _, q = entry
@@ -599,8 +818,11 @@ def _velocities_vjp(setup: _Setup, grads: _Grads, entry):
     for i in range(len(q)):
         conj = quat_conjugate(q0[i])
         delta = quat_multiply(q[i], conj)
+        scale = _readout_scale(setup, delta[0])
         g_delta = np.zeros(4)
-        g_delta[1:] = (2.0 / h) * np.copysign(1.0, delta[0]) * grads.w[i]
+        g_delta[1:] = (2.0 / h) * scale * grads.w[i]
+        if setup.second_order:  # ∂(1/δq_w)/∂δq_w
+            g_delta[0] = -(2.0 / h) * scale * scale * float(delta[1:] @ grads.w[i])
         g_q, g_conj = quat_multiply_vjp(q[i], conj, g_delta)
         grads.q[i] += g_q
         g_q0[i] = quat_conjugate(g_conj)
@@ -625,10 +847,10 @@ def _advance_vjp(setup: _Setup, grads: _Grads, entry) -> None:
     grads.q = g_q
 
 
-def _accelerate_vjp(setup: _Setup, grads: _Grads, entry, action) -> None:
-    _, x, q, v, w = entry
-    h = setup.h
-    accel = _accelerate(setup, x, q, v, w, action)
+def _accelerate_vjp(setup: _Setup, grads: _Grads, entry, action, h: float,
+                    gyroscopic: bool) -> None:
+    x, q, v, w = entry[-4:]
+    accel = _accelerate(setup, x, q, v, w, action, h, gyroscopic)
     g_matrices = np.zeros_like(accel.matrices)
     g_w = np.zeros_like(w)
     g_torque = np.zeros_like(w)
@@ -641,7 +863,7 @@ def _accelerate_vjp(setup: _Setup, grads: _Grads, entry, action) -> None:
         g_rhs = h * (setup.inv_inertia[i].T @ g_wb_new)
         grads.inv_inertia[i] += h * np.outer(g_wb_new, rhs)
         g_wb = g_wb_new + np.cross(accel.momentum[i], -g_rhs)
-        g_momentum = np.cross(-g_rhs, accel.w_body[i])
+        g_momentum = np.cross(-g_rhs, accel.w_body[i]) if gyroscopic else np.zeros(3)
         grads.inertia[i] += np.outer(g_momentum, accel.w_body[i])
         g_wb += setup.inertia[i].T @ g_momentum
         g_torque[i] = r @ g_rhs
@@ -673,43 +895,66 @@ def _accelerate_vjp(setup: _Setup, grads: _Grads, entry, action) -> None:
 
 def _substep_vjp(setup: _Setup, grads: _Grads, tape, action) -> None:
     grads.lam[:] = 0.0
+    grads.mu[:] = 0.0
+    grads.x0[:] = 0.0
+    grads.q0[:] = 0.0
+    grads.joint_start[:] = 0.0
+    _, x0, q0, v0, w0 = tape[0]
+    start_state = PBDState(link_x=x0, link_q=q0, link_v=v0, link_w=w0)
+    start = (x0, q0)
+    joint_start = (joint_positions(setup.model, _joint_params(setup), start_state)
+                   if setup.second_order else None)
     start_grads = None
     for entry in reversed(tape):
         kind = entry[0]
         if kind == "velocity":
             start_grads = _velocities_vjp(setup, grads, entry)
         elif kind == "gauss_seidel":
-            _gauss_seidel_vjp(setup, grads, entry)
+            _gauss_seidel_vjp(setup, grads, entry, start)
         elif kind == "jacobi":
-            _jacobi_vjp(setup, grads, entry)
+            _jacobi_vjp(setup, grads, entry, start)
+        elif kind == "damper":
+            _damper_vjp(setup, grads, entry, start, joint_start)
         elif kind == "advance":
             _advance_vjp(setup, grads, entry)
         elif kind == "joint_velocity":
             _joint_velocity_vjp(setup, grads, entry)
         else:
-            _accelerate_vjp(setup, grads, entry, action)
-    grads.x += start_grads[0]
-    grads.q += start_grads[1]
+            _accelerate_vjp(setup, grads, entry, action, setup.h, True)
+    grads.x += start_grads[0] + grads.x0
+    grads.q += start_grads[1] + grads.q0
+    if setup.second_order:
+        g_start, g_origins = joint_positions_vjp(setup.model, _joint_params(setup), start_state,
+                                                 *grads.joint_start)
+        grads.x += g_start.link_x
+        grads.q += g_start.link_q
+        grads.v += g_start.link_v
+        grads.w += g_start.link_w
+        grads.joint_parent_x += g_origins["joint_parent_x"]
+        grads.joint_child_x += g_origins["joint_child_x"]
 
 
 def step_vjp(model: PBDModel, state: PBDState, action, params, dt: float, g_next: PBDState, *,
              substeps: int, iterations: int, solver: str = "gauss_seidel",
-             kernels: str = "numba"):
+             kernels: str = "numba", scheme: str = "second_order"):
     """(∂L/∂state as a PBDState, ∂L/∂action (m,), ∂L/∂params dict like ``params``) of
     :func:`step` given ∂L/∂(next state) ``g_next``."""
-    action = _checked(model, state, action, params, dt, substeps, iterations, solver, kernels)
+    action = _checked(model, state, action, params, dt, substeps, iterations, solver, kernels,
+                      scheme)
     if kernels == "numba":
         return compiled.step_vjp(model, state, action, params, dt, g_next, substeps=substeps,
-                                 iterations=iterations, solver=solver)
-    setup = _setup(model, params, dt, substeps)
-    x, q, v, w = _start(state)
+                                 iterations=iterations, solver=solver, scheme=scheme)
+    setup = _setup(model, params, dt, substeps, scheme)
     tapes = []
-    for _ in range(substeps):
-        tapes.append([])
-        x, q, v, w = _substep(setup, x, q, v, w, action, iterations, solver, tapes[-1])
+    _run(setup, state, action, iterations, solver, substeps, tapes)
     grads = _Grads(setup, g_next, model.joint_count)
     for tape in reversed(tapes):
-        _substep_vjp(setup, grads, tape, action)
+        if tape[0] == "kick":
+            _accelerate_vjp(setup, grads, tape, action, tape[1] * 0.5 * setup.h, False)
+        elif tape[0] == "velocity_constraint":
+            _velocity_constraint_vjp(setup, grads, tape)
+        else:
+            _substep_vjp(setup, grads, tape, action)
     q_in = np.asarray(state.link_q, dtype=np.float64)
     g_q = np.array([quat_normalize_vjp(q_in[i], grads.q[i]) for i in range(len(q_in))])
     mass = np.asarray(params["link_mass"], dtype=np.float64)
