@@ -15,6 +15,9 @@ EXAMPLES = {
                    "from the recorded swings (`codesign demo rigid`)",
     "finger_reach": "a 4-phalanx finger's fingertip reaches four targets in sequence; "
                     "L-BFGS-B on the open-loop torques (Xu et al., Finger Reach, control only)",
+    "finger_reach_codesign": "Finger Reach co-design: the link lengths (joint origins) and the "
+                             "torques together by L-BFGS-B",
+    "finger_reach_cmaes": "Finger Reach co-design by CMA-ES, the gradient-free baseline",
 }
 """Example name -> description; each is ``sim_rigid/examples/<name>.yaml`` (package data)."""
 
