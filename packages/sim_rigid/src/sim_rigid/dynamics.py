@@ -30,7 +30,8 @@ from .contact import COEFFICIENTS, pair_force
 from .model import JOINT_TYPES, RigidModel
 
 __all__ = ["NodeTable", "bias_forces", "dual", "dual_rows", "inverse_dynamics",
-           "inverse_dynamics_tangents", "link_frames", "mass_matrix", "node_table"]
+           "inverse_dynamics_tangents", "link_frames", "link_frames_dual", "mass_matrix",
+           "node_table"]
 
 _REVOLUTE, _PRISMATIC, _FIXED = 0, 1, 2
 _AXES = np.eye(3)
@@ -390,20 +391,29 @@ def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:
     return matrix
 
 
-def link_frames(model: RigidModel, params: dict, q) -> tuple[np.ndarray, np.ndarray]:
-    """World orientations (rotation matrices, link frame to world, (n, 3, 3)) and origins
-    [m] (n, 3) of the link frames at coordinates ``q`` (d,)."""
+def link_frames_dual(model: RigidModel, origin, q) -> tuple[np.ndarray, np.ndarray]:
+    """Dual world orientations (link frame to world, (K+1, n, 3, 3)) and origins [m]
+    (K+1, n, 3) of the link frames from dual joint origins (K+1, n, 3) [m] and dual
+    coordinates (K+1, d) (:func:`dual`): row 0 the frames, rows 1..K their tangents."""
     table = node_table(model)
-    placements = _node_placements(table, np.asarray(params["joint_origin"])[None],
-                                  np.asarray(q, dtype=np.float64)[None])
+    placements = _node_placements(table, np.asarray(origin, dtype=np.float64),
+                                  np.asarray(q, dtype=np.float64))
     rotations, origins = [], []
     for node, (rotation, offset) in enumerate(placements):
         parent = table.parent[node]
         if parent < 0:
-            rotations.append(rotation[0])
-            origins.append(offset[0])
+            rotations.append(rotation)
+            origins.append(offset)
         else:
-            rotations.append(rotations[parent] @ rotation[0])
-            origins.append(origins[parent] + rotations[parent] @ offset[0])
-    return (np.array([rotations[k] for k in table.link_node]),
-            np.array([origins[k] for k in table.link_node]))
+            rotations.append(_matmul(rotations[parent], rotation))
+            origins.append(origins[parent] + _rotate(rotations[parent], offset))
+    return (np.stack([rotations[k] for k in table.link_node], axis=1),
+            np.stack([origins[k] for k in table.link_node], axis=1))
+
+
+def link_frames(model: RigidModel, params: dict, q) -> tuple[np.ndarray, np.ndarray]:
+    """World orientations (rotation matrices, link frame to world, (n, 3, 3)) and origins
+    [m] (n, 3) of the link frames at coordinates ``q`` (d,)."""
+    rotations, origins = link_frames_dual(model, np.asarray(params["joint_origin"])[None],
+                                          np.asarray(q, dtype=np.float64)[None])
+    return rotations[0], origins[0]

@@ -32,8 +32,10 @@ class RigidOptions(Options):
 
     robot: str | dict = option(
         "arm4", doc="robot description: a YAML file (relative to the experiment file's "
-                    "folder), a bundled robot's name (arm4), or the description itself "
-                    "{links: [...], joints: [...]} (sim_rigid.description)")
+                    "folder), a bundled robot's name (arm4), the description itself "
+                    "{links: [...], joints: [...]} (sim_rigid.description), or {finger: "
+                    "{phalanges: 4, ...}}: a finger of the cage-based components "
+                    "(sim_rigid.scene.finger_description)")
     initial_positions: dict[str, float] | list[float] = option(
         {}, unit="rad or m", doc="coordinates at t = 0 by name (a 1-DOF joint's name, a free "
                                  "joint's name.x ... name.rx), or one per coordinate; "

@@ -6,12 +6,18 @@ from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
 from .scene import make_simulator
+from .terms import ReachTargets
 
 CODESIGN_API = (1, 1)
 
 EXAMPLES = {
     "arm_damping": "the 4-link arm driven by random torques; identify its joint damping "
                    "from the recorded swings (`codesign demo rigid`)",
+    "finger_reach": "a 4-phalanx finger's fingertip reaches four targets in sequence; "
+                    "L-BFGS-B on the open-loop torques (Xu et al., Finger Reach, control only)",
+    "finger_reach_codesign": "Finger Reach co-design: the link lengths (joint origins) and the "
+                             "torques together by L-BFGS-B",
+    "finger_reach_cmaes": "Finger Reach co-design by CMA-ES, the gradient-free baseline",
 }
 """Example name -> description; each is ``sim_rigid/examples/<name>.yaml`` (package data)."""
 
@@ -28,3 +34,10 @@ def codesign_register_simulators(register):
 @hookimpl
 def codesign_register_examples(register):
     register_examples(register, __package__, EXAMPLES, default="arm_damping")
+
+
+@hookimpl
+def codesign_register_terms(register):
+    register("reach_targets", ReachTargets,
+             description="a point on a link (a fingertip) against targets in sequence, each "
+                         "over its time window: Σ ‖p − p̂‖ (Xu et al., Finger Reach)")

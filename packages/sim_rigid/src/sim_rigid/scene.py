@@ -3,8 +3,9 @@ into a :class:`~sim_rigid.model.RigidModel`, :func:`make_simulator` (the plugin'
 into a :class:`~sim_rigid.simulator.RigidSimulator`.
 
 ``robot`` is a description (a dict, :mod:`sim_rigid.description`), a YAML file of one
-(relative to the experiment file's folder, ``base_dir``) or the name of a robot shipped in
-``sim_rigid/robots/<name>.yaml``: ``arm4``.
+(relative to the experiment file's folder, ``base_dir``), the name of a robot shipped in
+``sim_rigid/robots/<name>.yaml`` (``arm4``), or ``{finger: {phalanges: 4, ...}}``: a finger
+assembled from the cage-based components at their rest shape (:func:`finger_description`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from codesign.paths import named_file
 
 from .description import DescriptionError, load_description, load_obstacles
 from .model import RigidModel
+from .morphology import assemble_finger, description
 from .options import RigidOptions
 from .simulator import RigidSimulator
 
-__all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "make_simulator", "robot_path"]
+__all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "finger_description",
+           "make_simulator", "robot_path"]
 
 ROBOT_DIRECTORY = Path(__file__).parent / "robots"
 """Folder of the bundled robot descriptions, ``<name>.yaml`` each."""
@@ -38,6 +41,28 @@ def robot_path(robot: str, *, base_dir: str | Path | None = None) -> Path:
     working directory) or absolute, else a bundled robot's name (``arm4``)."""
     bundled = {path.stem: path for path in ROBOT_DIRECTORY.glob("*.yaml")}
     return named_file("robot", robot, base_dir=base_dir, bundled=bundled, error=SceneError)
+
+
+def finger_description(spec: dict) -> dict:
+    """The description of ``robot: {finger: spec}``: :func:`sim_rigid.morphology.
+    assemble_finger`'s keywords (``phalanges``, ``base_length``, ``phalanx_length``,
+    ``tip_length``, ``width``, ``height`` [m], ``density`` [kg/m³], ``mount`` [m], ...) at
+    the rest shape, plus ``damping`` [N m s/rad] and ``initial`` [rad] of its joints."""
+    if not isinstance(spec, dict):
+        raise SceneError(f"robot.finger must be a mapping such as {{phalanges: 4}}, got "
+                         f"{spec!r}")
+    spec = dict(spec)
+    joints = {key: spec.pop(key) for key in ("damping", "initial") if key in spec}
+    try:
+        finger = assemble_finger(**spec)
+    except TypeError as exc:
+        raise SceneError(f"robot.finger: {exc}; it takes assemble_finger's keywords "
+                         f"(phalanges, base_length, phalanx_length, tip_length, width, "
+                         f"height, density, cage_margin, divisions, mount) and damping, "
+                         f"initial") from exc
+    except ValueError as exc:
+        raise SceneError(f"robot.finger: {exc}") from exc
+    return description(finger, finger.parameter_defaults, **joints)
 
 
 def _per_coordinate(name: str, value, model: RigidModel) -> np.ndarray:
@@ -55,7 +80,11 @@ def build_model(options: RigidOptions) -> RigidModel:
     initial positions and damping replaced where the options give them, the options'
     obstacles and contact coefficients added."""
     o = options
-    source = o.robot if isinstance(o.robot, dict) else robot_path(o.robot, base_dir=o.base_dir)
+    if isinstance(o.robot, dict):
+        source = finger_description(o.robot["finger"]) if set(o.robot) == {"finger"} \
+            else o.robot
+    else:
+        source = robot_path(o.robot, base_dir=o.base_dir)
     try:
         model = load_description(source, gravity=o.gravity)
     except DescriptionError as exc:

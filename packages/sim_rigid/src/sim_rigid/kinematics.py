@@ -1,0 +1,54 @@
+"""A point fixed on a link, in the world, with its Jacobians: what a task term (a fingertip
+reaching targets) reads from a state and differentiates.
+
+The Jacobians come from one forward-mode pass of :func:`sim_rigid.dynamics.link_frames_dual`
+with d + 3 n tangent directions (the coordinates, then every joint origin's entries), the
+same dual arithmetic the dynamics' tangents use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dynamics import dual, link_frames_dual
+from .model import RigidModel
+
+__all__ = ["link_point", "link_point_jacobians"]
+
+
+def _check_link(model: RigidModel, link: int, point) -> np.ndarray:
+    if not 0 <= int(link) < model.link_count:
+        raise ValueError(f"link index {link} is outside the robot's {model.link_count} links "
+                         f"{list(model.link_names)}")
+    point = np.asarray(point, dtype=np.float64)
+    if point.shape != (3,):
+        raise ValueError(f"a link point is [x, y, z] in the link's frame, got shape "
+                         f"{point.shape}")
+    return point
+
+
+def link_point(model: RigidModel, joint_origin, joint_q, link: int, point) -> np.ndarray:
+    """World position [m] (3,) of ``point`` (3,) [m, in link ``link``'s frame] at joint
+    origins (n, 3) [m] and coordinates ``joint_q`` (d,)."""
+    point = _check_link(model, link, point)
+    rotations, origins = link_frames_dual(model, np.asarray(joint_origin)[None],
+                                          np.asarray(joint_q, dtype=np.float64)[None])
+    return origins[0, link] + rotations[0, link] @ point
+
+
+def link_point_jacobians(model: RigidModel, joint_origin, joint_q, link: int,
+                         point) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(position (3,) [m], ∂position/∂joint_q (3, d), ∂position/∂joint_origin (3, n, 3))
+    of :func:`link_point`."""
+    point = _check_link(model, link, point)
+    joint_origin = np.asarray(joint_origin, dtype=np.float64)
+    joint_q = np.asarray(joint_q, dtype=np.float64)
+    d, n = joint_q.size, joint_origin.shape[0]
+    directions = np.eye(d + 3 * n)
+    rows = d + 3 * n + 1
+    q = dual(joint_q, directions[:, :d], rows)
+    origin = dual(joint_origin, directions[:, d:].reshape(-1, n, 3), rows)
+    rotations, origins = link_frames_dual(model, origin, q)
+    # the point is constant in its link: every row (value and tangents) is R_k p
+    position = origins[:, link] + np.einsum("kij,j->ki", rotations[:, link], point)
+    return position[0], position[1:d + 1].T, position[d + 1:].T.reshape(3, n, 3)

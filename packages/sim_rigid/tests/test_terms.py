@@ -1,0 +1,72 @@
+"""The reach_targets term (sim_rigid.terms): targets by time window, its value and its
+gradient with respect to the state and the joint origins, and its input checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codesign.testing import gradcheck
+from codesign.tree import tree_zeros_with
+from sim_rigid.kinematics import link_point
+from sim_rigid.scene import make_simulator
+from sim_rigid.terms import ReachTargets
+
+TARGETS = [[0.15, 0.0, 0.16], [0.21, 0.0, 0.02], [0.10, 0.0, 0.0]]
+
+
+@pytest.fixture(scope="module")
+def simulator():
+    return make_simulator(robot={"finger": {"phalanges": 2}})
+
+
+def _term(simulator, **changes):
+    options = dict(simulator=simulator, targets=TARGETS, start_times=[0.0, 0.1, 0.2],
+                   point=[0.025, 0.0, 0.0], dt=0.01, substeps=2) | changes
+    return ReachTargets(**options)
+
+
+def test_each_target_holds_over_its_window_and_the_value_is_the_distance(simulator):
+    term = _term(simulator)
+    assert [term.target(t).tolist() for t in (0.0, 0.099, 0.1, 0.25)] == \
+        [TARGETS[0], TARGETS[0], TARGETS[1], TARGETS[2]]
+    design = simulator.design_space().defaults()
+    state = simulator.initial_state(design)
+    assert term.value(state, None, design, 0) == 0.0  # the given start is not scored
+    tip = link_point(simulator.model, design["joint.origin"], state.joint_q, 3,
+                     [0.025, 0.0, 0.0])
+    # control step 6 is at 6 x 2 x 0.01 = 0.12 s: the second target's window
+    assert term.value(state, None, design, 6) == pytest.approx(
+        np.linalg.norm(tip - TARGETS[1]), abs=1e-15)
+
+
+def test_gradient_with_respect_to_the_state_and_the_joint_origins(simulator):
+    term = _term(simulator)
+    design = simulator.design_space().defaults()
+    rng = np.random.default_rng(0)
+    state = simulator.initial_state(design)
+    state = tree_zeros_with(state, joint_q=rng.uniform(-0.5, 0.5, 2))
+    design["joint.origin"] = design["joint.origin"] + rng.uniform(-0.01, 0.01, (4, 3))
+    g_state, g_action, g_design = term.grad(state, None, design, 7)
+    assert g_action is None and set(g_design) == {"joint.origin"}
+
+    def value(inputs):
+        moved = tree_zeros_with(state, joint_q=inputs["q"])
+        return term.value(moved, None, design | {"joint.origin": inputs["origin"]}, 7)
+
+    gradcheck(value, {"q": state.joint_q, "origin": design["joint.origin"]},
+              {"q": g_state.joint_q, "origin": g_design["joint.origin"]}).assert_ok()
+    assert term.grad(state, None, design, 0) == (None, None, None)
+
+
+def test_bad_options_are_named(simulator):
+    with pytest.raises(ValueError, match="link 'thumb' is not one of the robot's links"):
+        _term(simulator, link="thumb")
+    with pytest.raises(ValueError, match="one time per target .* increasing from 0"):
+        _term(simulator, start_times=[0.0, 0.2, 0.1])
+    with pytest.raises(ValueError, match="one time per target"):
+        _term(simulator, start_times=[0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match=r"targets must be a list of \[x, y, z\]"):
+        _term(simulator, targets=[[0.1, 0.0]], start_times=[0.0])
+    with pytest.raises(ValueError, match=r"point is \[x, y, z\]"):
+        _term(simulator, point=[0.0, 0.0])
