@@ -126,7 +126,7 @@ def test_joint_tracking_is_zero_along_the_recording_and_reports_the_torque_error
     sim = make_simulator(urdf="baxter", joints=LEFT_ARM, joint_limits=False, substeps=10,
                          iterations=2, initial_positions=list(POSES[0]))
     q, qd, torques, states = driven(sim)
-    path = write_npz(tmp_path / "run.npz", {"joint_names": np.array(LEFT_ARM),
+    write_npz(tmp_path / "run.npz", {"joint_names": np.array(LEFT_ARM),
                                             "time": 0.01 * np.arange(5), "joint_q": q,
                                             "joint_qd": qd, "torques": torques})
     term = JointTracking(simulator=sim, dt=0.01, base_dir=tmp_path, path="run.npz",
