@@ -115,6 +115,24 @@ class FinalPosition:
         return systems.SpringState(q=g_q, v=np.zeros(1)), None, None
 
 
+class ReportedPosition(FinalPosition):
+    """FinalPosition with a report: ``report.txt`` (the folder it was configured from and
+    the replayed final position) and that position in the summary; ``fail`` raises."""
+
+    def __init__(self, *, simulator, base_dir, target: float = 0.0, fail: bool = False):
+        super().__init__(simulator=simulator, target=target)
+        self.base_dir, self.fail = base_dir, fail
+
+    def report(self, folder, context):
+        if self.fail:
+            raise RuntimeError("report broke")
+        final_q = float(context.states[-1].q[0])
+        (folder / "report.txt").write_text(f"{self.base_dir}\n{final_q}\n")
+        return {"final_q": final_q, "stiffness": float(context.design["stiffness"]),
+                "initial_stiffness": float(context.initial_design["stiffness"]),
+                "steps": len(context.actions)}
+
+
 class GradientDescent:
     """Projected gradient descent with a fixed step; one evaluation per iteration."""
 
@@ -148,6 +166,8 @@ def codesign_register_simulators(register):
 @hookimpl
 def codesign_register_terms(register):
     register("final_position", FinalPosition, description="(q_T - target)² (test)")
+    register("reported_position", ReportedPosition,
+             description="(q_T - target)² with a report (test)")
 
 
 @hookimpl

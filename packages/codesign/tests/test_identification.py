@@ -183,3 +183,37 @@ def test_bad_recordings_and_settings_raise_clear_errors():
         identify(problem, optimizer=LBFGSB(), max_iterations=2, batch_size=1)
     with pytest.raises(IndexError, match="recording indices"):
         problem.evaluate_subset(problem.x0(), [2])
+
+
+class _StartsGiven(SpringMass):
+    """A SpringMass whose start must not be differentiated (each recording gives its own)."""
+
+    def initial_state_vjp(self, design, g_state):
+        raise AssertionError("a recording's given start has no design gradient")
+
+
+def test_recordings_that_start_from_their_own_states_are_fitted_from_there():
+    sim = _StartsGiven()
+    starts = [SpringState(q=np.array([q0]), v=np.array([v0]))
+              for q0, v0 in ((0.5, 0.0), (-1.0, 0.3), (2.0, -1.0))]
+    recs = []
+    for i, (start, actions) in enumerate(zip(starts, forcings(3), strict=True)):
+        rollout = Rollout(sim, controller=OpenLoopController(
+            observation_size=0, action_size=1, control_steps=STEPS), steps=STEPS, dt=DT)
+        states = rollout.forward(TRUTH, {"table": actions}, Objective(()), initial_state=start,
+                                 record=True).states
+        recs.append(Recording(actions, np.array([s.q for s in states]), name=f"run{i}",
+                              initial_state=start))
+    problem = IdentificationProblem(sim, recs, measurement=q_observer(sim), free=FREE, dt=DT)
+    truth = problem.space.flatten({f"design.{n}": TRUTH[n] for n in FREE}, scaled=True)
+    assert problem.evaluate(truth, grad=False).loss < 1e-24
+    x0 = problem.x0()
+    gradcheck(lambda inputs: problem.evaluate(inputs["x"], grad=False).loss, {"x": x0},
+              {"x": problem.evaluate(x0).grad}, tolerance=1e-6).assert_ok()
+    result = identify(problem, optimizer=LBFGSB(), max_iterations=100)
+    for name in FREE:
+        np.testing.assert_allclose(result.design[name], TRUTH[name], rtol=1e-5)
+    # the same recordings read from the simulator's own start (q0 = 1 m) do not fit
+    shifted = [Recording(r.actions, r.measurements, name=r.name) for r in recs]
+    assert IdentificationProblem(SpringMass(), shifted, measurement=q_observer(sim), free=FREE,
+                                 dt=DT).evaluate(result.x, grad=False).loss > 1e-3

@@ -64,6 +64,26 @@ def assert_same_results(a: Path, b: Path) -> None:
     assert (a / "config.yaml").read_text() == (b / "config.yaml").read_text()
 
 
+def test_a_terms_report_writes_its_files_and_numbers_into_the_run(tmp_path, manager):
+    path = write_experiment(tmp_path, **{"term: final_position": "term: reported_position"})
+    summary = run(path, tmp_path / "run", manager)
+    report = summary["reports"]["reported_position"]
+    assert "report.txt" in summary["files"]
+    folder, final_q = (tmp_path / "run" / "report.txt").read_text().split()
+    assert folder == str(tmp_path) and float(final_q) == report["final_q"]
+    assert report["steps"] == 20 and report["initial_stiffness"] == 4.0
+    assert report["stiffness"] == summary["design"]["design.stiffness"] != 4.0
+
+
+def test_a_failing_report_costs_only_itself(tmp_path, manager):
+    path = write_experiment(tmp_path, **{"term: final_position": "term: reported_position",
+                                         "{target: 0.2}": "{target: 0.2, fail: true}"})
+    summary = run(path, tmp_path / "run", manager)
+    assert "reports" not in summary and summary["video"] in summary["files"]
+    assert any("no report from reported_position: RuntimeError: report broke" in note
+               for note in summary["notes"])
+
+
 def test_full_run_writes_every_file(tmp_path, manager):
     out = tmp_path / "run"
     summary = run(fx.SPRING_YAML, out, manager)

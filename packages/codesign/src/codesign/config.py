@@ -98,9 +98,10 @@ REQUIRED_SECTIONS = ("simulator", "controller", "objective", "optimizer", "run")
 """The sections a co-design experiment needs (an identification experiment needs fewer)."""
 RECORDING_INJECTED = ("simulator", "measurement", "dt", "substeps", "base_dir")
 """Arguments of a recording source that the run supplies (not settable in YAML)."""
-TERM_INJECTED = ("simulator", "dt", "substeps")
-"""Arguments of a term factory that the run supplies: the simulator, the substep length [s]
-and the substeps per control step (a term may take any of them)."""
+TERM_INJECTED = ("simulator", "dt", "substeps", "base_dir")
+"""Arguments of a term factory that the run supplies: the simulator, the substep length [s],
+the substeps per control step and the experiment's folder, where a term's relative file
+paths start (a term may take any of them)."""
 CONTROLLER_SIZING = ("observation_size", "action_size", "control_steps", "control_dt")
 """Arguments of a controller factory that the run supplies from the simulator and observer."""
 

@@ -301,7 +301,8 @@ def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, 
         terms = []
         for index, entry in enumerate(entries):
             term = builder.construct("terms", entry, (*path, index), simulator=simulator,
-                                     dt=run["dt"], substeps=run["substeps"])
+                                     dt=run["dt"], substeps=run["substeps"],
+                                     base_dir=config.base_dir)
             if term is not None:
                 terms.append(WeightedTerm(term, entry["weight"], entry["name"]))
         return terms

@@ -43,11 +43,16 @@ class Recording:
         measurements: what the measurement map read at states 0 … T, shape
             (T + 1, measurement size); NaN marks missing frames (whole rows) or points.
         name: a label used in error messages.
+        initial_state: the simulator state the recording starts from (a state tree: a
+            robot measured at rest at a pose), or ``None`` to start from the simulator's
+            ``initial_state(design)``. A given start does not depend on the design, so the
+            fit's gradient does not flow through it (fit parameters that leave it alone).
     """
 
     actions: np.ndarray
     measurements: np.ndarray
     name: str = ""
+    initial_state: Any = None
 
     def __post_init__(self):
         label = f"recording {self.name!r}" if self.name else "recording"
@@ -115,12 +120,13 @@ def _evaluate_recording(problem: IdentificationProblem, x: np.ndarray, index: in
     """Tracking loss of one recording and its gradients (design part, offset part)."""
     design, offset = problem.design(x), problem.initial_offset(x, index)
     rollout, objective = problem.rollouts[index], problem.objectives[index]
-    weights = {"table": problem.recordings[index].actions}
+    recording = problem.recordings[index]
+    weights = {"table": recording.actions}
+    start = {"initial_offset": offset, "initial_state": recording.initial_state}
     if not grad:
-        result = rollout.forward(design, weights, objective, initial_offset=offset)
+        result = rollout.forward(design, weights, objective, **start)
         return float(result.values[0]), None, None
-    result, (gradient,) = rollout.value_and_grad(design, weights, objective,
-                                                 initial_offset=offset)
+    result, (gradient,) = rollout.value_and_grad(design, weights, objective, **start)
     design_grad = problem.free_space.flatten_gradient(
         {f"design.{n}": gradient.design[n] for n in problem.free}, scaled=True)
     state_grad = _flatten_like(problem.state_template, gradient.initial_state)

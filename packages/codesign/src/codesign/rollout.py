@@ -141,11 +141,11 @@ class Rollout:
 
     # -- forward --------------------------------------------------------------------------
 
-    def _initial_state(self, design, initial_offset):
+    def _initial_state(self, design, initial_offset, initial_state):
         check = getattr(self.simulator, "check_time_step", None)
         if check is not None:
             check(design, self.dt)
-        state = self.simulator.initial_state(design)
+        state = self.simulator.initial_state(design) if initial_state is None else initial_state
         return _add(state, initial_offset)
 
     @staticmethod
@@ -160,7 +160,8 @@ class Rollout:
         return (len(functions), kinds["running"] + kinds["trajectory"],
                 kinds["final"] + kinds["trajectory"])
 
-    def _forward(self, design, weights, objective, constraints, initial_offset, *, store, record):
+    def _forward(self, design, weights, objective, constraints, initial_offset, initial_state, *,
+                 store, record):
         sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
         k, substeps = self.checkpoint_every, self.substeps
         count, at_step, at_end = self._terms(objective, constraints)
@@ -169,7 +170,7 @@ class Rollout:
         actions = np.zeros((self.steps, sim.action_size))
         checkpoints: dict[int, Any] = {}
         states = [] if record else None
-        state = self._initial_state(design, initial_offset)
+        state = self._initial_state(design, initial_offset, initial_state)
         for c in range(self.steps):
             if record:
                 states.append(tree_to_host(state))
@@ -204,11 +205,17 @@ class Rollout:
         constraints: Sequence[Constraint] = (),
         *,
         initial_offset=None,
+        initial_state=None,
         record: bool = False,
     ) -> RolloutResult:
-        """Run the rollout and return objective and constraint values (no gradients)."""
+        """Run the rollout and return objective and constraint values (no gradients).
+
+        ``initial_state`` (a state tree) starts the rollout there in place of
+        ``simulator.initial_state(design)`` (a recording that starts from a measured state);
+        ``initial_offset`` is added to the start either way."""
         values, final, actions, _, states = self._forward(
-            design, weights, objective, constraints, initial_offset, store=False, record=record)
+            design, weights, objective, constraints, initial_offset, initial_state,
+            store=False, record=record)
         return RolloutResult(values=values, final_state=final, actions=actions, states=states)
 
     # -- reverse --------------------------------------------------------------------------
@@ -221,16 +228,20 @@ class Rollout:
         constraints: Sequence[Constraint] = (),
         *,
         initial_offset=None,
+        initial_state=None,
     ) -> tuple[RolloutResult, list[Gradient]]:
         """Forward rollout, then one reverse sweep for the objective and every constraint.
 
         The segments recomputed from checkpoints are shared by all functions; each function
-        carries its own adjoint state through ``step_vjp``.
+        carries its own adjoint state through ``step_vjp``. A given ``initial_state`` (see
+        :meth:`forward`) does not depend on the design: the design gradient stops there
+        (``initial_state_vjp`` is not called; ``Gradient.initial_state`` is still ∂f/∂s0).
         """
         sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
         k, substeps, n_total = self.checkpoint_every, self.substeps, self.total_substeps
         values, final, actions, checkpoints, _ = self._forward(
-            design, weights, objective, constraints, initial_offset, store=True, record=False)
+            design, weights, objective, constraints, initial_offset, initial_state, store=True,
+            record=False)
         m, at_step, at_end = self._terms(objective, constraints)
 
         g_state: list[Any] = [None] * m
@@ -276,7 +287,7 @@ class Rollout:
 
         gradients = []
         for f in range(m):
-            if g_state[f] is not None:
+            if g_state[f] is not None and initial_state is None:
                 _add_dict(g_design[f], sim.initial_state_vjp(design, g_state[f]))
             full_design = {n: to_host(g_design[f][n]) if n in g_design[f] else np.zeros_like(
                 np.asarray(v, dtype=float)) for n, v in design.items()}

@@ -20,7 +20,12 @@
 - ``result.mp4`` (H.264) or ``result.gif`` (without an H.264 encoder): the optimized rollout
   drawn by the simulator's ``render``,
 - ``summary.json``: final loss, iterations, evaluations, wall time, convergence, files, notes
-  (and, with several starts, their count and the best one's index).
+  (and, with several starts, their count and the best one's index),
+- the reports of the run's components: an objective term (or an identification's recording
+  set) with a ``report(folder, context)`` method writes its own files (an experiment's plots)
+  into the folder and returns numbers that ``summary.json`` keeps under ``reports.<name>``
+  (:class:`ReportContext`: the simulator, the initial and final design, the replayed
+  rollout's states and actions); a failing report costs only itself, with a note.
 
 An identification run writes the same files, with: ``parameters.npz`` holding the fitted
 design (``design.<name>``), the source's truth (``truth.<name>``) when known and the vector
@@ -32,6 +37,7 @@ replaying the first recording.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +57,7 @@ from .outputs import (
 )
 
 __all__ = [
+    "ReportContext",
     "format_identification_table",
     "identification_table",
     "plugin_table",
@@ -137,6 +144,13 @@ def _result_arrays(experiment: Experiment | IdentificationExperiment,
     return arrays
 
 
+def _full_design(experiment: Experiment | IdentificationExperiment, x: np.ndarray) -> dict:
+    """The simulator's full design at the problem's vector ``x``."""
+    problem = experiment.problem
+    return problem.design(x) if isinstance(experiment, IdentificationExperiment) \
+        else problem.split(x)[0]
+
+
 def _frames(simulator, result, design, video: dict) -> list[np.ndarray]:
     """Every ``video["every"]``-th recorded state of ``result`` drawn by the simulator's
     ``render_sequence`` (when it has one) or ``render``, each with the action applied from it
@@ -157,26 +171,77 @@ def _frames(simulator, result, design, video: dict) -> list[np.ndarray]:
     return [check_frame(frame, width=width, height=height) for frame in frames]
 
 
-def _render_video(experiment: Experiment | IdentificationExperiment, x: np.ndarray,
-                  stem: Path) -> tuple[Path | None, str]:
-    """Render the result at ``x`` (an identification: the fitted design replaying recording
-    0); returns (video path or None, note)."""
-    if getattr(experiment.simulator, "render", None) is None:
-        return None, "no video: the simulator has no render hook"
+@dataclasses.dataclass(frozen=True)
+class ReportContext:
+    """What a component's ``report`` hook sees of a finished run.
+
+    Attributes:
+        simulator: the run's simulator.
+        initial_design, design: the full design at the start and at the result.
+        states: the replayed rollout's states (host trees), steps + 1 of them: the optimized
+            rollout, or for an identification the fitted design replaying recording 0.
+        actions: the replayed rollout's actions, shape (steps, action_size).
+    """
+
+    simulator: Any
+    initial_design: dict[str, np.ndarray]
+    design: dict[str, np.ndarray]
+    states: list
+    actions: np.ndarray
+
+
+def _replay(experiment: Experiment | IdentificationExperiment, x: np.ndarray):
+    """(design, recorded rollout, what the video shows) of the result at ``x``: an
+    identification's fitted design replaying recording 0, else the optimized rollout."""
     problem = experiment.problem
     if isinstance(experiment, IdentificationExperiment):
-        design, shows = problem.design(x), "the fitted design replaying recording 0, "
         result = problem.rollouts[0].forward(
-            design, {"table": problem.recordings[0].actions}, problem.objectives[0],
-            initial_offset=problem.initial_offset(x, 0), record=True)
-    else:
-        (design, weights), shows = problem.split(x), ""
-        result = experiment.rollout.forward(design, weights, experiment.objective,
-                                            experiment.constraints, record=True)
+            problem.design(x), {"table": problem.recordings[0].actions}, problem.objectives[0],
+            initial_offset=problem.initial_offset(x, 0),
+            initial_state=problem.recordings[0].initial_state, record=True)
+        return problem.design(x), result, "the fitted design replaying recording 0, "
+    design, weights = problem.split(x)
+    result = experiment.rollout.forward(design, weights, experiment.objective,
+                                        experiment.constraints, record=True)
+    return design, result, ""
+
+
+def _render_video(experiment: Experiment | IdentificationExperiment, design, result,
+                  shows: str, stem: Path) -> tuple[Path | None, str]:
+    """Render the replayed ``result``; returns (video path or None, note)."""
+    if getattr(experiment.simulator, "render", None) is None:
+        return None, "no video: the simulator has no render hook"
     video = experiment.config.data["run"]["video"]
     frames = _frames(experiment.simulator, result, design, video)
     path = write_video(stem, frames, fps=video["fps"])
     return path, f"video: {shows}{len(frames)} frames at {video['fps']} fps ({path.suffix[1:]})"
+
+
+def _reporters(experiment: Experiment | IdentificationExperiment) -> dict[str, Any]:
+    """YAML name -> component of the run that has a ``report`` hook: the objective's terms,
+    or an identification's recording set (under its source's name)."""
+    if isinstance(experiment, IdentificationExperiment):
+        name = experiment.config.data["identification"]["recordings"]["name"]
+        candidates = {name: experiment.recordings}
+    else:
+        candidates = {wt.name or type(wt.term).__name__: wt.term
+                      for wt in experiment.objective.terms}
+    return {name: c for name, c in candidates.items() if callable(getattr(c, "report", None))}
+
+
+def _write_reports(folder: Path, experiment, context: ReportContext,
+                   log: Callable[[str], None]) -> tuple[dict[str, Any], list[str]]:
+    """Each reporter's ``report(folder, context)`` (its files written into ``folder``, its
+    numbers returned); a failing report costs only itself (a note)."""
+    reports, notes = {}, []
+    for name, component in _reporters(experiment).items():
+        try:
+            reports[name] = component.report(folder, context)
+        except Exception as exc:  # a plugin's report bug must not cost the optimized result
+            note = f"no report from {name}: {type(exc).__name__}: {exc}"
+            log(f"warning: {note}")
+            notes.append(note)
+    return reports, notes
 
 
 def write_run_files(folder: Path, experiment: Experiment | IdentificationExperiment,
@@ -206,14 +271,24 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
     plot_loss(folder / "loss.png", losses, title=f"{Path(config.source).name}: {loss_name}")
     notes = [f"resumed: {optimized.replayed} evaluation(s) answered from the journal"] \
         if optimized.replayed else []
-    video = None
+    video, reports, replayed = None, {}, None
     try:
-        video, note = _render_video(experiment, result.x, folder / "result")
+        design, replayed, shows = _replay(experiment, result.x)
+        video, note = _render_video(experiment, design, replayed, shows, folder / "result")
     except Exception as exc:  # a plugin's render bug must not cost the optimized result
         note = f"no video: {exc}" if isinstance(exc, ValueError) else \
             f"no video: render failed with {type(exc).__name__}: {exc}"
         log(f"warning: {note}")
     notes.append(note)
+    if _reporters(experiment):
+        problem = experiment.problem
+        context = ReportContext(
+            simulator=experiment.simulator, initial_design=_full_design(experiment, problem.x0()),
+            design=_full_design(experiment, result.x),
+            states=[] if replayed is None else list(replayed.states),
+            actions=np.zeros((0, 0)) if replayed is None else replayed.actions)
+        reports, report_notes = _write_reports(folder, experiment, context, log)
+        notes += report_notes
     files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     summary = {
         "experiment": config.source,
@@ -242,6 +317,8 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
             "fit_initial_state": problem.fit_initial_state,
             "parameters": identification_table(problem, problem.x0(), result.x, experiment.truth),
         }
+    if reports:
+        summary["reports"] = reports
     summary.update({"video": None if video is None else video.name,
                     "files": sorted([*files, "summary.json"]), "notes": notes})
     write_json(folder / "summary.json", summary)

@@ -1,15 +1,18 @@
-"""codesign plugin hooks: the ``pbd`` simulator, its observers and terms, and the examples."""
+"""codesign plugin hooks: the ``pbd`` simulator, its observers and terms, the
+``holding_poses`` recording source, and the examples."""
 
 from __future__ import annotations
 
 from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
+from .holding_poses import holding_pose_recordings
 from .scene import make_simulator
 from .terms import (
     CircleTracking,
     EndEffectorObserver,
     JointObserver,
+    JointTracking,
     JointWork,
     LinkPointObserver,
 )
@@ -22,6 +25,12 @@ EXAMPLES = {
     "double_pendulum_design": "the link lengths of a double pendulum whose tip follows a circle "
                               "under a task-space stiffness law, for tracking and joint work "
                               "(the paper's Sec. V-B)",
+    "baxter_spring_estimation": "the stiffness and offset of a spring across Baxter's s1 "
+                                "identified from static poses and their holding torques (the "
+                                "paper's Eq. 31, Sec. V-C)",
+    "baxter_torque_estimation": "the joint torques that drove Baxter's left arm along a "
+                                "recorded trajectory, an open-loop torque table fitted "
+                                "through the simulator (the paper's Sec. V-D)",
 }
 """Example name -> description; each is ``sim_pbd/examples/<name>.yaml`` (package data)."""
 
@@ -50,8 +59,18 @@ def codesign_register_observers(register):
 def codesign_register_terms(register):
     register("circle_tracking", CircleTracking,
              description="running ‖p_ee − p_des(t)‖ [m] to a point running round a circle")
+    register("joint_tracking", JointTracking,
+             description="Σ λ1 ‖q − q̂‖² + λ2 ‖q̇ − q̂̇‖² to a recorded joint trajectory (.npz; "
+                         "Eq. 26's tracking part)")
     register("joint_work", JointWork,
              description="running work of the joint torques Δt τ·q̇ [J] (signed)")
+
+
+@hookimpl
+def codesign_register_recordings(register):
+    register("holding_poses", holding_pose_recordings,
+             description="static poses and the joint torques holding them (CSV/NPZ, checked), "
+                         "one one-step recording each, starting at rest at its pose")
 
 
 @hookimpl

@@ -2,7 +2,8 @@
 world position of a point on a link (an end effector, a marker), and an end effector's
 position, velocity and Jacobian (what a task-space controller reads). Terms: an end
 effector's distance from a circle it should follow and the work of the joint torques (the
-two parts of the paper's design loss, Eq. 30).
+two parts of the paper's design loss, Eq. 30), and the distance of the joints from a
+recorded joint trajectory (the tracking part of Eq. 26).
 
 Factories take ``simulator`` (a :class:`~sim_pbd.simulator.PBDSimulator`) and keyword-only
 options, as the plugin registry calls them (terms also the run's ``dt`` and ``substeps``).
@@ -11,18 +12,25 @@ The observers read the joint frames of the design.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from codesign.controllers import CircleTrajectory
+from codesign.outputs import read_npz
+from codesign.recordings import RecordingSourceError
+from codesign.terms import TrajectoryTracking
 from codesign.tree import tree_add, tree_zeros_with
 
 from .end_effector import end_effector, end_effector_vjp
+from .holding_poses import joint_columns
 from .kinematics import joint_positions, joint_positions_vjp
 from .model import JOINT_TYPES
+from .reports import torque_report
 from .rotations import quat_rotate, quat_rotate_vjp
 
-__all__ = ["CircleTracking", "EndEffectorObserver", "JointObserver", "JointWork",
-           "LinkPointObserver"]
+__all__ = ["CircleTracking", "EndEffectorObserver", "JointObserver", "JointTracking",
+           "JointWork", "LinkPointObserver"]
 
 
 class JointObserver:
@@ -247,3 +255,113 @@ def _accumulate(total: dict, gradient: dict) -> None:
     """Add the design gradient ``gradient`` into ``total`` (name -> array), in place."""
     for name, value in gradient.items():
         total[name] = total[name] + value if name in total else value
+
+
+class _WeightedJoints(JointObserver):
+    """The joints observer with its angles scaled by √λ1 and its rates by √λ2, so that a
+    squared distance weighs them as Eq. 26 does."""
+
+    def __init__(self, *, simulator, angle_weight: float, rate_weight: float):
+        super().__init__(simulator=simulator)
+        m = simulator.model.joint_count
+        self.scale = np.repeat(np.sqrt([angle_weight, rate_weight]), m)
+
+    def observe(self, state, design):
+        return self.scale * super().observe(state, design)
+
+    def observe_vjp(self, state, design, g_observation):
+        return super().observe_vjp(state, design, self.scale * np.asarray(g_observation))
+
+
+class JointTracking(TrajectoryTracking):
+    """Term ``Σ_t (λ1 ‖q_t − q̂_t‖² + λ2 ‖q̇_t − q̂̇_t‖²) / (T + 1)`` over the control steps
+    t = 0 … T of a joint trajectory recorded in ``path``: the tracking part of the paper's
+    Eq. 26 (λ1 ``angle_weight`` [1/rad²], λ2 ``rate_weight`` [s²/rad²]).
+
+    ``path`` (relative to the experiment's folder, ``base_dir``) is an ``.npz`` with
+    ``joint_names`` (m,), ``joint_q`` (T + 1, m) [rad or m] and ``joint_qd`` (T + 1, m)
+    [rad/s or m/s], one row per control step from the start, and optionally ``time``
+    (T + 1,) [s], which must advance by the run's control period ``dt × substeps``, and
+    ``torques`` (T, m) [N m], the torques that drove the recording when known
+    (``true_torques``, for comparing an estimate). The simulator must start where the
+    recording does: its joints within ``start_tolerance`` [rad or m] of the first row (set
+    the simulator's ``initial_positions``). Steps beyond the recording are not tracked."""
+
+    def __init__(self, *, simulator, dt: float, substeps: int = 1, base_dir: Path | None = None,
+                 path: str, angle_weight: float = 1.0, rate_weight: float = 0.02,
+                 start_tolerance: float = 0.01):
+        control_dt = _control_dt(dt, substeps, "joint_tracking")
+        for name, value in (("angle_weight", angle_weight), ("rate_weight", rate_weight)):
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"joint_tracking: {name} must be >= 0, got {value!r}")
+        file = Path(path) if Path(path).is_absolute() or base_dir is None \
+            else Path(base_dir) / path
+        model = simulator.model
+        self.simulator, self.control_dt = simulator, control_dt
+        self.joint_q, self.joint_qd, self.true_torques = _read_trajectory(file, model,
+                                                                          control_dt)
+        observer = _WeightedJoints(simulator=simulator, angle_weight=angle_weight,
+                                   rate_weight=rate_weight)
+        super().__init__(observer=observer, targets=observer.scale * np.concatenate(
+            [self.joint_q, self.joint_qd], axis=1))
+        design = simulator.design_space().defaults()
+        start = joint_positions(model, simulator.parameters(design),
+                                simulator.initial_state(design))[0]
+        gap = np.abs(start - self.joint_q[0])
+        if np.any(gap > start_tolerance):
+            row = ", ".join(f"{n}: {q:.6g}" for n, q in zip(model.joint_names,
+                                                             self.joint_q[0], strict=True))
+            raise ValueError(f"joint_tracking: the simulator starts {gap.max():.3g} away from "
+                             f"the recording's first row; set the simulator's "
+                             f"initial_positions to {{{row}}}")
+
+
+    def report(self, folder: Path, context) -> dict:
+        """``torques.png`` and the RMSE of the run's torques against the recording's
+        (:func:`sim_pbd.reports.torque_report`)."""
+        sim = self.simulator
+        params = sim.parameters(context.design)
+        simulated = [joint_positions(sim.model, params, s)[0] for s in context.states]
+        return torque_report(folder, joint_names=sim.model.joint_names,
+                             control_dt=self.control_dt, estimated=context.actions,
+                             true=self.true_torques, recorded_q=self.joint_q,
+                             simulated_q=np.array(simulated))
+
+
+def _read_trajectory(file: Path, model, control_dt: float):
+    """(joint_q (T + 1, m), joint_qd (T + 1, m), torques (T, m) or None) of a recorded
+    joint trajectory in the model's joint order, checked (see :class:`JointTracking`)."""
+    where = f"joint_tracking: recording {str(file)!r}"
+    if not file.is_file():
+        raise ValueError(f"{where} not found; check options.path (relative paths start at "
+                         "the experiment's folder)")
+    try:
+        arrays = read_npz(file)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"{where} cannot be read as .npz: {exc}") from None
+    needed = ("joint_names", "joint_q", "joint_qd")
+    if any(name not in arrays for name in needed):
+        raise ValueError(f"{where} has arrays {sorted(arrays)}; it needs joint_names (m,), "
+                         "joint_q (T + 1, m) and joint_qd (T + 1, m)")
+    names = [str(n) for n in np.asarray(arrays["joint_names"]).reshape(-1)]
+    try:
+        columns = joint_columns(where, names, model.joint_names,
+                                {k: np.asarray(arrays[k], dtype=np.float64)
+                                 for k in ("joint_q", "joint_qd")})
+        torques = None
+        if "torques" in arrays:
+            torques = joint_columns(where, names, model.joint_names, {
+                "torques": np.asarray(arrays["torques"], dtype=np.float64)})["torques"]
+    except RecordingSourceError as exc:
+        raise ValueError(str(exc)) from None
+    rows = len(columns["joint_q"])
+    if rows < 2 or (torques is not None and len(torques) != rows - 1):
+        raise ValueError(f"{where}: {rows} rows of joint_q need at least 2, and torques one "
+                         "row fewer (one per step between them)")
+    if "time" in arrays:
+        step = np.diff(np.asarray(arrays["time"], dtype=np.float64).reshape(-1))
+        if step.size != rows - 1 or not np.allclose(step, control_dt, rtol=1e-6, atol=0.0):
+            raise ValueError(f"{where} is sampled every {np.median(step):.6g} s but a control "
+                             f"step lasts dt × substeps = {control_dt:.6g} s; set run.dt and "
+                             "run.substeps so that one control step is one sample")
+    return columns["joint_q"], columns["joint_qd"], torques

@@ -1,0 +1,127 @@
+"""The plots and numbers sim_pbd's experiments add to a run directory (the core's report
+hook, :class:`codesign.run_directory.ReportContext`): estimated against true joint torques
+along a trajectory (:func:`torque_report`), and a fitted joint-space spring and how still
+the robot stays at its holding poses (:func:`holding_report`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from codesign.outputs import atomic_write
+
+from .kinematics import joint_positions
+from .springs import spring_torques
+
+__all__ = ["holding_report", "torque_report"]
+
+
+def _figure(rows: int, columns: int, *, size=(10.0, 6.0)):
+    """A matplotlib Figure on the Agg canvas (no global state) and its axes grid."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=size, dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, np.atleast_1d(figure.subplots(rows, columns, squeeze=False).ravel())
+
+
+def _save(figure, path: Path) -> str:
+    atomic_write(path, lambda tmp: figure.savefig(tmp, format="png"))
+    return path.name
+
+
+def torque_report(folder: Path, *, joint_names, control_dt: float, estimated, true=None,
+                  recorded_q=None, simulated_q=None) -> dict:
+    """``torques.png`` (per joint, the estimated torques [N m] over time, beside the true
+    ones when known) and the numbers: per joint and overall RMSE [N m] against ``true``,
+    and the largest gap [rad] between the simulated and recorded angles.
+
+    Args:
+        joint_names: the m joints.
+        control_dt: the control period [s].
+        estimated: the estimated torques, (T, m).
+        true: the torques that drove the recording, (≥ T, m), or None.
+        recorded_q, simulated_q: joint angles (T + 1, m) [rad] recorded and simulated
+            under ``estimated``, or None.
+    """
+    estimated = np.asarray(estimated, dtype=np.float64)
+    steps, m = estimated.shape
+    time = control_dt * np.arange(steps)
+    figure, axes = _figure(2, (m + 1) // 2, size=(3.0 * ((m + 1) // 2), 5.5))
+    numbers: dict = {"steps": steps}
+    if true is not None:
+        true = np.asarray(true, dtype=np.float64)[:steps]
+        rmse = np.sqrt(np.mean((estimated - true) ** 2, axis=0))
+        numbers["rmse_n_m"] = {name: float(v) for name, v in zip(joint_names, rmse,
+                                                                 strict=True)}
+        numbers["rmse_all_joints_n_m"] = float(np.sqrt(np.mean(rmse ** 2)))
+    if recorded_q is not None and simulated_q is not None:
+        rows = min(len(recorded_q), len(simulated_q))
+        numbers["largest_angle_gap_rad"] = float(np.max(np.abs(
+            np.asarray(simulated_q)[:rows] - np.asarray(recorded_q)[:rows])))
+    for j, (axis, name) in enumerate(zip(axes, joint_names, strict=False)):
+        if true is not None:
+            axis.plot(time, true[:, j], "k", label="true")
+        axis.plot(time, estimated[:, j], "C0--", label="estimated")
+        axis.set(title=name, xlabel="t [s]", ylabel="τ [N m]")
+    for axis in axes[m:]:
+        axis.set_visible(False)
+    axes[0].legend(fontsize=8)
+    numbers["plot"] = _save(figure, Path(folder) / "torques.png")
+    return numbers
+
+
+def holding_report(folder: Path, *, simulator, initial_design: dict, design: dict,
+                   joint_q, torques, truth: dict | None, dt: float, substeps: int,
+                   starts) -> dict:
+    """How still the robot stays at each holding pose over one control step (``substeps``
+    steps of ``dt`` [s]) at the
+    fitted ``design`` (largest angle change [rad], mean and per pose), and with springs
+    ``spring_torque.png``: each spring's torque over its joint's range at the initial,
+    fitted and true designs (the paper's Fig. 8), with the poses' angles marked.
+
+    Args:
+        simulator: the :class:`~sim_pbd.simulator.PBDSimulator`.
+        joint_q, torques: the poses and holding torques, (P, m).
+        truth: the design parameters behind the data, or None.
+        starts: the robot at rest at each pose (P states).
+    """
+    model = simulator.model
+    params = simulator.parameters(design)
+    moved = []
+    for state, torque, pose in zip(starts, torques, joint_q, strict=True):
+        for _ in range(int(substeps)):
+            state = simulator.step(state, torque, design, dt)
+        moved.append(np.max(np.abs(joint_positions(model, params, state)[0] - pose)))
+    moved = np.array(moved)
+    numbers = {"poses": len(moved), "largest_angle_change_rad": float(moved.max()),
+               "mean_angle_change_rad": float(moved.mean())}
+    springs = simulator.springs
+    if springs is None:
+        return numbers
+    figure, axes = _figure(1, springs.count, size=(5.0 * springs.count, 4.0))
+    for s, axis in enumerate(axes):
+        j = int(springs.joint[s])
+        low, high = model.joint_lower[j], model.joint_upper[j]
+        if not (np.isfinite(low) and np.isfinite(high)):
+            low, high = np.min(joint_q[:, j]), np.max(joint_q[:, j])
+        angles = np.linspace(low, high, 200)
+        q = np.zeros((angles.size, model.joint_count))
+        q[:, j] = angles
+        for label, values, style in (("initial", initial_design, "k:"),
+                                     ("fitted", design, "C0--"), ("true", truth, "k")):
+            if not values or "spring.stiffness" not in values:
+                continue
+            curve = [spring_torques(springs, row, values["spring.stiffness"],
+                                    values["spring.offset"])[j] for row in q]
+            axis.plot(angles, curve, style, label=label)
+        axis.plot(joint_q[:, j], np.zeros(len(joint_q)), "C3|", markersize=12,
+                  label="poses")
+        axis.set(xlabel=f"{model.joint_names[j]} [rad]", ylabel="spring torque [N m]",
+                 title=f"spring {s} (Eq. 31)")
+        axis.legend(fontsize=8)
+    numbers["plot"] = _save(figure, Path(folder) / "spring_torque.png")
+    return numbers
