@@ -150,9 +150,11 @@ class PBDSimulator:
 
     def step(self, state: PBDState, action, design: dict, dt: float) -> PBDState:
         """Advance by ``dt`` [s]; pure."""
-        action = safety.check_step_inputs(self.model, state, action)
         params = self._stepped_params = self.parameters(design)
         if self.springs is not None:
+            # the springs read the state's joint angles: check it before (the step checks
+            # its inputs itself, once, where there are no springs)
+            action = safety.check_step_inputs(self.model, state, action)
             action = action + self._spring_torques(state, design, params)[1]
         return pbd_step.step(self.model, state, action, params, float(dt), **self.settings)
 
