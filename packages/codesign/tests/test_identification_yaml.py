@@ -189,13 +189,22 @@ def test_frame_steps_accept_exact_multiples_only():
         frame_steps(np.arange(4) / 30.0, 0.02)
 
 
+def test_the_resolved_experiment_validates_again_as_a_run_records_it(tmp_path, manager):
+    # a run directory's config.yaml is the resolved experiment: rerunnable as it stands
+    config = config_of(write(tmp_path), manager)
+    again = tmp_path / "again" / "identify.yaml"
+    again.parent.mkdir()
+    again.write_text(config.to_yaml())
+    assert config_of(again, manager).data == config.data
+
+
 def test_validation_resolves_the_section_and_defaults_steps_and_seed_from_run(tmp_path,
                                                                                manager):
     config = config_of(write(tmp_path), manager)
     assert config.identification and "controller" not in config.data
     section = config.data["identification"]
     options = section["recordings"]["options"]
-    assert section["recordings"]["name"] == "synthetic"
+    assert section["recordings"]["source"] == "synthetic"
     assert options["steps"] == 30 and options["seed"] == 0 and options["count"] == 3
     assert section["batch_size"] is None and section["fit_initial_state"] is False
     quick = config_of(write(tmp_path), manager, quick=True)

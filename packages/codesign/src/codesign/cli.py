@@ -201,7 +201,7 @@ def _validate(args, plugin_manager) -> int:
         if config.identification:
             print(f"OK: {args.experiment}: identification with simulator "
                   f"{config.data['simulator']['name']!r}, {len(problem.recordings)} "
-                  f"recording(s) from {config.data['identification']['recordings']['name']!r}, "
+                  f"recording(s) from {config.data['identification']['recordings']['source']!r}, "
                   f"fitting {', '.join(free) or 'initial states only'} ({problem.size} "
                   f"value(s)), optimizer {config.data['optimizer']['name']!r} for "
                   f"{experiment.iterations} iteration(s)")

@@ -155,9 +155,11 @@ class _Builder:
         self.issues.append(self.config.issue(path, message))
 
     def construct(self, kind: str, section: dict, path: tuple, **injected):
-        """The component of a validated ``{name (term), options}`` section at YAML ``path``,
-        given the ``injected`` arguments its factory takes; None (an issue) if it fails."""
-        factory = self.registry.get(kind, section.get("term", section["name"])).factory
+        """The component of a validated ``{name (term, source), options}`` section at YAML
+        ``path``, given the ``injected`` arguments its factory takes; None (an issue) if it
+        fails."""
+        name = next(section[key] for key in ("term", "source", "name") if key in section)
+        factory = self.registry.get(kind, name).factory
         arguments = {k: v for k, v in injected.items() if accepts_keyword(factory, k)}
         try:
             return factory(**arguments, **section["options"])
@@ -382,7 +384,7 @@ def _identification_parts(builder: _Builder, simulator, overrides: dict) -> dict
     if not isinstance(recordings, list) or not recordings or not all(
             isinstance(r, Recording) for r in recordings):
         builder.fail((*path, "recordings", "source"),
-                     f"recording source {source['name']!r} must return a non-empty list of "
+                     f"recording source {source['source']!r} must return a non-empty list of "
                      f"codesign.identification.Recording, got {type(recordings).__name__}")
         builder.raise_if_any()
     if not overrides and not section["fit_initial_state"]:

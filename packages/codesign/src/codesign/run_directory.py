@@ -221,7 +221,7 @@ def _reporters(experiment: Experiment | IdentificationExperiment) -> dict[str, A
     """YAML name -> component of the run that has a ``report`` hook: the objective's terms,
     or an identification's recording set (under its source's name)."""
     if isinstance(experiment, IdentificationExperiment):
-        name = experiment.config.data["identification"]["recordings"]["name"]
+        name = experiment.config.data["identification"]["recordings"]["source"]
         candidates = {name: experiment.recordings}
     else:
         candidates = {wt.name or type(wt.term).__name__: wt.term
@@ -310,7 +310,7 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
     if identification:
         problem = experiment.problem
         summary["identification"] = {
-            "source": config.data["identification"]["recordings"]["name"],
+            "source": config.data["identification"]["recordings"]["source"],
             "recordings": len(problem.recordings),
             "steps": sorted({r.steps for r in problem.recordings}),
             "batch_size": experiment.batch_size if experiment.stochastic else None,

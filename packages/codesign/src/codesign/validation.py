@@ -382,10 +382,11 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
         return {}
     defaults = ({} if run.get("steps") is None else {"steps": run["steps"]}) | {"seed": seed}
     out: dict[str, Any] = {}
-    out["recordings"] = ck.component(section.get("recordings"), (*path, "recordings"),
-                                     "recordings", injected=RECORDING_INJECTED,
-                                     name_key="source", defaults=defaults) \
-        if "recordings" in section else {}
+    recordings = ck.component(section.get("recordings"), (*path, "recordings"), "recordings",
+                              injected=RECORDING_INJECTED, name_key="source",
+                              defaults=defaults) if "recordings" in section else {}
+    # the resolved section keeps the YAML's key, so a run's config.yaml validates again
+    out["recordings"] = {"source" if k == "name" else k: v for k, v in recordings.items()}
     out["measurement"] = ck.component(section.get("measurement"), (*path, "measurement"),
                                       "observers", injected=("simulator",)) \
         if "measurement" in section else {}
