@@ -2,7 +2,8 @@
 Sec. V-C, Table III).
 
 Usage: ``python examples/pbd/gravity_compensation.py [--poses 30] [--substeps 100]
-[--iterations 2] [--dt 0.01]`` (needs Pinocchio, the workspace's dev dependency ``pin``).
+[--iterations 2] [--dt 0.01] [--scheme first_order]`` (needs Pinocchio, the workspace's dev
+dependency ``pin``).
 
 Draws ``--poses`` static poses of the left arm uniformly within its URDF joint limits
 (seed 0), estimates at each the torque that holds the arm at rest for one step
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sim_pbd.options import SCHEMES
 from sim_pbd.scene import make_simulator
 from sim_pbd.torque_estimation import holding_torque
 
@@ -34,10 +36,11 @@ PAPER = {"left_s1": (-29.0, -11.6, -39.1, 0.669), "left_e1": (-10.8, -3.99, -14.
 """Table III: mean, max, min of the estimated torque and its MAE [N m]."""
 
 
-def estimate(poses, *, substeps: int, iterations: int, dt: float) -> np.ndarray:
+def estimate(poses, *, substeps: int, iterations: int, dt: float,
+             scheme: str) -> np.ndarray:
     """Holding torques (P, 7) [N m] at ``poses`` (P, 7) [rad] with these XPBD settings."""
     sim = make_simulator(urdf="baxter", joints=LEFT_ARM, joint_limits=False,
-                         substeps=substeps, iterations=iterations)
+                         substeps=substeps, iterations=iterations, scheme=scheme)
     design = sim.design_space().defaults()
     return np.array([holding_torque(sim, design, q, dt=dt) for q in poses])
 
@@ -48,6 +51,9 @@ def main(argv=None) -> None:
     parser.add_argument("--substeps", type=int, default=100)
     parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--dt", type=float, default=0.01)
+    parser.add_argument("--scheme", choices=SCHEMES, default="first_order",
+                        help="time stepping (default: the paper's first order, the README's "
+                             "tables)")
     args = parser.parse_args(argv)
     reference, arm, data = reference_arm()
     import pinocchio as pin
@@ -56,7 +62,8 @@ def main(argv=None) -> None:
                                              size=(args.poses, arm.nq))
     gravity = np.array([pin.computeGeneralizedGravity(arm, data, q) for q in poses])
     start = time.perf_counter()
-    torques = estimate(poses, substeps=args.substeps, iterations=args.iterations, dt=args.dt)
+    torques = estimate(poses, substeps=args.substeps, iterations=args.iterations, dt=args.dt,
+                       scheme=args.scheme)
     seconds = time.perf_counter() - start
     error = np.abs(torques - gravity)
     print(f"{args.poses} poses, dt {args.dt} s, {args.substeps} substeps x {args.iterations} "
@@ -73,7 +80,7 @@ def main(argv=None) -> None:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for substeps in (10, 20, 50, 100, 200):
         error = np.abs(estimate(poses, substeps=substeps, iterations=args.iterations,
-                                dt=args.dt) - gravity)
+                                dt=args.dt, scheme=args.scheme) - gravity)
         mae = error.mean(0)
         print(f"| {substeps} | {1e3 * args.dt / substeps:.3g} | {mae[1]:.4f} | {mae[3]:.4f} | "
               f"{mae[5]:.4f} | {mae.mean():.4f} | {error.max():.4f} |")

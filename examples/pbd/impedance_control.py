@@ -2,7 +2,8 @@
 against PD (the paper's Sec. V-E, Figs. 12 and 13).
 
 Usage: ``python examples/pbd/impedance_control.py [--angle-points 21] [--rate-points 21]
-[--map s1_net_torque_map.npz] [--out impedance_control.png]``.
+[--substeps 10] [--iterations 2] [--scheme first_order] [--map s1_net_torque_map.npz]
+[--out impedance_control.png]``.
 
 The arm is s1 alone, the other joints frozen (the paper holds them), the left arm straight
 out (the other joints at 0), gravity off: on the robot Baxter's own model compensates
@@ -32,6 +33,7 @@ import numpy as np
 
 from codesign.impedance import ImpedanceController, zero_net_torque
 from sim_pbd.impedance import build_net_torque_map, closed_loop
+from sim_pbd.options import SCHEMES
 from sim_pbd.scene import make_simulator
 
 GOAL = -0.45
@@ -77,11 +79,16 @@ def main(argv=None) -> None:
     parser.add_argument("--angle-points", type=int, default=21)
     parser.add_argument("--rate-points", type=int, default=21)
     parser.add_argument("--substeps", type=int, default=10)
+    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--scheme", choices=SCHEMES, default="first_order",
+                        help="time stepping (default: the paper's first order, the README's "
+                             "tables)")
     parser.add_argument("--map", type=Path, default=Path("s1_net_torque_map.npz"))
     parser.add_argument("--out", type=Path, default=Path("impedance_control.png"))
     args = parser.parse_args(argv)
     sim = make_simulator(urdf="baxter", joints=["left_s1"], initial_positions={"left_s1": GOAL},
-                         gravity=[0.0, 0.0, 0.0], substeps=args.substeps)
+                         gravity=[0.0, 0.0, 0.0], substeps=args.substeps,
+                         iterations=args.iterations, scheme=args.scheme)
     design = sim.design_space().defaults()
 
     start = time.perf_counter()
@@ -106,7 +113,8 @@ def main(argv=None) -> None:
              "pd": pd(q, qd, [GOAL])[:, 0]}
 
     print(f"\nK_m = {impedance.stiffness}, D_m = {impedance.damping}, "
-          f"s = {impedance.scale}, dt {DT} s, {args.substeps} substeps x 2\n")
+          f"s = {impedance.scale}, dt {DT} s, {args.substeps} substeps x {args.iterations}, "
+          f"{args.scheme}\n")
     print("| controller | push [N m] | largest error [rad] | error at its end [rad] | "
           "largest torque [N m] |")
     print("| --- | --- | --- | --- | --- |")

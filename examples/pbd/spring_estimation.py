@@ -2,8 +2,8 @@
 differentiable simulator (Sec. V-C, Figs. 7 and 8).
 
 Usage: ``python examples/pbd/spring_estimation.py [--poses 30] [--noise 0.1]
-[--substeps 100] [--out spring_estimation.png]`` (needs Pinocchio, the workspace's dev
-dependency ``pin``).
+[--substeps 100] [--iterations 2] [--scheme first_order] [--out spring_estimation.png]``
+(needs Pinocchio, the workspace's dev dependency ``pin``).
 
 The "measured" holding torques of the left arm at ``--poses`` static poses (uniform within
 its joint limits, seed 0) are Pinocchio's g(q) (RNEA at rest, same reduced model) less the
@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
+from sim_pbd.options import SCHEMES
 from sim_pbd.pose_identification import fit_design
 from sim_pbd.scene import make_simulator
 from sim_pbd.springs import spring_torques
@@ -97,14 +98,19 @@ def main(argv=None) -> None:
     parser.add_argument("--poses", type=int, default=30)
     parser.add_argument("--noise", type=float, default=0.1, help="torque noise σ [N m]")
     parser.add_argument("--substeps", type=int, default=100)
+    parser.add_argument("--iterations", type=int, default=2)
     parser.add_argument("--dt", type=float, default=0.01)
+    parser.add_argument("--scheme", choices=SCHEMES, default="first_order",
+                        help="time stepping (default: the paper's first order, the README's "
+                             "tables)")
     parser.add_argument("--out", type=Path, default=Path("spring_estimation.png"))
     args = parser.parse_args(argv)
     _, arm, data = reference_arm()
     import pinocchio as pin
 
     sim = make_simulator(urdf="baxter", joints=LEFT_ARM, joint_limits=False,
-                         substeps=args.substeps, springs=[SPRING])
+                         substeps=args.substeps, iterations=args.iterations,
+                         scheme=args.scheme, springs=[SPRING])
     poses = np.random.default_rng(0).uniform(arm.lowerPositionLimit, arm.upperPositionLimit,
                                              size=(args.poses, arm.nq))
     gravity = np.array([pin.computeGeneralizedGravity(arm, data, q) for q in poses])
@@ -120,7 +126,7 @@ def main(argv=None) -> None:
     s1 = sim.springs.joint[0]
     curve = curve_fit(sim, poses, gravity[:, s1] - measured[:, s1])
     print(f"{args.poses} poses, torque noise σ {args.noise} N m, dt {args.dt} s, "
-          f"{args.substeps} substeps x 2 Gauss-Seidel iterations\n")
+          f"{args.substeps} substeps x {args.iterations} Gauss-Seidel iterations, {args.scheme}\n")
     print("| scheme | k [N/m] | α₂ [rad] | k error | α₂ error | final loss |")
     print("| --- | --- | --- | --- | --- | --- |")
     print(f"| truth | {SPRING['stiffness']:.1f} | {SPRING['offset']:.4f} | | | |")

@@ -2,7 +2,8 @@
 (the paper's Sec. V-D, Table IV).
 
 Usage: ``python examples/pbd/torque_estimation.py [--duration 1.0] [--substeps 50]
-[--noise-q 1e-4] [--noise-qd 1e-2] [--optimizer gauss_newton|adam] [--no-mpc]``
+[--noise-q 1e-4] [--noise-qd 1e-2] [--optimizer gauss_newton|adam] [--no-mpc]
+[--scheme first_order]``
 (needs Pinocchio, the workspace's dev dependency ``pin``).
 
 The recording: Baxter's left arm in Pinocchio (the same reduced model, the URDF's joint
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sim_pbd.options import SCHEMES
 from sim_pbd.scene import make_simulator
 from sim_pbd.torque_estimation import track_torques
 
@@ -81,6 +83,9 @@ def main(argv=None) -> None:
     parser.add_argument("--optimizer", choices=("gauss_newton", "adam"), default="gauss_newton")
     parser.add_argument("--no-mpc", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--scheme", choices=SCHEMES, default="first_order",
+                        help="time stepping (default: the paper's first order, the README's "
+                             "tables)")
     args = parser.parse_args(argv)
     reference, arm, data = reference_arm()
     import pinocchio as pin
@@ -90,7 +95,7 @@ def main(argv=None) -> None:
                                                  noise_qd=args.noise_qd, seed=args.seed)
     gravity = np.array([pin.computeGeneralizedGravity(arm, data, q) for q in recorded_q])
     sim = make_simulator(urdf="baxter", joints=LEFT_ARM, joint_limits=False, damping=DAMPING,
-                         substeps=args.substeps, iterations=args.iterations)
+                         substeps=args.substeps, iterations=args.iterations, scheme=args.scheme)
     design = sim.design_space().defaults()
 
     def rmse(init, weights, horizon=1, key=None):
