@@ -27,7 +27,7 @@ import numpy as np
 from codesign.testing import rk4_step
 
 __all__ = ["LEFT_ARM", "NOMINAL_SPRING", "TRUE_BAXTER", "BaxterArm", "BaxterTruth",
-           "ShoulderSpring", "baxter_urdf", "require_pinocchio", "reduced_model"]
+           "ShoulderSpring", "baxter_urdf", "full_model", "require_pinocchio", "reduced_model"]
 
 LEFT_ARM = ("left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2")
 """Baxter's left-arm joints, shoulder to wrist."""
@@ -53,20 +53,24 @@ def baxter_urdf() -> Path:
     return urdf_path("baxter")
 
 
-def reduced_model(urdf, joints, frozen: dict[str, float] | None = None):
-    """Pinocchio's model of the robot in ``urdf`` (path) reduced to ``joints`` (names); every
-    other joint is locked at its position in ``frozen`` [rad] (default 0).
-
-    Pinocchio's reduced-model builder refuses fixed joints named like a link (Baxter's
-    ``left_hand``, ...), so those are renamed ``<name>_joint`` first.
-    """
+def full_model(urdf):
+    """Pinocchio's model of the whole robot in ``urdf`` (path). Its reduced-model builder
+    refuses fixed joints named like a link (Baxter's ``left_hand``, ...), so those are renamed
+    ``<name>_joint`` first."""
     pin = require_pinocchio()
     root = ET.parse(urdf).getroot()
     link_names = {element.get("name") for element in root.findall("link")}
     for element in root.findall("joint"):
         if element.get("name") in link_names:
             element.set("name", element.get("name") + "_joint")
-    full = pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
+    return pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
+
+
+def reduced_model(urdf, joints, frozen: dict[str, float] | None = None):
+    """Pinocchio's model of the robot in ``urdf`` (path) reduced to ``joints`` (names); every
+    other joint is locked at its position in ``frozen`` [rad] (default 0)."""
+    pin = require_pinocchio()
+    full = full_model(urdf)
     unknown = [name for name in joints if not full.existJointName(name)]
     if unknown:
         raise ValueError(f"joints {unknown} are not in {urdf}; its joints are "
