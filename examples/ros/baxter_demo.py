@@ -80,22 +80,16 @@ def launch(executable: str, parameters: dict, *, domain: int, log: Path) -> subp
 
 
 def stop(processes) -> None:
-    """SIGTERM to each node (a controller then publishes zero torque), then wait."""
+    """SIGTERM to each node in turn, waiting for each (a controller then publishes zero
+    torque). Stop the recorder first: a node blocked waiting for messages handles the signal
+    only when one arrives, so its publishers must still be up."""
     for process in processes:
         process.send_signal(signal.SIGTERM)
-    for process in processes:
         try:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
-
-
-def wait_for(condition, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+            process.wait()
 
 
 def record_excitation(out: Path, *, domain: int, window: float) -> Path:
@@ -112,7 +106,7 @@ def record_excitation(out: Path, *, domain: int, window: float) -> Path:
                                    "types": ["sensor_msgs/msg/JointState"],
                                    "output": str(bag)}, domain=domain, log=out / "rec1.log")
     time.sleep(EXCITATION_START + window + 2.0)  # wall time ≥ the robot's: a margin
-    stop([robot, recorder])
+    stop([recorder, robot])
     return bag
 
 
@@ -123,7 +117,7 @@ def recording_start(bag: Path) -> tuple[float, dict]:
     moving = np.flatnonzero(np.any(states.effort != 0.0, axis=1))
     if moving.size == 0:
         raise RuntimeError(f"{bag}: no excitation recorded (no nonzero effort)")
-    start = max(0.0, round(states.time[moving[0]] - states.time[0] - 0.1, 2))
+    start = max(0.0, round(float(states.time[moving[0]] - states.time[0]) - 0.1, 2))
     index = int(np.argmin(np.abs(states.time - states.time[0] - start)))
     return start, {name: float(q) for name, q in zip(JOINTS, states.position[index],
                                                      strict=True)}
@@ -179,7 +173,7 @@ def control_run(out: Path, name: str, model_file: str, *, domain: int) -> Path:
         "goal_q": GOAL, "rate": 500.0, "trigger": "state", "torque_rate": 5.0,
         "model_file": model_file}, domain=domain, log=out / f"controller_{name}.log")
     time.sleep(CONTROL_TIME + 4.0)
-    stop([controller, robot, recorder])
+    stop([recorder, controller, robot])
     return bag
 
 
