@@ -56,7 +56,7 @@ GOAL = [0.0, 0.1, 0.0, 0.9, 0.0, 0.4, 0.0]  # rad, inside the URDF's limits
 STIFFNESS = [30.0, 30.0, 20.0, 20.0, 5.0, 5.0, 2.0]  # N m/rad
 DAMPING = [3.0, 3.0, 2.0, 2.0, 0.3, 0.3, 0.05]  # N m s/rad
 PULSES = [("left_s1", 5.0, 1.0, 3.0), ("left_s1", 10.0, 4.0, 6.0)]  # joint, N m, start, end
-CONTROL_TIME = 7.0  # s of the robot's time per controller run
+CONTROL_TIME = 7.0  # s of the robot's time per controller run (the last pulse ends at 6)
 
 
 def ros_value(value) -> str:
@@ -74,8 +74,12 @@ def launch(executable: str, parameters: dict, *, domain: int, log: Path) -> subp
     """Start a node's console script with ``parameters``, its output to ``log``."""
     command = [str(BIN / executable), "--ros-args"]
     for name, value in parameters.items():
-        command += ["-p", f"{name}:={ros_value(value)}"]
-    env = os.environ | {"ROS_DOMAIN_ID": str(domain), "ROS_LOCALHOST_ONLY": "1"}
+        if value != "":  # an empty string does not parse as a ROS argument: the default
+            command += ["-p", f"{name}:={ros_value(value)}"]
+    # a domain of its own; not ROS_LOCALHOST_ONLY=1: with it a subscriber started before its
+    # publisher's process was seen never to receive (Fast DDS here)
+    env = {k: v for k, v in os.environ.items() if k != "ROS_LOCALHOST_ONLY"}
+    env["ROS_DOMAIN_ID"] = str(domain)
     return subprocess.Popen(command, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
@@ -189,14 +193,23 @@ def tracking(bag: Path) -> dict[str, np.ndarray]:
 
 
 def summarize(runs: dict[str, dict]) -> list[str]:
-    lines = ["| controller | RMS ‖q − q_d‖ [rad] | s1 at 5 N m (t = 3 s) [rad] | "
-             "s1 at 10 N m (t = 6 s) [rad] | largest |s1 error| [rad] | largest |τ_s1| [N m] |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    """The tracking table: holding at the goal without a pulse (before the first, after the
+    last), and s1 at the end of each pulse (where PD with these gains alone would sit at
+    τ/K = +0.167 and +0.333 rad if its model were exact)."""
+    lines = ["| controller | ‖q − q_d‖, 0.5-1 s [rad] | ‖q − q_d‖, 6.5-7 s [rad] | "
+             "s1 error, 0.5-1 s [rad] | s1 at 5 N m (t = 3 s) | s1 at 10 N m (t = 6 s) | "
+             "largest |τ_s1| [N m] |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, run in runs.items():
         error = run["q"] - np.array(GOAL)
+
+        def window(t0, t1, error=error, run=run):
+            return error[(run["time"] >= t0) & (run["time"] < t1)]
+
         at = [float(error[np.searchsorted(run["time"], t) - 1, 1]) for t in (3.0, 6.0)]
-        lines.append(f"| {name} | {np.sqrt(np.mean(np.sum(error**2, axis=1))):.4f} | "
-                     f"{at[0]:+.4f} | {at[1]:+.4f} | {np.abs(error[:, 1]).max():.4f} | "
+        before, after = window(0.5, 1.0), window(6.5, 7.0)
+        lines.append(f"| {name} | {np.linalg.norm(before, axis=1).mean():.4f} | "
+                     f"{np.linalg.norm(after, axis=1).mean():.4f} | "
+                     f"{before[:, 1].mean():+.4f} | {at[0]:+.4f} | {at[1]:+.4f} | "
                      f"{np.abs(run['torque'][:, 1]).max():.2f} |")
     return lines
 
