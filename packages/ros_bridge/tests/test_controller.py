@@ -60,6 +60,16 @@ def test_urdf_limits_and_continuous_joints(urdf):
         urdf_joint_limits(urdf, ["e0"])
 
 
+def test_a_transmissions_joint_element_is_not_the_joint(tmp_path):
+    # Baxter's URDF names its joints again in <transmission><joint>, without limits
+    path = tmp_path / "with_transmission.urdf"
+    path.write_text(URDF.replace("</robot>", """  <transmission name="t0">
+    <joint name="s0"><hardwareInterface>EffortJointInterface</hardwareInterface></joint>
+  </transmission>
+</robot>"""))
+    np.testing.assert_array_equal(urdf_joint_limits(path, ["s0"])["effort"], [50.0])
+
+
 @pytest.mark.parametrize("options, message", [
     ({"effort": [60.0, 10.0]}, "effort limit 60 of joint 's0' is looser than the URDF's 50"),
     ({"velocity": 5.0}, "velocity limit 5 of joint 's0'"),

@@ -12,39 +12,27 @@ Import only where Pinocchio is installed (a dev dependency of the workspace, not
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
 
 from codesign.testing import rk4_step
+from ros_bridge.baxter import full_model, reduced_model
 
 BAXTER = Path(__file__).parents[1] / "src" / "sim_pbd" / "examples" / "baxter" / "baxter.urdf"
 LEFT_ARM = ["left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"]
 
 
 def baxter_model() -> pin.Model:
-    """Pinocchio's model of the whole Baxter. Its reduced-model builder refuses fixed joints
-    that share a link's name (Baxter's left_hand, ...), so those are renamed ``<name>_joint``
-    first."""
-    root = ET.parse(BAXTER).getroot()
-    link_names = {element.get("name") for element in root.findall("link")}
-    for element in root.findall("joint"):
-        if element.get("name") in link_names:
-            element.set("name", element.get("name") + "_joint")
-    return pin.buildModelFromXML(ET.tostring(root, encoding="unicode"))
+    """Pinocchio's model of the whole Baxter (ros_bridge's, which its fake robot shares)."""
+    return full_model(BAXTER)
 
 
 def reduced_baxter(joints, frozen: dict[str, float] | None = None) -> pin.Model:
     """Baxter reduced to ``joints`` (names, URDF order); every other joint is locked at its
     position in ``frozen`` [rad] (default 0)."""
-    full = baxter_model()
-    q = pin.neutral(full)
-    for name, value in (frozen or {}).items():
-        q[full.joints[full.getJointId(name)].idx_q] = value
-    locked = [full.getJointId(name) for name in full.names[1:] if name not in joints]
-    return pin.buildReducedModel(full, locked, q)
+    return reduced_model(BAXTER, joints, frozen)
 
 
 def release(model: pin.Model, joint_q, *, damping, duration: float, sample: float = 0.01,

@@ -52,7 +52,8 @@ def urdf_joint_limits(urdf: str | Path, joints: Sequence[str]) -> dict[str, np.n
         root = ElementTree.parse(urdf).getroot()
     except (OSError, ElementTree.ParseError) as exc:
         raise LimitError(f"cannot read URDF {str(urdf)!r}: {exc}") from None
-    found = {j.get("name"): j for j in root.iter("joint")}
+    # the robot's own joints only: a <transmission> names its joints in <joint> elements too
+    found = {j.get("name"): j for j in root.findall("joint")}
     rows = {"effort": [], "velocity": [], "lower": [], "upper": []}
     for name in joints:
         joint = found.get(name)
