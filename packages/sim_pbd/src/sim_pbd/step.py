@@ -430,13 +430,19 @@ def _joint_velocity_terms(setup: _Setup, x, q, v, w, tape):
         term = _joint_impulse(setup, j, body_p, body_c, v, w)
         corr = Correction(term.lin * term.impulse, term.ang_c * term.impulse,
                           term.ang_p * term.impulse, np.zeros(3))
-        dv_p, dw_p, dv_c, dw_c = response(body_p, body_c, corr)
-        c, p = setup.child[j], setup.parent[j]
-        v[c] += dv_c
-        w[c] += dw_c
-        if p >= 0:
-            v[p] += dv_p
-            w[p] += dw_p
+        _add_impulse(setup, j, body_p, body_c, corr, v, w)
+
+
+def _add_impulse(setup: _Setup, j: int, body_p: Body, body_c: Body, corr: Correction, v,
+                 w) -> None:
+    """Joint j's velocity impulse ``corr`` added to its links' v, ω in place."""
+    dv_p, dw_p, dv_c, dw_c = response(body_p, body_c, corr)
+    c, p = setup.child[j], setup.parent[j]
+    v[c] += dv_c
+    w[c] += dw_c
+    if p >= 0:
+        v[p] += dv_p
+        w[p] += dw_p
 
 
 def _damper_pass(setup: _Setup, x, q, start, joint_start, mu, tape) -> None:
@@ -523,14 +529,8 @@ def _velocity_pass(setup: _Setup, x, q, v, w, tape) -> None:
         for kind in (_POS, _ANG):
             if tape is not None:
                 tape.append(("velocity_constraint", kind, j, x, q, v.copy(), w.copy()))
-            corr = _velocity_projection(setup, kind, j, body_p, body_c, v, w)
-            dv_p, dw_p, dv_c, dw_c = response(body_p, body_c, corr)
-            c, p = setup.child[j], setup.parent[j]
-            v[c] += dv_c
-            w[c] += dw_c
-            if p >= 0:
-                v[p] += dv_p
-                w[p] += dw_p
+            _add_impulse(setup, j, body_p, body_c,
+                         _velocity_projection(setup, kind, j, body_p, body_c, v, w), v, w)
 
 
 def _run(setup: _Setup, state: PBDState, action, iterations: int, solver: str, substeps: int,
