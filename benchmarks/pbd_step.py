@@ -17,9 +17,11 @@ off, the URDF's damping 0.7 N m s/rad, gravity, released at rest from a bent pos
    its settings (the defaults unless chosen; the MuJoCo step then means that many
    ``mj_step`` calls);
 3. prints ms per step and per step + VJP: the median (best) of ``--rounds`` interleaved
-   rounds, and each peer's median time over sim_pbd's in the same round (above 1: sim_pbd is
-   faster), against issue 14's targets (≥10x the autograd peer forward and forward+backward;
-   forward within 2x of MuJoCo's step);
+   rounds, each round about 50 ms of calls per implementation (a handful of calls of a cheap
+   step would time the caches the previous peer left cold), and each peer's median time
+   over sim_pbd's in the same round (above 1: sim_pbd is faster), against issue 14's
+   targets (≥10x the autograd peer forward and forward+backward; forward within 2x of
+   MuJoCo's step);
 
 and finally, in a fresh process, the peak memory of a reverse sweep of ``--memory-steps``
 steps through ``codesign.Rollout`` (√N checkpointing) at the default settings, from
@@ -380,10 +382,20 @@ def main(argv=None) -> None:
                         "--memory-steps", str(args.memory_steps)], check=True)
 
 
+def _calls_per_round(impl, *, backward: bool, budget_ms: float = 50.0) -> tuple[int, int]:
+    """(forward, forward+backward) calls that take about ``budget_ms`` each round (at least
+    2), from one warm call of each: a cheap step timed over a handful of calls measures the
+    caches the previous peer left cold."""
+    forward = max(2, int(budget_ms / max(impl.time_forward(1), 1e-6)))
+    if not backward:
+        return forward, 0
+    return forward, max(2, int(budget_ms / max(impl.time_backward(1), 1e-6)))
+
+
 def time_all(impls: dict, errors: dict, rounds_count: int) -> None:
     """Interleaved rounds of every implementation; the table and the targets."""
-    repeats = {"sim_pbd": (5, 2), "sim_pbd paper": (5, 2), "autograd": (10, 5),
-               "MuJoCo": (2000, 0)}
+    repeats = {name: _calls_per_round(impl, backward=name != "MuJoCo")
+               for name, impl in impls.items()}
     rounds: dict[str, list] = {name: [] for name in impls}
     for _ in range(rounds_count):  # interleaved, so that drifting load hits everyone alike
         for name, impl in impls.items():
