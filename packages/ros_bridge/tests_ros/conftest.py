@@ -5,6 +5,24 @@ environment they are in), so its test run does not collect this folder.
 """
 
 import importlib.util
+import time
+
+import pytest
 
 if importlib.util.find_spec("rclpy") is None:
     collect_ignore_glob = ["test_*.py"]
+
+
+@pytest.fixture
+def spin_until():
+    """``spin_until(executor, done, seconds=8.0)``: spin ``executor`` until ``done()`` or
+    ``seconds`` have passed (a discovery margin, not a timing assertion); ``done()``'s last
+    value."""
+
+    def spin(executor, done, seconds=8.0):
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.01)
+        return done()
+
+    return spin

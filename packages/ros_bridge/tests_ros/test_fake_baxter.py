@@ -2,7 +2,6 @@
 torque where it hangs, and moves under an effort command."""
 
 import importlib.util
-import time
 
 import numpy as np
 import pytest
@@ -28,14 +27,8 @@ def context():
     rclpy.shutdown(context=context)
 
 
-def spin_until(executor, done, seconds):
-    deadline = time.monotonic() + seconds  # a discovery margin, not a timing assertion
-    while not done() and time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.01)
-    return done()
 
-
-def test_the_baxter_fake_robot_publishes_states_and_follows_an_effort_command(context):
+def test_the_baxter_fake_robot_publishes_states_and_follows_an_effort_command(context, spin_until):
     from ros_bridge.nodes.fake_robot import FakeRobotNode
 
     robot = FakeRobotNode(context=context, parameter_overrides=[

@@ -90,14 +90,8 @@ class JointStateSource:
             JOINT_STATE))
 
 
-def spin_until(executor, done, seconds):
-    deadline = time.monotonic() + seconds  # a discovery margin, not a timing assertion
-    while not done() and time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.01)
-    return done()
 
-
-def test_a_state_triggered_controller_answers_each_joint_state_once(context):
+def test_a_state_triggered_controller_answers_each_joint_state_once(context, spin_until):
     # a 20 s period: no timer tick within the test, so every command answers a state
     controller = ImpedanceControllerNode(context=context, parameter_overrides=(
         controller_parameters(trigger="state", rate=0.05)))
@@ -120,7 +114,7 @@ def test_a_state_triggered_controller_answers_each_joint_state_once(context):
     source.node.destroy_node()
 
 
-def test_a_state_triggered_controller_sends_zero_torque_once_states_stop(context):
+def test_a_state_triggered_controller_sends_zero_torque_once_states_stop(context, spin_until):
     controller = ImpedanceControllerNode(context=context, parameter_overrides=(
         controller_parameters(trigger="state", rate=100.0)))
     source = JointStateSource(context)

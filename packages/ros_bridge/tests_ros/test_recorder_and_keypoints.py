@@ -1,7 +1,6 @@
 """The recorder writes the bytes it receives untouched; the keypoint node publishes a
 plugin extractor's keypoints with the image's stamp."""
 
-import time
 
 import numpy as np
 import rclpy
@@ -24,14 +23,7 @@ from ros_bridge.nodes.recorder import RecorderNode
 from ros_bridge.rclpy_adapter import from_rclpy, rclpy_class, to_rclpy
 
 
-def spin_until(executor, done, seconds=8.0):  # a discovery margin, not a timing assertion
-    deadline = time.monotonic() + seconds
-    while not done() and time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.02)
-    return done()
-
-
-def test_the_recorder_stores_received_joint_states_in_a_bag(tmp_path):
+def test_the_recorder_stores_received_joint_states_in_a_bag(tmp_path, spin_until):
     context = rclpy.Context()
     rclpy.init(context=context, domain_id=76)
     try:
@@ -79,7 +71,7 @@ class BrightestPixel:
         register("brightest", factory)
 
 
-def test_the_keypoint_node_publishes_the_extractors_points_with_the_image_stamp():
+def test_the_keypoint_node_publishes_the_extractors_points_with_the_image_stamp(spin_until):
     manager = get_plugin_manager(load_entry_points=False)
     manager.register(BrightestPixel, name="brightest")
     context = rclpy.Context()

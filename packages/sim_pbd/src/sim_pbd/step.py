@@ -294,13 +294,7 @@ def _jacobi_corrections(setup: _Setup, x, q, start, lam, active):
         bodies = (body_p, body_c, *_directions(setup, j, body_p, body_c, start))
         lam_j = lam[kind, j] if kind != _LIM else np.zeros(3)
         corr = _project(setup, kind, j, bound, bodies, lam_j).scaled(scale)
-        dx_p, dphi_p, dx_c, dphi_c = response(bodies[2], bodies[3], corr)
-        c, p = setup.child[j], setup.parent[j]
-        dx[c] += dx_c
-        dphi[c] += dphi_c
-        if p >= 0:
-            dx[p] += dx_p
-            dphi[p] += dphi_p
+        _add_response(setup, j, bodies[2], bodies[3], corr, dx, dphi)
         out.append((bodies, corr))
     return out, dx, dphi
 
@@ -430,19 +424,21 @@ def _joint_velocity_terms(setup: _Setup, x, q, v, w, tape):
         term = _joint_impulse(setup, j, body_p, body_c, v, w)
         corr = Correction(term.lin * term.impulse, term.ang_c * term.impulse,
                           term.ang_p * term.impulse, np.zeros(3))
-        _add_impulse(setup, j, body_p, body_c, corr, v, w)
+        _add_response(setup, j, body_p, body_c, corr, v, w)
 
 
-def _add_impulse(setup: _Setup, j: int, body_p: Body, body_c: Body, corr: Correction, v,
-                 w) -> None:
-    """Joint j's velocity impulse ``corr`` added to its links' v, ω in place."""
-    dv_p, dw_p, dv_c, dw_c = response(body_p, body_c, corr)
+def _add_response(setup: _Setup, j: int, body_p: Body, body_c: Body, corr: Correction, lin,
+                  ang) -> None:
+    """Joint j's links' response to ``corr`` added in place to their rows of ``lin`` and
+    ``ang`` (n, 3): velocity changes (v, ω) for an impulse, moves (Δx, Δφ) for a Jacobi
+    pass's sum."""
+    d_lin_p, d_ang_p, d_lin_c, d_ang_c = response(body_p, body_c, corr)
     c, p = setup.child[j], setup.parent[j]
-    v[c] += dv_c
-    w[c] += dw_c
+    lin[c] += d_lin_c
+    ang[c] += d_ang_c
     if p >= 0:
-        v[p] += dv_p
-        w[p] += dw_p
+        lin[p] += d_lin_p
+        ang[p] += d_ang_p
 
 
 def _damper_pass(setup: _Setup, x, q, start, joint_start, mu, tape) -> None:
@@ -529,7 +525,7 @@ def _velocity_pass(setup: _Setup, x, q, v, w, tape) -> None:
         for kind in (_POS, _ANG):
             if tape is not None:
                 tape.append(("velocity_constraint", kind, j, x, q, v.copy(), w.copy()))
-            _add_impulse(setup, j, body_p, body_c,
+            _add_response(setup, j, body_p, body_c,
                          _velocity_projection(setup, kind, j, body_p, body_c, v, w), v, w)
 
 
