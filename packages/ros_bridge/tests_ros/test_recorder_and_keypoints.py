@@ -3,6 +3,7 @@ plugin extractor's keypoints with the image's stamp."""
 
 
 import numpy as np
+import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
@@ -10,7 +11,7 @@ from rclpy.parameter import Parameter
 from codesign.hookspecs import hookimpl
 from codesign.plugins import get_plugin_manager, get_registry
 from ros_bridge.bags import read_joint_states
-from ros_bridge.images import IMAGE
+from ros_bridge.images import COMPRESSED_IMAGE, IMAGE
 from ros_bridge.messages import (
     JOINT_STATE,
     POLYGON_STAMPED,
@@ -71,30 +72,39 @@ class BrightestPixel:
         register("brightest", factory)
 
 
-def test_the_keypoint_node_publishes_the_extractors_points_with_the_image_stamp(spin_until):
+@pytest.mark.parametrize("compressed", [False, True])
+def test_the_keypoint_node_publishes_the_extractors_points_with_the_image_stamp(spin_until,
+                                                                              compressed):
     manager = get_plugin_manager(load_entry_points=False)
     manager.register(BrightestPixel, name="brightest")
     context = rclpy.Context()
     rclpy.init(context=context, domain_id=77)
+    kind = COMPRESSED_IMAGE if compressed else IMAGE
     try:
         node = KeypointsNode(registry=get_registry(manager), context=context,
                              parameter_overrides=[Parameter("extractor", value="brightest"),
-                                                  Parameter("options", value='{"scale": 0.5}')])
+                                                  Parameter("options", value='{"scale": 0.5}'),
+                                                  Parameter("compressed", value=compressed)])
         camera = rclpy.create_node("camera", context=context)
-        publisher = camera.create_publisher(rclpy_class(IMAGE), "/image", 10)
+        publisher = camera.create_publisher(rclpy_class(kind), "/image", 10)
         got = []
         camera.create_subscription(rclpy_class(POLYGON_STAMPED), "/keypoints",
                                    lambda m: got.append(from_rclpy(m, POLYGON_STAMPED)), 10)
         pixels = np.zeros((4, 6, 3), np.uint8)
         pixels[3, 5] = 255
         store = typestore()
-        image = store.types[IMAGE](
-            header=store.types["std_msgs/msg/Header"](
-                stamp=store.types["builtin_interfaces/msg/Time"](sec=7, nanosec=250_000_000),
-                frame_id="camera"),
-            height=4, width=6, encoding="rgb8", is_bigendian=0, step=18,
-            data=pixels.reshape(-1))
-        message = to_rclpy(image, IMAGE)
+        header = store.types["std_msgs/msg/Header"](
+            stamp=store.types["builtin_interfaces/msg/Time"](sec=7, nanosec=250_000_000),
+            frame_id="camera")
+        if compressed:  # PNG: lossless, so the brightest pixel stays where it was
+            import cv2
+
+            png = cv2.imencode(".png", pixels)[1].reshape(-1)
+            image = store.types[kind](header=header, format="png", data=png)
+        else:
+            image = store.types[kind](header=header, height=4, width=6, encoding="rgb8",
+                                      is_bigendian=0, step=18, data=pixels.reshape(-1))
+        message = to_rclpy(image, kind)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         executor.add_node(camera)

@@ -1,10 +1,14 @@
-"""``keypoints``: ``sensor_msgs/Image`` in, ``geometry_msgs/PolygonStamped`` out with the
-image's stamp and frame, through a keypoint extractor chosen by plugin (the core's
-``codesign_register_keypoint_extractors`` hook; sim_vine registers ``vine_centerline``).
+"""``keypoints``: ``sensor_msgs/Image`` or ``sensor_msgs/CompressedImage`` in,
+``geometry_msgs/PolygonStamped`` out with the image's stamp and frame, through a keypoint
+extractor chosen by plugin (the core's ``codesign_register_keypoint_extractors`` hook;
+sim_vine registers ``vine_centerline``).
 
 Parameters: ``extractor`` (its registered name), ``options`` (its options as a JSON
-object), ``image_topic`` (default /image), ``output_topic`` (default /keypoints). An image
-in which the extractor finds nothing (NaN keypoints) publishes nothing and is logged.
+object), ``image_topic`` (default /image), ``compressed`` (default false: the topic carries
+CompressedImage, e.g. image_transport's /image/compressed; decoding needs OpenCV, the
+``images`` extra), ``output_topic`` (default /keypoints). An image in which the extractor
+finds nothing (NaN keypoints) publishes nothing and is logged; one that does not decode is
+skipped and logged.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from rclpy.parameter import Parameter
 
 from codesign.plugins import get_registry
 
-from ..images import IMAGE, image_bgr
+from ..images import COMPRESSED_IMAGE, IMAGE, compressed_image_bgr, image_bgr
 from ..messages import POLYGON_STAMPED, MessageError, polygon_message, stamp_seconds
 from ..rclpy_adapter import from_rclpy, rclpy_class, to_rclpy
 from ._params import required_parameter
@@ -41,14 +45,17 @@ class KeypointsNode(Node):
         self.publisher = self.create_publisher(
             rclpy_class(POLYGON_STAMPED),
             self.declare_parameter("output_topic", "/keypoints").value, 10)
-        self.create_subscription(rclpy_class(IMAGE),
+        compressed = bool(self.declare_parameter("compressed", False).value)
+        self.kind, self.decode = ((COMPRESSED_IMAGE, compressed_image_bgr) if compressed
+                                  else (IMAGE, image_bgr))
+        self.create_subscription(rclpy_class(self.kind),
                                  self.declare_parameter("image_topic", "/image").value,
                                  self._image, 10)
 
     def _image(self, message) -> None:
-        image = from_rclpy(message, IMAGE)
+        image = from_rclpy(message, self.kind)
         try:
-            points = np.asarray(self.extract(image_bgr(image)), dtype=np.float64)
+            points = np.asarray(self.extract(self.decode(image)), dtype=np.float64)
         except MessageError as exc:
             self.get_logger().error(f"image skipped: {exc}")
             return
