@@ -1055,31 +1055,33 @@ def _forces(joints, x, q, action, force, torque):
 
 
 @numba.njit(cache=True)
-def _spin(inertia, inv_inertia, h, r, w, torque):
-    """(w_body, momentum, torque_body, w_body_new) of a link's gyroscopic update."""
+def _spin(inertia, inv_inertia, h, r, w, torque, gyroscopic):
+    """(w_body, momentum, torque_body, w_body_new) of a link's update over ``h`` by the
+    torque and (``gyroscopic`` 1.0; 0.0 without) the gyroscopic term."""
     w_body = _mtv(r, w)
     torque_body = _mtv(r, torque)
-    momentum = _mv(inertia, w_body)
+    momentum = _mul(gyroscopic, _mv(inertia, w_body))
     rhs = _sub(torque_body, _cross(w_body, momentum))
     return w_body, momentum, torque_body, _add(w_body, _mul(h, _mv(inv_inertia, rhs)))
 
 
 @numba.njit(cache=True)
-def _accelerate(joints, links, gravity, h, x, q, v, w, action, force, torque):
-    """v, w (in place) after gravity, actuation and the gyroscopic term over a substep."""
+def _accelerate(joints, links, gravity, h, x, q, v, w, action, force, torque, gyroscopic):
+    """v, w (in place) after gravity, actuation and (``gyroscopic`` 1.0) the gyroscopic term
+    over ``h`` [s]: a substep, or the second order's half kicks (±h/2, 0.0)."""
     _forces(joints, x, q, action, force, torque)
     for i in range(len(x)):
         _put3(v, i, _add(_row3(v, i), _mul(h, _add(gravity, _mul(links[i, _L_INV_MASS],
                                                                  _row3(force, i))))))
         r = _quat_matrix(_row4(q, i))
         _, _, _, w_body_new = _spin(_vec9(links, i, _L_INERTIA), _vec9(links, i, _L_INV_INERTIA),
-                                    h, r, _row3(w, i), _row3(torque, i))
+                                    h, r, _row3(w, i), _row3(torque, i), gyroscopic)
         _put3(w, i, _mv(r, w_body_new))
 
 
 @numba.njit(cache=True)
-def _accelerate_vjp(joints, links, h, x, q, w, action, force, torque, g_matrix, g_x, g_q, g_v,
-                    g_w, g_links, g_joints, g_action):
+def _accelerate_vjp(joints, links, h, x, q, w, action, gyroscopic, force, torque, g_matrix,
+                    g_x, g_q, g_v, g_w, g_links, g_joints, g_action):
     """The reverse of :func:`_accelerate` at start state x, q, w: g_w (in place) becomes
     the start's (g_v passes unchanged); adds the poses', action's and parameters'
     cotangents. force, torque, g_matrix are scratch."""
@@ -1090,13 +1092,13 @@ def _accelerate_vjp(joints, links, h, x, q, w, action, force, torque, g_matrix, 
         inertia, inv_inertia = _vec9(links, i, _L_INERTIA), _vec9(links, i, _L_INV_INERTIA)
         w_i, torque_i = _row3(w, i), _row3(torque, i)
         w_body, momentum, torque_body, w_body_new = _spin(inertia, inv_inertia, h, r, w_i,
-                                                          torque_i)
+                                                          torque_i, gyroscopic)
         g_w_new = _row3(g_w, i)
         g_wb_new = _mtv(r, g_w_new)
         rhs = _sub(torque_body, _cross(w_body, momentum))
         g_rhs = _mul(h, _mtv(inv_inertia, g_wb_new))
         _add_to(g_links, i, _L_INV_INERTIA, _mscale(h, _outer(g_wb_new, rhs)))
-        g_momentum = _cross(_neg(g_rhs), w_body)
+        g_momentum = _mul(gyroscopic, _cross(_neg(g_rhs), w_body))
         _add_to(g_links, i, _L_INERTIA, _outer(g_momentum, w_body))
         g_wb = _add(_add(g_wb_new, _cross(momentum, _neg(g_rhs))), _mtv(inertia, g_momentum))
         _put3(torque, i, _mv(r, g_rhs))  # the torque's cotangent from here on
@@ -1582,50 +1584,6 @@ def _dampers_vjp(joints, order, table, h, pose, mu_tape, g_x, g_q, g_mu, g_table
         g_table[j, _D_INV_MASS_P] += g_mass_p
         g_table[j, _D_ANGLE0] += g_angle0
         g_table[j, _D_RATE0] += g_rate0
-
-
-@numba.njit(cache=True)
-def _kick(joints, links, gravity, h, x, q, v, w, action, force, torque, sign):
-    """A half kick (second order, around the substeps): v, w (in place) += sign ½h of
-    gravity's and the actuation's accelerations at x, q (no gyroscopic term)."""
-    _forces(joints, x, q, action, force, torque)
-    half = sign * 0.5 * h
-    for i in range(len(x)):
-        _put3(v, i, _add(_row3(v, i), _mul(half, _add(gravity, _mul(links[i, _L_INV_MASS],
-                                                                    _row3(force, i))))))
-        r = _quat_matrix(_row4(q, i))
-        w_body = _add(_mtv(r, _row3(w, i)),
-                      _mul(half, _mv(_vec9(links, i, _L_INV_INERTIA), _mtv(r, _row3(torque, i)))))
-        _put3(w, i, _mv(r, w_body))
-
-
-@numba.njit(cache=True)
-def _kick_vjp(joints, links, h, x, q, w, action, sign, force, torque, g_matrix, g_x, g_q, g_v,
-              g_w, g_links, g_joints, g_action):
-    """The reverse of :func:`_kick` at x, q, w (before it): g_w (in place) becomes the
-    cotangent before it (g_v passes unchanged); adds the poses', action's and parameters'
-    cotangents. force, torque, g_matrix are scratch."""
-    _forces(joints, x, q, action, force, torque)
-    half = sign * 0.5 * h
-    g_matrix[:] = 0.0
-    for i in range(len(x)):
-        r = _quat_matrix(_row4(q, i))
-        inv_inertia = _vec9(links, i, _L_INV_INERTIA)
-        w_i, torque_i = _row3(w, i), _row3(torque, i)
-        torque_body = _mtv(r, torque_i)
-        w_body_new = _add(_mtv(r, w_i), _mul(half, _mv(inv_inertia, torque_body)))
-        g_w_new = _row3(g_w, i)
-        g_wb = _mtv(r, g_w_new)
-        g_torque_body = _mul(half, _mtv(inv_inertia, g_wb))
-        _add_to(g_links, i, _L_INV_INERTIA, _mscale(half, _outer(g_wb, torque_body)))
-        _put3(torque, i, _mv(r, g_torque_body))  # the torque's cotangent from here on
-        _acc9(g_matrix, i, _madd(_madd(_outer(g_w_new, w_body_new),
-                                       _outer(torque_i, g_torque_body)), _outer(w_i, g_wb)))
-        _put3(g_w, i, _mv(r, g_wb))
-        g_v_i = _row3(g_v, i)
-        g_links[i, _L_INV_MASS] += half * _dot(g_v_i, _row3(force, i))
-        _put3(force, i, _mul(half * links[i, _L_INV_MASS], g_v_i))  # the force's cotangent
-    _forces_vjp(joints, x, q, action, force, torque, g_matrix, g_x, g_q, g_joints, g_action)
 
 
 # -- the second order's closing velocity stage (RATTLE) -----------------------------------------
@@ -2157,7 +2115,9 @@ def _kicked(joints, links, gravity, h, x, q, v, w, action, wk, tape, record, sid
         tape.kick_x[side] = x
         tape.kick_q[side] = q
         tape.kick_w[side] = w
-    _kick(joints, links, gravity, h, x, q, v, w, action, wk.force, wk.torque, sign)
+    # gravity and actuation over ±h/2, no gyroscopic term
+    _accelerate(joints, links, gravity, sign * 0.5 * h, x, q, v, w, action, wk.force, wk.torque,
+                0.0)
 
 
 @numba.njit(cache=True)
@@ -2182,7 +2142,8 @@ def _forward(joints, links, order, gravity, h, x, q, v, w, action, substeps, ite
             _fill_directions(joints, links, wk.x0, wk.q0, v, w, wk.table)
         # the predicted velocities replace v, w; damping and friction act on them before
         # the projection, which carries their impulses through the joints
-        _accelerate(joints, links, gravity, h, wk.x0, wk.q0, v, w, action, wk.force, wk.torque)
+        _accelerate(joints, links, gravity, h, wk.x0, wk.q0, v, w, action, wk.force, wk.torque,
+                    1.0)
         _joint_velocity_terms(joints, links, order, h, not second, wk.x0, wk.q0, v, w, record,
                               tape.joint_v[at])
         if record:
@@ -2220,9 +2181,9 @@ def _forward(joints, links, order, gravity, h, x, q, v, w, action, substeps, ite
 
 @numba.njit(cache=True)
 def _kick_reverse(joints, links, h, action, wk, tape, side, sign):
-    _kick_vjp(joints, links, h, tape.kick_x[side], tape.kick_q[side], tape.kick_w[side], action,
-              sign, wk.force, wk.torque, wk.g_matrix, wk.g_x, wk.g_q, wk.g_v, wk.g_w, wk.g_links,
-              wk.g_joints, wk.g_action)
+    _accelerate_vjp(joints, links, sign * 0.5 * h, tape.kick_x[side], tape.kick_q[side],
+                    tape.kick_w[side], action, 0.0, wk.force, wk.torque, wk.g_matrix, wk.g_x,
+                    wk.g_q, wk.g_v, wk.g_w, wk.g_links, wk.g_joints, wk.g_action)
 
 
 @numba.njit(cache=True)
@@ -2287,9 +2248,9 @@ def _reverse(joints, links, order, h, action, substeps, iterations, jacobi, seco
             _put3(wk.g_v, i, _mul(h, _row3(wk.g_x, i)))
         _joint_velocity_terms_vjp(joints, links, order, h, not second, x0, q0, tape.joint_v[sub],
                                   wk.g_x, wk.g_q, wk.g_v, wk.g_w, wk.g_links, wk.g_joints)
-        _accelerate_vjp(joints, links, h, x0, q0, tape.w0[sub], action, wk.force, wk.torque,
-                        wk.g_matrix, wk.g_x, wk.g_q, wk.g_v, wk.g_w, wk.g_links, wk.g_joints,
-                        wk.g_action)
+        _accelerate_vjp(joints, links, h, x0, q0, tape.w0[sub], action, 1.0, wk.force,
+                        wk.torque, wk.g_matrix, wk.g_x, wk.g_q, wk.g_v, wk.g_w, wk.g_links,
+                        wk.g_joints, wk.g_action)
         for i in range(n):
             _acc3(wk.g_x, i, _row3(wk.g_x0, i))
             _acc4(wk.g_q, i, _row4(wk.g_q0, i))

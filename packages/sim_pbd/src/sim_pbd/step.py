@@ -243,6 +243,15 @@ def _move(x, q, link: int, dx, dphi) -> None:
         q[link] = quat_normalize(quat_integrate(q[link], dphi))
 
 
+def _move_joint(setup: _Setup, j: int, x, q, dir_p: Body, dir_c: Body,
+                corr: Correction) -> None:
+    """Joint j's links moved in place by the correction ``corr`` along the direction bodies
+    (:func:`_moved_joint_vjp` is its adjoint)."""
+    dx_p, dphi_p, dx_c, dphi_c = response(dir_p, dir_c, corr)
+    _move(x, q, setup.child[j], dx_c, dphi_c)
+    _move(x, q, setup.parent[j], dx_p, dphi_p)
+
+
 def _gauss_seidel_pass(setup: _Setup, x, q, start, lam, tape):
     def apply(kind, j, bound):
         body_p, body_c = _bodies(setup, j, x, q)
@@ -251,9 +260,7 @@ def _gauss_seidel_pass(setup: _Setup, x, q, start, lam, tape):
         if tape is not None:
             tape.append(("gauss_seidel", kind, j, bound, x.copy(), q.copy(), lam_j.copy()))
         corr = _project(setup, kind, j, bound, bodies, lam_j)
-        dx_p, dphi_p, dx_c, dphi_c = response(bodies[2], bodies[3], corr)
-        _move(x, q, setup.child[j], dx_c, dphi_c)
-        _move(x, q, setup.parent[j], dx_p, dphi_p)
+        _move_joint(setup, j, x, q, bodies[2], bodies[3], corr)
         if kind != _LIM:
             lam[kind, j] = lam_j + corr.dlam
 
@@ -452,9 +459,7 @@ def _damper_pass(setup: _Setup, x, q, start, joint_start, mu, tape) -> None:
         corr, dmu = damper(setup.frames, j, body_p, body_c, dir_p, dir_c,
                            setup.joint_parent_x[j], setup.joint_child_x[j], setup.damping[j],
                            setup.h, joint_start[0][j], joint_start[1][j], mu[j])
-        dx_p, dphi_p, dx_c, dphi_c = response(dir_p, dir_c, corr)
-        _move(x, q, setup.child[j], dx_c, dphi_c)
-        _move(x, q, setup.parent[j], dx_p, dphi_p)
+        _move_joint(setup, j, x, q, dir_p, dir_c, corr)
         mu[j] += dmu
 
 
