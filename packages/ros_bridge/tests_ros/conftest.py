@@ -14,6 +14,18 @@ if importlib.util.find_spec("rclpy") is None:
 
 
 @pytest.fixture
+def context(request):
+    """An rclpy context in the test module's own DDS domain (its ``DOMAIN_ID``), shut down
+    after the test."""
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=request.module.DOMAIN_ID)
+    yield context
+    rclpy.shutdown(context=context)
+
+
+@pytest.fixture
 def spin_until():
     """``spin_until(executor, done, seconds=8.0)``: spin ``executor`` until ``done()`` or
     ``seconds`` have passed (a discovery margin, not a timing assertion); ``done()``'s last

@@ -35,12 +35,7 @@ def controller_parameters(**changes):
     return [Parameter(k, value=v) for k, v in values.items()]
 
 
-@pytest.fixture
-def context():
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=74)
-    yield context
-    rclpy.shutdown(context=context)
+DOMAIN_ID = 74  # this module's DDS domain (the context fixture's)
 
 
 def test_the_controller_holds_the_fake_arm_near_its_goal(context):
