@@ -185,17 +185,16 @@ def positional(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: B
     frames [m] (3,), ``compliance`` α̃ = α/h², ``lam`` its multiplier so far in the substep
     (3,). Apply the result with ``response(dir_p, dir_c, ·)``."""
     gap = (body_c.x + body_c.r @ joint_child_x) - body_p.x - body_p.r @ joint_parent_x
-    lever_c, lever_p, axis, k = _positional_direction(frames, j, dir_p, dir_c, joint_parent_x,
-                                                      joint_child_x)
-    fill = dir_c.inv_mass + dir_p.inv_mass
+    lever_c, lever_p, axis, k, fill = _positional_direction(frames, j, dir_p, dir_c,
+                                                            joint_parent_x, joint_child_x)
     dlam = _block(k, axis, fill, compliance, gap + compliance * lam)
     return Correction(dlam, np.cross(lever_c, dlam), np.cross(lever_p, dlam), dlam)
 
 
 def _positional_direction(frames: JointFrames, j: int, dir_p: Body, dir_c: Body,
                           joint_parent_x, joint_child_x):
-    """(lever_c, lever_p, free axis or None, effective inverse mass K) of joint j's
-    positional block at the direction bodies."""
+    """(lever_c, lever_p, free axis or None, effective inverse mass K, the inverse masses'
+    sum filling its diagonal) of joint j's positional block at the direction bodies."""
     lever_c = dir_c.r @ joint_child_x
     if frames.prismatic[j]:
         axis = dir_p.r @ frames.parent_axis[j]
@@ -204,7 +203,7 @@ def _positional_direction(frames: JointFrames, j: int, dir_p: Body, dir_c: Body,
         axis, lever_p = None, dir_p.r @ joint_parent_x
     fill = dir_c.inv_mass + dir_p.inv_mass
     k = fill * np.eye(3) + _lever_term(lever_c, dir_c.a) + _lever_term(lever_p, dir_p.a)
-    return lever_c, lever_p, axis, k
+    return lever_c, lever_p, axis, k, fill
 
 
 def positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_p: Body,
@@ -214,9 +213,8 @@ def positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body, dir_
     g_compliance, g_lam) of :func:`positional` given the Correction's cotangent."""
     gap = (body_c.x + body_c.r @ joint_child_x) - body_p.x - body_p.r @ joint_parent_x
     direction = _positional_direction(frames, j, dir_p, dir_c, joint_parent_x, joint_child_x)
-    fill = dir_c.inv_mass + dir_p.inv_mass
     g_k, g_axis, g_compliance, g_e, g_lever_c, g_lever_p = _positional_block_vjp(
-        *direction, fill, compliance, gap + compliance * lam, g_corr)
+        *direction, compliance, gap + compliance * lam, g_corr)
     g_compliance += float(g_e @ lam)
     grad_dir_p, grad_dir_c, g_parent_x, g_child_x = _positional_direction_vjp(
         frames, j, dir_p, dir_c, joint_parent_x, joint_child_x, direction, g_k, g_axis,
@@ -246,7 +244,7 @@ def _positional_direction_vjp(frames: JointFrames, j: int, dir_p: Body, dir_c: B
     """(BodyGrad dir_p, BodyGrad dir_c, g_joint_parent_x, g_joint_child_x) of
     :func:`_positional_direction` (``direction`` its result) and of the inverse masses in
     the block's fill."""
-    lever_c, lever_p, axis, _ = direction
+    lever_c, lever_p, axis, _, _ = direction
     g_fill = float(np.trace(g_k))
     d_lever_c, g_a_c = _lever_term_vjp(lever_c, dir_c.a, g_k)
     d_lever_p, g_a_p = _lever_term_vjp(lever_p, dir_p.a, g_k)
@@ -276,12 +274,17 @@ def velocity_positional(frames: JointFrames, j: int, body_p: Body, body_c: Body,
     [m/s, rad/s] (3,) each, zero for the world, corrected through the positional block of
     the bodies (a prismatic joint's slide along its axis kept). Apply it with
     ``response(body_p, body_c, ·)`` as velocity changes."""
-    lever_c, lever_p, axis, k = _positional_direction(frames, j, body_p, body_c, joint_parent_x,
-                                                      joint_child_x)
-    v_p, w_p, v_c, w_c = velocities
-    relative = v_c + np.cross(w_c, lever_c) - v_p - np.cross(w_p, lever_p)
-    dlam = _block(k, axis, body_c.inv_mass + body_p.inv_mass, 0.0, relative)
+    lever_c, lever_p, axis, k, fill = _positional_direction(frames, j, body_p, body_c,
+                                                            joint_parent_x, joint_child_x)
+    dlam = _block(k, axis, fill, 0.0, _relative_velocity(lever_c, lever_p, velocities))
     return Correction(dlam, np.cross(lever_c, dlam), np.cross(lever_p, dlam), np.zeros(3))
+
+
+def _relative_velocity(lever_c, lever_p, velocities):
+    """Velocity [m/s] (3,) of the child's point at ``lever_c`` relative to the parent's at
+    ``lever_p``; ``velocities`` = (v_p, ω_p, v_c, ω_c)."""
+    v_p, w_p, v_c, w_c = velocities
+    return v_c + np.cross(w_c, lever_c) - v_p - np.cross(w_p, lever_p)
 
 
 def velocity_positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: Body,
@@ -289,11 +292,10 @@ def velocity_positional_vjp(frames: JointFrames, j: int, body_p: Body, body_c: B
     """(BodyGrad parent, BodyGrad child, g_joint_parent_x, g_joint_child_x, cotangents of
     ``velocities``) of :func:`velocity_positional`."""
     direction = _positional_direction(frames, j, body_p, body_c, joint_parent_x, joint_child_x)
-    lever_c, lever_p, _, _ = direction
-    v_p, w_p, v_c, w_c = velocities
-    relative = v_c + np.cross(w_c, lever_c) - v_p - np.cross(w_p, lever_p)
+    lever_c, lever_p = direction[:2]
+    _, w_p, _, w_c = velocities
     g_k, g_axis, _, g_e, g_lever_c, g_lever_p = _positional_block_vjp(
-        *direction, body_c.inv_mass + body_p.inv_mass, 0.0, relative, g_corr)
+        *direction, 0.0, _relative_velocity(lever_c, lever_p, velocities), g_corr)
     g_lever_c = g_lever_c + np.cross(g_e, w_c)
     g_lever_p = g_lever_p - np.cross(g_e, w_p)
     grad_p, grad_c, g_parent_x, g_child_x = _positional_direction_vjp(
