@@ -194,14 +194,14 @@ def _replay(experiment: Experiment | IdentificationExperiment, x: np.ndarray):
     """(design, recorded rollout, what the video shows) of the result at ``x``: an
     identification's fitted design replaying recording 0, else the optimized rollout."""
     problem = experiment.problem
+    design = _full_design(experiment, x)
     if isinstance(experiment, IdentificationExperiment):
         result = problem.rollouts[0].forward(
-            problem.design(x), {"table": problem.recordings[0].actions}, problem.objectives[0],
+            design, {"table": problem.recordings[0].actions}, problem.objectives[0],
             initial_offset=problem.initial_offset(x, 0),
             initial_state=problem.recordings[0].initial_state, record=True)
-        return problem.design(x), result, "the fitted design replaying recording 0, "
-    design, weights = problem.split(x)
-    result = experiment.rollout.forward(design, weights, experiment.objective,
+        return design, result, "the fitted design replaying recording 0, "
+    result = experiment.rollout.forward(design, problem.split(x)[1], experiment.objective,
                                         experiment.constraints, record=True)
     return design, result, ""
 
