@@ -85,20 +85,6 @@ def test_steps_follow_pinocchios_forward_dynamics(arm):
     assert np.abs(q_step - POSE).max() > 1e-3  # it moved
 
 
-def test_the_spring_is_eq_31_as_sim_pbd_has_it():
-    springs = pytest.importorskip("sim_pbd.springs")
-    spring = TRUE_BAXTER.spring
-    model = springs.springs_from([{"joint": "left_s1", **{
-        k: getattr(spring, k) for k in ("stiffness", "rest_length", "lever_parent",
-                                        "lever_child", "angle", "offset")}}],
-        list(LEFT_ARM), [True] * 7)
-    for angle in (-1.5, -0.3, 0.0, 0.6, 1.0):
-        q = np.zeros(7)
-        q[1] = angle
-        expected = springs.spring_torques(model, q, [spring.stiffness], [spring.offset])[1]
-        assert spring.torque(angle) == pytest.approx(expected, rel=1e-12)
-
-
 def test_the_rest_pose_needs_no_torque(arm):
     rest = arm.rest_pose([0.0, 0.55, 0.0, 1.0, 0.0, 0.0, 0.0])
     np.testing.assert_allclose(arm.forward_dynamics(rest, np.zeros(7), np.zeros(7)), 0.0,

@@ -19,6 +19,7 @@ Pinocchio (the ``pin`` wheel) is optional: ``pip install 'ros_bridge[fake-baxter
 from __future__ import annotations
 
 import dataclasses
+import functools
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -106,12 +107,21 @@ class ShoulderSpring:
     lever_child: float = 0.08
     angle: float = 3.9
 
-    def torque(self, angle) -> np.ndarray:
-        """The spring's torque [N m] at joint angle(s) ``angle`` [rad] (any shape)."""
-        gamma = np.pi - self.angle - self.offset - np.asarray(angle, dtype=np.float64)
-        l12 = self.lever_parent * self.lever_child
-        length = np.sqrt(self.lever_parent**2 + self.lever_child**2 - 2.0 * l12 * np.cos(gamma))
-        return self.stiffness * (length - self.rest_length) * l12 * np.sin(gamma) / length
+    def torque(self, angle: float) -> float:
+        """The spring's torque [N m] at joint angle ``angle`` [rad]: Eq. 31 as sim_pbd
+        (:func:`sim_pbd.springs.spring_torques`, the same extra) computes it."""
+        from sim_pbd.springs import spring_torques
+
+        return float(spring_torques(self._springs, np.array([float(angle)]),
+                                    [self.stiffness], [self.offset])[0])
+
+    @functools.cached_property
+    def _springs(self):
+        from sim_pbd.springs import springs_from
+
+        return springs_from([{k: getattr(self, k) for k in (
+            "joint", "stiffness", "rest_length", "lever_parent", "lever_child", "angle",
+            "offset")}], [self.joint], [True])
 
 
 NOMINAL_SPRING = ShoulderSpring()
