@@ -1,4 +1,5 @@
-"""Videos: H.264 in MP4 that browsers play, decoded back; GIF without the encoder."""
+"""Videos: H.264 in MP4 that browsers play, decoded back; GIF without the encoder.
+Figures: PNG."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from PIL import Image
 
 import codesign.outputs
-from codesign.outputs import even_frame, write_video
+from codesign.outputs import even_frame, new_figure, write_figure, write_video
 
 
 def moving_square(count: int, *, height: int, width: int) -> list[np.ndarray]:
@@ -76,3 +77,12 @@ def test_a_gif_when_pyav_is_not_installed(tmp_path, monkeypatch):
         import av as _  # noqa: F401
     path = write_video(tmp_path / "result", moving_square(2, height=8, width=8), fps=10)
     assert path.name == "result.gif"
+
+
+def test_a_figure_is_written_as_a_png_of_its_size(tmp_path):
+    figure = new_figure(size=(3.0, 2.0))
+    figure.add_subplot().plot([0, 1], [1, 0])
+    path = write_figure(tmp_path / "line.png", figure)
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.size == (300, 200)
+    assert [p.name for p in tmp_path.iterdir()] == ["line.png"]  # nothing half-written left

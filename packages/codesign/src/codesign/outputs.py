@@ -30,6 +30,8 @@ __all__ = [
     "json_safe",
     "summarize_array",
     "plot_loss",
+    "new_figure",
+    "write_figure",
     "write_video",
     "even_frame",
     "check_frame",
@@ -133,16 +135,28 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         return {name: data[name] for name in data.files}
 
 
+def new_figure(*, size=(6.4, 4.0), **options):
+    """A matplotlib Figure of ``size`` [in] at 100 dpi on the Agg canvas (no pyplot, no global
+    state); ``options`` go to ``Figure`` (e.g. ``layout="constrained"``)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=size, dpi=100, **options)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def write_figure(path: str | Path, figure) -> Path:
+    """``figure`` as a PNG at ``path``, written atomically."""
+    return atomic_write(path, lambda tmp: figure.savefig(tmp, format="png"))
+
+
 def plot_loss(path: str | Path, losses: Sequence[float], *, title: str = "") -> Path:
     """Draw the loss per iteration to a PNG (matplotlib's Agg canvas, no global state).
 
     A log scale is used when every loss is positive and they span more than two decades.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(6.4, 4.0), dpi=100)
-    FigureCanvasAgg(figure)
+    figure = new_figure()
     axes = figure.add_subplot()
     losses = np.asarray(losses, dtype=float)
     iterations = np.arange(1, len(losses) + 1)
@@ -155,7 +169,7 @@ def plot_loss(path: str | Path, losses: Sequence[float], *, title: str = "") -> 
     axes.set_title(title or "loss per iteration")
     axes.grid(True, alpha=0.3)
     figure.tight_layout()
-    return atomic_write(path, lambda tmp: figure.savefig(tmp, format="png"))
+    return write_figure(path, figure)
 
 
 def check_frame(frame: Any, *, width: int, height: int) -> np.ndarray:

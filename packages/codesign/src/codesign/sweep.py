@@ -34,7 +34,7 @@ import yaml
 from .config import ConfigError, load_config, with_settings
 from .design import DesignError
 from .experiment import executor_from_spec
-from .outputs import atomic_write, write_text
+from .outputs import new_figure, write_figure, write_text
 from .runs import RunError, run_experiment
 from .simulator import SimulationError
 from .validation import validate_config
@@ -94,11 +94,7 @@ def _label(value: Any) -> str:
 def plot_sweep(path: str | Path, keys: Sequence[str], rows: Sequence[dict[str, Any]], *,
                title: str = "") -> Path:
     """Draw the final loss of each point over the grid to a PNG (failed points missing)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(6.4, 4.4), dpi=100)
-    FigureCanvasAgg(figure)
+    figure = new_figure(size=(6.4, 4.4))
     axes = figure.add_subplot()
     loss = np.array([np.nan if r["final_loss"] is None else r["final_loss"] for r in rows],
                     dtype=float)
@@ -131,7 +127,7 @@ def plot_sweep(path: str | Path, keys: Sequence[str], rows: Sequence[dict[str, A
         axes.grid(True, alpha=0.3)
     axes.set_title(title or "final loss over the sweep")
     figure.tight_layout()
-    return atomic_write(path, lambda tmp: figure.savefig(tmp, format="png"))
+    return write_figure(path, figure)
 
 
 def _summary_csv(keys: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.outputs import atomic_write
+from codesign.outputs import new_figure, write_figure
 
 from .kinematics import joint_positions
 from .springs import spring_torques
@@ -19,18 +19,9 @@ __all__ = ["holding_report", "torque_report"]
 
 
 def _figure(rows: int, columns: int, *, size=(10.0, 6.0)):
-    """A matplotlib Figure on the Agg canvas (no global state) and its axes grid."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=size, dpi=100, layout="constrained")
-    FigureCanvasAgg(figure)
+    """A figure (the core's) and its axes grid, flattened."""
+    figure = new_figure(size=size, layout="constrained")
     return figure, np.atleast_1d(figure.subplots(rows, columns, squeeze=False).ravel())
-
-
-def _save(figure, path: Path) -> str:
-    atomic_write(path, lambda tmp: figure.savefig(tmp, format="png"))
-    return path.name
 
 
 def torque_report(folder: Path, *, joint_names, control_dt: float, estimated, true=None,
@@ -70,7 +61,7 @@ def torque_report(folder: Path, *, joint_names, control_dt: float, estimated, tr
     for axis in axes[m:]:
         axis.set_visible(False)
     axes[0].legend(fontsize=8)
-    numbers["plot"] = _save(figure, Path(folder) / "torques.png")
+    numbers["plot"] = write_figure(Path(folder) / "torques.png", figure).name
     return numbers
 
 
@@ -123,5 +114,5 @@ def holding_report(folder: Path, *, simulator, initial_design: dict, design: dic
         axis.set(xlabel=f"{model.joint_names[j]} [rad]", ylabel="spring torque [N m]",
                  title=f"spring {s} (Eq. 31)")
         axis.legend(fontsize=8)
-    numbers["plot"] = _save(figure, Path(folder) / "spring_torque.png")
+    numbers["plot"] = write_figure(Path(folder) / "spring_torque.png", figure).name
     return numbers
