@@ -194,6 +194,16 @@ def test_unknown_kernels_are_refused(models):
              kernels="cuda", **SETTINGS)
 
 
+def test_unknown_schemes_are_refused(models):
+    model = models.pendulum()
+    with pytest.raises(ValueError, match="scheme"):
+        PBDSimulator(model, scheme="third_order")
+    for kernels in ("numba", "numpy"):
+        with pytest.raises(ValueError, match="scheme must be one of"):
+            step(model, models.state_at(model, [0.0]), np.zeros(1), model.parameters(), 0.01,
+                 kernels=kernels, scheme="third_order", **SETTINGS)
+
+
 @pytest.mark.parametrize("kernels", ["numba", "numpy"])
 def test_a_zero_orientation_gets_the_references_error(models, kernels):
     model = models.chain(2)

@@ -23,7 +23,6 @@ from codesign.compile_notice import announce_compiles
 from . import _kernels
 from .kinematics import joint_frames
 from .model import PBDModel
-from .options import SCHEMES
 from .rotations import quat_normalize
 from .state import PBDState
 
@@ -86,39 +85,29 @@ def _raise_unnormalizable(link_q, bad: int) -> None:
     quat_normalize(np.asarray(link_q, dtype=np.float64)[bad])
 
 
-def _second_order(scheme: str) -> bool:
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-    return scheme == "second_order"
-
-
 def step(model: PBDModel, state: PBDState, action: np.ndarray, params, dt: float, *,
-         substeps: int, iterations: int, solver: str, scheme: str = "first_order") -> PBDState:
-    """:func:`sim_pbd.step.step` compiled; its arguments already checked there (``scheme``
-    here too: one of :data:`~sim_pbd.options.SCHEMES`)."""
-    second = _second_order(scheme)
+         substeps: int, iterations: int, solver: str, scheme: str) -> PBDState:
+    """:func:`sim_pbd.step.step` compiled; its arguments already checked there."""
     x, q, v, w = _state(model, state)
     x, q, v, w, bad = _kernels.step(model_arrays(model), _params(model, params), x, q, v, w,
                                     action, float(dt) / int(substeps), int(substeps),
-                                    int(iterations), solver == "jacobi", second)
+                                    int(iterations), solver == "jacobi",
+                                    scheme == "second_order")
     if bad >= 0:
         _raise_unnormalizable(state.link_q, bad)
     return PBDState(link_x=x, link_q=q, link_v=v, link_w=w)
 
 
 def step_vjp(model: PBDModel, state: PBDState, action: np.ndarray, params, dt: float,
-             g_next: PBDState, *, substeps: int, iterations: int, solver: str,
-             scheme: str = "first_order"):
-    """:func:`sim_pbd.step.step_vjp` compiled; its arguments already checked there (as in
-    :func:`step`)."""
-    second = _second_order(scheme)
+             g_next: PBDState, *, substeps: int, iterations: int, solver: str, scheme: str):
+    """:func:`sim_pbd.step.step_vjp` compiled; its arguments already checked there."""
     x, q, v, w = _state(model, state)
     g = _state(model, g_next, "g_next")
     (g_x, g_q, g_v, g_w, g_action, g_mass, g_inertia, g_parent_x, g_child_x, g_damping,
      g_compliance, bad) = _kernels.step_vjp(
         model_arrays(model), _params(model, params), x, q, v, w, action,
-        float(dt) / int(substeps), int(substeps), int(iterations), solver == "jacobi", second,
-        *g)
+        float(dt) / int(substeps), int(substeps), int(iterations), solver == "jacobi",
+        scheme == "second_order", *g)
     if bad >= 0:
         _raise_unnormalizable(state.link_q, bad)
     g_params = {"link_mass": g_mass, "link_inertia": g_inertia, "joint_parent_x": g_parent_x,
