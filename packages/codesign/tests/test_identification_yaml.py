@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from plugin_fixture import fixtures_plugin
 
+from codesign import run_directory
 from codesign.cli import main
 from codesign.config import ConfigError, load_config
 from codesign.experiment import IdentificationExperiment, build_experiment
 from codesign.identification import Recording
 from codesign.observers import StateFieldObserver
 from codesign.outputs import read_npz
-from codesign import run_directory
 from codesign.plugins import get_registry
 from codesign.recordings import (
     RecordingSet,

@@ -2,8 +2,9 @@
 trajectories.
 
 Single shooting through the simulator: each recording's actions are replayed open loop
-(an :class:`~codesign.OpenLoopController` whose table is the recording), and a measurement map (an :class:`~codesign.Observer`) compares the simulated
-states with the recorded measurements through :class:`~codesign.TrajectoryTracking`. The loss
+(an :class:`~codesign.OpenLoopController` whose table is the recording), and a measurement
+map (an :class:`~codesign.Observer`) compares the simulated states with the recorded
+measurements through :class:`~codesign.TrajectoryTracking`. The loss
 is the mean over recordings, so it can be minimized full-batch by any optimizer or
 stochastically over minibatches of recordings with Adam.
 
@@ -15,15 +16,15 @@ With ``fit_actions`` every recording's action table becomes unknowns too, starti
 recorded actions: the inverse problem of which actions made the recorded motion (e.g. the
 torques that hold a robot still at measured poses: gravity compensation). Its gradient is
 the open-loop controller's, ``Gradient.weights["table"]``. Actions may act weakly and
-unevenly on what is measured (a torque τ changes the rate of a joint of inertia I by about
-Δt τ / I over one control step of Δt, and a robot's inertias span orders of magnitude), so
-the loss's curvature in the actions can be badly conditioned: ``action_scale`` (a number,
-or one per action component) divides the actions in the vector, a diagonal
-preconditioner. Its best value per component is about 1 / √(∂²L/∂a²), the action that
-changes the loss by one unit (for a robot's joint torques, ∝ the joint's effective inertia
-/ Δt). On Baxter's gravity compensation (sim_pbd's ``baxter_gravity_compensation``
-example) per-joint scales cut L-BFGS-B's iterations fourfold (sim_pbd README, "Torque
-estimation").
+unevenly on what is measured (a force moves a mass m by Δt² F / m in a step of Δt; a torque
+changes the rate of a joint of inertia I by Δt τ / I, and a robot's inertias span orders of
+magnitude): unscaled, their gradient can fall below a quasi-Newton method's tolerance long
+before the actions are found, and the loss's curvature in them can be badly conditioned.
+``action_scale`` (a number, or one per action component) is the actions' unit in the
+vector, a diagonal preconditioner: best near 1 / √(∂²L/∂a²) per component, the action that
+changes the loss by one unit (for joint torques, ∝ the joint's effective inertia / Δt). On
+Baxter's gravity compensation (sim_pbd's ``baxter_gravity_compensation`` example) per-joint
+scales cut L-BFGS-B's iterations fourfold (sim_pbd README, "Torque estimation").
 """
 
 from __future__ import annotations
