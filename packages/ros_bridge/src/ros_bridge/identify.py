@@ -149,7 +149,7 @@ def parse_settings(items) -> dict:
     return settings
 
 
-LIVE_OPTIONS = ("topics", "types", "duration", "wait", "storage")
+_LIVE_OPTIONS = ("topics", "types", "duration", "wait", "storage")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,11 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def live_window(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LiveWindow | None:
+def _live_window(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LiveWindow | None:
     """The :class:`LiveWindow` of parsed ``args`` (``None`` without ``--live``); a live
     option without ``--live``, a missing ``--duration`` or a bad value exits through
     ``parser.error``."""
-    given = {name: getattr(args, name) for name in LIVE_OPTIONS
+    given = {name: getattr(args, name) for name in _LIVE_OPTIONS
              if getattr(args, name) is not None}
     if not args.live:
         if given:
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console script ``identify``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    window = live_window(parser, args)
+    window = _live_window(parser, args)
     try:
         settings = parse_settings(args.set)
     except ValueError as exc:
