@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from plugin_fixture import fixtures_plugin
 
-from codesign import DesignError, DesignSpace, Parameter
+from codesign import DesignError, DesignSpace, OpenLoopController, Parameter
 from codesign.config import (
     ConfigError,
     ConfigIssue,
@@ -34,6 +34,7 @@ from codesign.limits import (
 from codesign.options import Range, bounded_repr, check_options
 from codesign.plugins import get_registry
 from codesign.problem import DesignOverrideError, apply_overrides
+from codesign.runs import run_experiment
 from codesign.validation import validate_config
 
 fx = fixtures_plugin()
@@ -415,7 +416,45 @@ def test_nothing_to_optimize_is_refused(registry):
         .replace("name: open_loop", "name: open_loop\n  optimize: false")
     (error,) = errors_of(text, registry, build=True)
     assert error == ("design: nothing to optimize: list design parameters under "
-                     "design or set controller.optimize: true")
+                     "design, set controller.optimize: true, or only simulate with "
+                     "optimizer: {name: none}")
+
+
+class _SimulatorAwareController:
+    """A controller factory that takes ``simulator`` and keeps what it was given."""
+
+    CODESIGN_API = (1, 1)
+    seen: list = []
+
+    @staticmethod
+    def make(*, simulator, observation_size: int, action_size: int, control_steps: int,
+             gain: float = 0.0):
+        _SimulatorAwareController.seen.append(simulator)
+        return OpenLoopController(observation_size=observation_size, action_size=action_size,
+                                  control_steps=control_steps, initial=gain)
+
+    @staticmethod
+    @hookimpl
+    def codesign_register_controllers(register):
+        register("aware", _SimulatorAwareController.make)
+
+
+def test_only_simulating_runs_once_and_a_controller_may_take_the_simulator(tmp_path):
+    manager = fx.plugin_manager()
+    manager.register(_SimulatorAwareController, name="aware")
+    registry = get_registry(manager)
+    text = BASE.replace("design:\n  stiffness: {init: 4.0, lower: 0.5, upper: 20.0}\n", "") \
+        .replace("name: open_loop", "name: aware\n  optimize: false\n  options: {gain: 0.5}") \
+        .replace("name: test_gd", "name: none")
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    summary = run_experiment(path, registry, out=tmp_path / "run", progress=False)
+    assert (summary["iterations"], summary["evaluations"]) == (0, 1)
+    assert summary["final_loss"] == summary["initial_loss"] and summary["design"] == {}
+    assert len(_SimulatorAwareController.seen) == 1
+    assert _SimulatorAwareController.seen[0].action_size == 1
+    with pytest.raises(ConfigError, match="'simulator' is set by the run"):
+        validate(text.replace("{gain: 0.5}", "{gain: 0.5, simulator: 1}"), registry)
 
 
 def test_executor_mapping_form_is_checked_against_the_kinds_factory(registry):

@@ -52,6 +52,26 @@ def test_the_map_interpolates_bilinearly_and_holds_its_edges():
     np.testing.assert_allclose(table([-5.0], [7.0], [0.0], [0.0]), [3.0])  # clamped corner
 
 
+def test_the_map_slopes_are_its_interpolant_derivatives_and_zero_where_clamped():
+    net = _planar_map()
+    angle_step, rate = np.array([0.001, -0.004, 0.006]), np.array([0.1, -0.37, 0.49])
+    d_angle, d_rate = net.slopes(GOAL - angle_step[:, None], rate[:, None], [GOAL])
+    np.testing.assert_allclose(d_angle[:, 0], 400.0, rtol=1e-12)
+    np.testing.assert_allclose(d_rate[:, 0], -3.0, rtol=1e-12)
+    d_angle, d_rate = net.slopes([GOAL - 1.0], [0.1], [GOAL])  # Δθ held at its edge
+    assert d_angle[0] == 0.0 and d_rate[0] == pytest.approx(-3.0)
+    # a curved table: the slopes agree with central differences of the map inside a cell
+    rng = np.random.default_rng(0)
+    curved = NetTorqueMap(joints=["s0"], angle_steps=[0.0, 0.3, 1.0], rates=[-1.0, 0.2, 1.0],
+                          torques=rng.normal(size=(1, 3, 3)), dt=DT, goal=[0.0])
+    q, qd, h = np.array([-0.6]), np.array([0.5]), 1e-6
+    d_angle, d_rate = curved.slopes(q, qd, [0.0])
+    assert d_angle[0] == pytest.approx(
+        (curved(q - h, qd, [0.0]) - curved(q + h, qd, [0.0]))[0] / (2 * h), rel=1e-7)
+    assert d_rate[0] == pytest.approx(
+        (curved(q, qd + h, [0.0]) - curved(q, qd - h, [0.0]))[0] / (2 * h), rel=1e-7)
+
+
 def test_each_joint_reads_its_own_table_for_one_state_or_many():
     first, second = _planar_map(offset=2.0), _planar_map(offset=-5.0)
     both = NetTorqueMap(joints=["s1", "e1"], angle_steps=first.angle_steps,

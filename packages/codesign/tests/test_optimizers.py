@@ -20,6 +20,7 @@ from codesign.optim import (
     LBFGSB,
     SLSQP,
     Adam,
+    EvaluateOnly,
     Evaluation,
     EvaluationCache,
     ObjectiveFunction,
@@ -284,8 +285,20 @@ def test_bad_options_are_rejected():
 def test_optimizers_are_registered_by_name():
     registry = get_registry()
     expected = {"adam": Adam, "lbfgsb": LBFGSB, "slsqp": SLSQP, "trust_constr": TrustConstr,
-                "cmaes": CMAES, "one_plus_one_es": OnePlusOneES}
+                "cmaes": CMAES, "one_plus_one_es": OnePlusOneES, "none": EvaluateOnly}
     for name, cls in expected.items():
         factory = registry.get("optimizers", name).factory
         assert factory is cls
         assert isinstance(factory(), Optimizer)
+
+
+def test_evaluate_only_returns_the_start_after_one_evaluation_without_callbacks():
+    problem = Quadratic([1.0, -2.0])
+    calls = []
+    result = EvaluateOnly().minimize(problem, np.array([0.5, 0.5]), max_iterations=50,
+                                     callback=calls.append)
+    assert problem.calls == 1 and calls == []
+    assert result.x == pytest.approx([0.5, 0.5]) and result.iterations == 0
+    assert result.loss == pytest.approx(problem.evaluate(np.array([0.5, 0.5])).loss)
+    assert result.evaluations == 1 and result.converged and result.history == (result.loss,)
+    assert EvaluateOnly.needs_parameters is False

@@ -50,7 +50,7 @@ def codesign_register_recordings(register):
 
 @hookimpl
 def codesign_register_optimizers(register):
-    from .optim import CMAES, LBFGSB, SLSQP, Adam, OnePlusOneES, TrustConstr
+    from .optim import CMAES, LBFGSB, SLSQP, Adam, EvaluateOnly, OnePlusOneES, TrustConstr
 
     register("adam", Adam, description="projected Adam with bounds")
     register("lbfgsb", LBFGSB, description="SciPy L-BFGS-B with bounds")
@@ -58,6 +58,8 @@ def codesign_register_optimizers(register):
     register("trust_constr", TrustConstr, description="SciPy trust-constr with rollout constraints")
     register("cmaes", CMAES, description="CMA-ES, gradient-free baseline")
     register("one_plus_one_es", OnePlusOneES, description="(1+1)-ES with the 1/5 success rule")
+    register("none", EvaluateOnly, description="no optimization: evaluate the start once (a run "
+                                               "that only simulates)")
 
 
 @hookimpl

@@ -75,6 +75,7 @@ from .limits import (
 from .options import bounded_repr, type_name
 
 __all__ = [
+    "CONTROLLER_INJECTED",
     "CONTROLLER_SIZING",
     "ConfigError",
     "ConfigIssue",
@@ -108,6 +109,9 @@ the substeps per control step and the experiment's folder, where a term's relati
 paths start (a term may take any of them)."""
 CONTROLLER_SIZING = ("observation_size", "action_size", "control_steps", "control_dt")
 """Arguments of a controller factory that the run supplies from the simulator and observer."""
+CONTROLLER_INJECTED = (*CONTROLLER_SIZING, "simulator")
+"""Every argument of a controller factory that the run supplies: the sizes, and the simulator
+(for a law whose model is built through it)."""
 
 
 # -- errors -----------------------------------------------------------------------------------

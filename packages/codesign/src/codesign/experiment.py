@@ -329,7 +329,7 @@ def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, 
             int(observer.size), int(simulator.action_size), run["steps"],
             run["dt"] * run["substeps"]), strict=True))
     controller = builder.construct("controllers", data["controller"], ("controller",),
-                                   **sizing) if sizing else None
+                                   simulator=simulator, **sizing) if sizing else None
     if controller is not None:
         try:
             controller.parameter_space()
@@ -357,9 +357,10 @@ def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, 
     except DesignError as exc:
         builder.fail(("design",) if overrides else ("controller", "options"), exc)
         builder.raise_if_any()
-    if problem.size == 0:
-        builder.fail(("design",), "nothing to optimize: list design parameters under design "
-                                  "or set controller.optimize: true")
+    if problem.size == 0 and getattr(optimizer, "needs_parameters", True):
+        builder.fail(("design",), "nothing to optimize: list design parameters under design, "
+                                  "set controller.optimize: true, or only simulate with "
+                                  "optimizer: {name: none}")
         builder.raise_if_any()
     return {"observer": observer, "controller": controller, "objective": objective,
             "constraints": tuple(constraints), "rollout": rollout, "problem": problem,

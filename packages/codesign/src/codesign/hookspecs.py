@@ -10,8 +10,11 @@ experiment may set, and the config validator checks YAML against them.
   take ``dt: float`` and ``substeps: int``, the run's substep length [s] and substeps per
   control step (a term that reads time or steps the simulator itself)
 - controllers: ``factory(*, observation_size, action_size, control_steps, control_dt, **options)``
-  (a factory may omit the size arguments it does not use only by accepting ``**_``)
-- optimizers: ``factory(**options) -> Optimizer``
+  (a factory may omit the size arguments it does not use only by accepting ``**_``); one
+  that takes ``simulator`` receives the run's simulator (a law whose model is built through
+  it, such as sim_pbd's impedance map)
+- optimizers: ``factory(**options) -> Optimizer``; one whose ``needs_parameters`` is False
+  (the core's ``none``) runs an experiment that has nothing to optimize
 - recordings (identification data sources): ``factory(*, simulator, measurement, dt: float,
   substeps: int, base_dir: pathlib.Path, **options) -> list[codesign.identification.Recording]``;
   ``measurement`` is the built observer of the experiment's identification section,

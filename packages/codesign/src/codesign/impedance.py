@@ -151,6 +151,25 @@ class NetTorqueMap:
         return ((1 - u) * ((1 - v) * table[joint, i, j] + v * table[joint, i, j + 1])
                 + u * ((1 - v) * table[joint, i + 1, j] + v * table[joint, i + 1, j + 1]))
 
+    def slopes(self, joint_q, joint_qd, goal_q) -> tuple[np.ndarray, np.ndarray]:
+        """(∂τ_net/∂Δθ [N m/rad], ∂τ_net/∂ω [N m s/rad]), each (..., n), at the points of
+        :meth:`__call__`: the bilinear interpolant's slopes inside the grid cell of each
+        point (on a grid line, the cell above it), zero along an axis clamped at the grid's
+        edge (the held edge value)."""
+        angle_step = np.asarray(goal_q, dtype=np.float64) - np.asarray(joint_q, np.float64)
+        rate = np.broadcast_to(np.asarray(joint_qd, dtype=np.float64), angle_step.shape)
+        i, u = _cell(self.angle_steps, angle_step)
+        j, v = _cell(self.rates, rate)
+        joint, table = np.arange(len(self.joints)), self.torques
+        corner = {(a, b): table[joint, i + a, j + b] for a in (0, 1) for b in (0, 1)}
+        inside_angle = (angle_step > self.angle_steps[0]) & (angle_step < self.angle_steps[-1])
+        inside_rate = (rate > self.rates[0]) & (rate < self.rates[-1])
+        d_angle = ((1 - v) * (corner[1, 0] - corner[0, 0]) + v * (corner[1, 1] - corner[0, 1])) \
+            / (self.angle_steps[i + 1] - self.angle_steps[i])
+        d_rate = ((1 - u) * (corner[0, 1] - corner[0, 0]) + u * (corner[1, 1] - corner[1, 0])) \
+            / (self.rates[j + 1] - self.rates[j])
+        return np.where(inside_angle, d_angle, 0.0), np.where(inside_rate, d_rate, 0.0)
+
     def save(self, path) -> Path:
         """Write the map to ``path`` (an ``.npz`` of its six attributes) and return it."""
         path = Path(path)

@@ -187,6 +187,8 @@ class ReportContext:
         states: the replayed rollout's states (host trees), steps + 1 of them: the optimized
             rollout, or for an identification the fitted design replaying recording 0.
         actions: the replayed rollout's actions, shape (steps, action_size).
+        controller_weights: the controller's weights at the result (name -> array; empty
+            for an identification).
         fitted_actions: an identification's fitted action tables, one (T_i, action_size)
             array per recording, when it fitted them (``identification.fit_actions``), else
             ``None``.
@@ -197,6 +199,7 @@ class ReportContext:
     design: dict[str, np.ndarray]
     states: list
     actions: np.ndarray
+    controller_weights: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     fitted_actions: list[np.ndarray] | None = None
 
 
@@ -229,14 +232,17 @@ def _render_video(experiment: Experiment | IdentificationExperiment, design, res
 
 
 def _reporters(experiment: Experiment | IdentificationExperiment) -> dict[str, Any]:
-    """YAML name -> component of the run that has a ``report`` hook: the objective's terms,
-    or an identification's recording set (under its source's name)."""
+    """YAML name -> component of the run that has a ``report`` hook: the objective's terms
+    and the controller (under its name), or an identification's recording set (under its
+    source's name)."""
     if isinstance(experiment, IdentificationExperiment):
         name = experiment.config.data["identification"]["recordings"]["source"]
         candidates = {name: experiment.recordings}
     else:
         candidates = {wt.name or type(wt.term).__name__: wt.term
                       for wt in experiment.objective.terms}
+        candidates.setdefault(experiment.config.data["controller"]["name"],
+                              experiment.controller)
     return {name: c for name, c in candidates.items() if callable(getattr(c, "report", None))}
 
 
@@ -300,6 +306,7 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
             design=_full_design(experiment, result.x),
             states=[] if replayed is None else list(replayed.states),
             actions=np.zeros((0, 0)) if replayed is None else replayed.actions,
+            controller_weights={} if identification else problem.split(result.x)[1],
             fitted_actions=fitted)
         reports, report_notes = _write_reports(folder, experiment, context, log)
         notes += report_notes

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import (
-    CONTROLLER_SIZING,
+    CONTROLLER_INJECTED,
     RECORDING_INJECTED,
     REQUIRED_SECTIONS,
     SECTIONS,
@@ -351,7 +351,7 @@ def _check_executor(ck: _Checker, node: Any, workers: int | None) -> str | dict:
 
 def _check_controller(ck: _Checker, tree: dict, seed: int) -> dict:
     controller = ck.component(tree.get("controller"), ("controller",), "controllers",
-                              injected=CONTROLLER_SIZING, extra_keys=("optimize",),
+                              injected=CONTROLLER_INJECTED, extra_keys=("optimize",),
                               defaults={"seed": seed}) if "controller" in tree else {}
     controller["optimize"] = ck.flag(tree["controller"].get("optimize", True), (
         "controller", "optimize")) if isinstance(tree.get("controller"), dict) else True

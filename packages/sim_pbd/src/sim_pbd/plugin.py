@@ -1,5 +1,5 @@
 """codesign plugin hooks: the ``pbd`` simulator, its observers and terms, the
-``holding_poses`` recording source, and the examples."""
+``joint_impedance`` controller, the ``holding_poses`` recording source, and the examples."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
 from .holding_poses import holding_pose_recordings
+from .impedance_controller import JointImpedanceController
 from .scene import make_simulator
 from .terms import (
     CircleTracking,
     EndEffectorObserver,
+    JointGoal,
     JointObserver,
     JointTracking,
     JointWork,
@@ -34,6 +36,9 @@ EXAMPLES = {
     "baxter_torque_estimation": "the joint torques that drove Baxter's left arm along a "
                                 "recorded trajectory, an open-loop torque table fitted "
                                 "through the simulator (the paper's Sec. V-D)",
+    "baxter_impedance_control": "impedance control of Baxter's s1 with a net-torque map built "
+                                "through the simulator, pushed by external torques, against "
+                                "PD (the paper's Sec. V-E, Figs. 12-13)",
 }
 """Example name -> description; each is ``sim_pbd/examples/<name>.yaml`` (package data)."""
 
@@ -65,8 +70,17 @@ def codesign_register_terms(register):
     register("joint_tracking", JointTracking,
              description="Σ λ1 ‖q − q̂‖² + λ2 ‖q̇ − q̂̇‖² to a recorded joint trajectory (.npz; "
                          "Eq. 26's tracking part)")
+    register("joint_goal", JointGoal,
+             description="running λ1 ‖q − q_d‖² + λ2 ‖q̇‖² from resting at a goal pose")
     register("joint_work", JointWork,
              description="running work of the joint torques Δt τ·q̇ [J] (signed)")
+
+
+@hookimpl
+def codesign_register_controllers(register):
+    register("joint_impedance", JointImpedanceController,
+             description="Eq. 28 impedance law with a net-torque map built through the "
+                         "simulator (or loaded, or none: PD), plus external pushes")
 
 
 @hookimpl

@@ -1,9 +1,10 @@
 """The plots and numbers sim_pbd's experiments add to a run directory (the core's report
 hook, :class:`codesign.run_directory.ReportContext`): estimated against true joint torques
 along a trajectory (:func:`torque_report`), a fitted joint-space spring and how still
-the robot stays at its holding poses (:func:`holding_report`), and holding torques
-estimated at static poses against reference ones beside the paper's Table III
-(:func:`holding_torque_report`).
+the robot stays at its holding poses (:func:`holding_report`), holding torques estimated
+at static poses against reference ones beside the paper's Table III
+(:func:`holding_torque_report`), and impedance control against PD with its net-torque map
+(:func:`impedance_report`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from codesign.outputs import new_figure, write_figure
 from .kinematics import joint_positions
 from .springs import spring_torques
 
-__all__ = ["PAPER_GRAVITY_TORQUES", "holding_report", "holding_torque_report", "torque_report"]
+__all__ = ["PAPER_GRAVITY_TORQUES", "holding_report", "holding_torque_report", "impedance_report",
+           "torque_report"]
 
 PAPER_GRAVITY_TORQUES = {"left_s1": (-29.0, -11.6, -39.1, 0.669),
                          "left_e1": (-10.8, -3.99, -14.2, 0.431),
@@ -168,3 +170,84 @@ def holding_torque_report(folder: Path, *, joint_names, estimated, reference) ->
     return {"poses": poses, "joints": joints, "mae_all_joints_n_m": float(error.mean()),
             "largest_error_n_m": float(error.max()),
             "plot": write_figure(Path(folder) / "holding_torques.png", figure).name}
+
+
+def _push_windows(pushes, control_dt: float, steps: int):
+    """Per push row [start, end, τ…]: (its torques, the control steps it covers plus the
+    state after it)."""
+    for start, end, *torque in np.asarray(pushes, dtype=np.float64):
+        first = int(np.ceil(start / control_dt - 1e-9))
+        last = min(int(np.ceil(end / control_dt - 1e-9)), steps)
+        yield np.array(torque), slice(first, last + 1)
+
+
+def impedance_report(folder: Path, *, joint_names, control_dt: float, goal, pushes, external,
+                     runs: dict, parts: dict, net_torque=None) -> dict:
+    """Impedance control against other controllers (the paper's Figs. 12 and 13).
+
+    Writes ``impedance_control.png`` (per joint: each run's motor torque, its joint angle
+    with the goal, and the external torque with the parts of the first run's law) and,
+    given ``net_torque`` (a :class:`codesign.impedance.NetTorqueMap`), ``net_torque_map.npz``
+    (the file a robot's controller loads) and ``net_torque_map.png`` (τ_net over Δθ and ω).
+
+    Args:
+        joint_names: the m joints.
+        control_dt: the control period [s].
+        goal: the goal angles (m,) [rad].
+        pushes: rows [start s, end s, τ_1 … τ_m N m] of external torque.
+        external: the external torques at each control step, (K, m) [N m].
+        runs: name -> (joint angles (K + 1, m) [rad], motor torques (K, m) [N m]).
+        parts: name -> a part of the first run's law at each control step, (K, m) [N m].
+
+    Returns per run and push (and per joint) the largest angle error [rad], the error at
+    the push's end [rad] and the largest motor torque [N m] over it.
+    """
+    goal, external = np.asarray(goal, dtype=np.float64), np.asarray(external, np.float64)
+    steps, m = external.shape
+    time = control_dt * np.arange(steps + 1)
+    figure, axes = _figure(3, m, size=(8.0 * m, 8.0))
+    axes = axes.reshape(3, m).T  # per joint: torque, angle, parts
+    numbers: dict = {"pushes": []}
+    for j, name in enumerate(joint_names):
+        torque_axis, angle_axis, parts_axis = axes[j]
+        for label, (joint_q, torques) in runs.items():
+            torque_axis.plot(time[:-1], np.asarray(torques)[:, j], label=label)
+            angle_axis.plot(time, np.asarray(joint_q)[:, j], label=label)
+        angle_axis.axhline(goal[j], color="k", lw=0.5, ls=":")
+        parts_axis.plot(time[:-1], external[:, j], "k", label="external")
+        for label, part in parts.items():
+            parts_axis.plot(time[:-1], np.asarray(part)[:, j], label=label)
+        torque_axis.set(ylabel="motor torque [N m]", title=f"{name}, goal {goal[j]:.3g} rad")
+        angle_axis.set(ylabel="angle [rad]")
+        parts_axis.set(xlabel="time [s]", ylabel="torque [N m]")
+        for axis in (torque_axis, angle_axis, parts_axis):
+            axis.legend(fontsize=8)
+    for torque, window in _push_windows(pushes, control_dt, steps):
+        row = {"torque_n_m": torque.tolist(), "start_s": window.start * control_dt,
+               "end_s": (window.stop - 1) * control_dt}
+        for label, (joint_q, torques) in runs.items():
+            error = np.asarray(joint_q)[window] - goal
+            row[label] = {"largest_error_rad": np.abs(error).max(0).tolist(),
+                          "error_at_end_rad": error[-1].tolist(),
+                          "largest_torque_n_m": np.abs(np.asarray(torques)[
+                              window.start:window.stop - 1]).max(0).tolist()}
+        numbers["pushes"].append(row)
+    numbers["plot"] = write_figure(Path(folder) / "impedance_control.png", figure).name
+    if net_torque is not None:
+        numbers["map"] = net_torque.save(Path(folder) / "net_torque_map.npz").name
+        numbers["map_plot"] = _map_figure(Path(folder) / "net_torque_map.png", net_torque)
+        numbers["map_range_n_m"] = [float(net_torque.torques.min()),
+                                    float(net_torque.torques.max())]
+    return numbers
+
+
+def _map_figure(path: Path, net_torque) -> str:
+    """``path``: each joint's τ_net [N m] over Δθ [rad] and ω [rad/s] (Fig. 12)."""
+    joints = len(net_torque.joints)
+    figure, axes = _figure(1, joints, size=(5.0 * joints, 4.0))
+    for axis, name, table in zip(axes, net_torque.joints, net_torque.torques, strict=True):
+        mesh = axis.pcolormesh(net_torque.rates, net_torque.angle_steps, table,
+                               shading="nearest", cmap="viridis")
+        figure.colorbar(mesh, ax=axis, label="τ_net [N m]")
+        axis.set(title=f"{name}: net torque map", xlabel="ω [rad/s]", ylabel="Δθ [rad]")
+    return write_figure(path, figure).name

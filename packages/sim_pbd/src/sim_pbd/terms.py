@@ -2,8 +2,8 @@
 world position of a point on a link (an end effector, a marker), and an end effector's
 position, velocity and Jacobian (what a task-space controller reads). Terms: an end
 effector's distance from a circle it should follow and the work of the joint torques (the
-two parts of the paper's design loss, Eq. 30), and the distance of the joints from a
-recorded joint trajectory (the tracking part of Eq. 26).
+two parts of the paper's design loss, Eq. 30), the distance of the joints from a
+recorded joint trajectory (the tracking part of Eq. 26) and from resting at a goal pose.
 
 Factories take ``simulator`` (a :class:`~sim_pbd.simulator.PBDSimulator`) and keyword-only
 options, as the plugin registry calls them (terms also the run's ``dt`` and ``substeps``).
@@ -29,8 +29,8 @@ from .model import JOINT_TYPES
 from .reports import torque_report
 from .rotations import quat_rotate, quat_rotate_vjp
 
-__all__ = ["CircleTracking", "EndEffectorObserver", "JointObserver", "JointTracking",
-           "JointWork", "LinkPointObserver"]
+__all__ = ["CircleTracking", "EndEffectorObserver", "JointGoal", "JointObserver",
+           "JointTracking", "JointWork", "LinkPointObserver"]
 
 
 class JointObserver:
@@ -271,6 +271,39 @@ class _WeightedJoints(JointObserver):
 
     def observe_vjp(self, state, design, g_observation):
         return super().observe_vjp(state, design, self.scale * np.asarray(g_observation))
+
+
+class JointGoal:
+    """Running term ``λ1 ‖q_t − q_d‖² + λ2 ‖q̇_t‖²`` [rad²]: how far the joints are from
+    resting at the goal angles ``goal`` (q_d [rad or m], one value or one per joint) at each
+    control step; summed over the rollout, the regulation error of a controller holding a
+    pose (λ1 ``angle_weight`` [1/rad²], λ2 ``rate_weight`` [s²/rad²], as in Eq. 26)."""
+
+    kind = "running"
+
+    def __init__(self, *, simulator, goal: float | list[float] = 0.0,
+                 angle_weight: float = 1.0, rate_weight: float = 0.0):
+        for name, value in (("angle_weight", angle_weight), ("rate_weight", rate_weight)):
+            if not (np.isfinite(value) and value >= 0):
+                raise ValueError(f"joint_goal: {name} must be >= 0, got {value!r}")
+        m = simulator.model.joint_count
+        goal = np.asarray(goal, dtype=np.float64)
+        goal = np.full(m, float(goal)) if goal.ndim == 0 else goal
+        if goal.shape != (m,) or not np.all(np.isfinite(goal)):
+            raise ValueError(f"joint_goal: goal must be one finite value or one per joint "
+                             f"({m}: {list(simulator.model.joint_names)}), got {goal.tolist()}")
+        self.observer = _WeightedJoints(simulator=simulator, angle_weight=angle_weight,
+                                        rate_weight=rate_weight)
+        self.target = self.observer.scale * np.concatenate([goal, np.zeros(m)])
+
+    def value(self, state, action, design, control_step):
+        residual = self.observer.observe(state, design) - self.target
+        return float(np.dot(residual, residual))
+
+    def grad(self, state, action, design, control_step):
+        residual = self.observer.observe(state, design) - self.target
+        g_state, g_design = self.observer.observe_vjp(state, design, 2.0 * residual)
+        return g_state, None, g_design
 
 
 class JointTracking(TrajectoryTracking):
