@@ -261,7 +261,7 @@ def test_build_reports_source_failures_and_misfits_at_their_yaml_path(tmp_path, 
         build_experiment(config_of(path, manager), registry)
     path = write(tmp_path, **{"design:\n  stiffness: {init: 3.0, lower: 0.5, upper: 20.0}\n":
                               ""})
-    with pytest.raises(ConfigError, match="nothing to identify"):
+    with pytest.raises(ConfigError, match=r"identification \(line 2\): nothing to identify"):
         build_experiment(config_of(path, manager), registry)
     path = write(tmp_path, **{"  measurement:": "  batch_size: 2\n  measurement:"})
     with pytest.raises(ConfigError, match=r"identification.batch_size.*steps with Adam"):

@@ -392,10 +392,11 @@ def _identification_parts(builder: _Builder, simulator, overrides: dict) -> dict
                      f"codesign.identification.Recording, got {type(recordings).__name__}")
         builder.raise_if_any()
     if not overrides and not section["fit_initial_state"] and not section["fit_actions"]:
-        builder.fail(("design",), "nothing to identify: list the parameters to fit under "
-                                  "design (init: the starting guess, lower, upper) or set "
-                                  "identification.fit_initial_state: true or "
-                                  "identification.fit_actions: true")
+        # at the design section when the file has one, else where its line can be named
+        builder.fail(("design",) if "design" in config.tree else path,
+                     "nothing to identify: list the parameters to fit under design (init: the "
+                     "starting guess, lower, upper) or set identification.fit_initial_state: "
+                     "true or identification.fit_actions: true")
     if getattr(recordings, "actions_unknown", False) and not section["fit_actions"]:
         builder.fail((*path, "fit_actions"), f"recording source {source['source']!r} gives "
                                              "placeholder actions to be fitted (see its "
