@@ -24,16 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from sim_pbd.options import SCHEMES
+from sim_pbd.reports import PAPER_GRAVITY_TORQUES
 from sim_pbd.scene import make_simulator
 from sim_pbd.torque_estimation import holding_torque
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
 from pbd_step import LEFT_ARM, reference_arm  # noqa: E402
-
-PAPER = {"left_s1": (-29.0, -11.6, -39.1, 0.669), "left_e1": (-10.8, -3.99, -14.2, 0.431),
-         "left_w1": (-1.20, -0.5096, -1.56, 0.698)}
-"""Table III: mean, max, min of the estimated torque and its MAE [N m]."""
 
 
 def estimate(poses, *, substeps: int, iterations: int, dt: float,
@@ -71,7 +68,8 @@ def main(argv=None) -> None:
     print("| joint | mean N m | max N m | min N m | MAE N m | paper mean / max / min / MAE |")
     print("| --- | --- | --- | --- | --- | --- |")
     for j, name in enumerate(LEFT_ARM):
-        paper = " / ".join(f"{v:.3g}" for v in PAPER[name]) if name in PAPER else "-"
+        paper = " / ".join(f"{v:.3g}" for v in PAPER_GRAVITY_TORQUES[name]) \
+            if name in PAPER_GRAVITY_TORQUES else "-"
         print(f"| {name} | {torques[:, j].mean():.3f} | {torques[:, j].max():.3f} | "
               f"{torques[:, j].min():.3f} | {error[:, j].mean():.4f} | {paper} |")
     print(f"\nlargest error {error.max():.4f} N m; g(q) ranges "

@@ -34,10 +34,10 @@ def forcings(count, steps=STEPS):
     return [(np.sin((1.0 + k) * t) + 0.5 * (t > 0.5 * k))[:, None] for k in range(count)]
 
 
-def recordings(count=3, **kwargs):
+def recordings(count=3, steps=STEPS, **kwargs):
     sim = SpringMass()
     return sim, [record(sim, TRUTH, a, seed=i, name=f"run{i}", **kwargs)
-                 for i, a in enumerate(forcings(count))]
+                 for i, a in enumerate(forcings(count, steps))]
 
 
 def q_observer(sim):
@@ -217,3 +217,73 @@ def test_recordings_that_start_from_their_own_states_are_fitted_from_there():
     shifted = [Recording(r.actions, r.measurements, name=r.name) for r in recs]
     assert IdentificationProblem(SpringMass(), shifted, measurement=q_observer(sim), free=FREE,
                                  dt=DT).evaluate(result.x, grad=False).loss > 1e-3
+
+
+def test_fitted_actions_pass_gradcheck_and_sit_after_the_design_and_offsets():
+    sim, recs = recordings(2, steps=8)
+    scale = 2.5
+    problem = IdentificationProblem(sim, recs, measurement=q_observer(sim), free=["stiffness"],
+                                    fit_initial_state=True, fit_actions=True,
+                                    action_scale=scale, dt=DT)
+    assert problem.space.names == ["design.stiffness", "initial_state.0", "initial_state.1",
+                                   "actions.0", "actions.1"]
+    assert problem.size == 1 + 2 * 2 + 2 * 8
+    x0 = problem.x0()
+    np.testing.assert_array_equal(x0[5:13], recs[0].actions[:, 0] / scale)
+    np.testing.assert_allclose(problem.actions(x0, 1), recs[1].actions, rtol=1e-15)
+    x = x0 + 0.05 * np.random.default_rng(4).standard_normal(problem.size)
+    gradcheck(lambda inputs: problem.evaluate(inputs["x"], grad=False).loss, {"x": x},
+              {"x": problem.evaluate(x).grad}, tolerance=1e-6).assert_ok()
+    # a minibatch of recording 1 leaves recording 0's actions (and offset) without gradient
+    subset = problem.evaluate_subset(x, [1])
+    assert np.all(subset.grad[5:13] == 0.0) and np.all(subset.grad[1:3] == 0.0)
+    assert np.all(subset.grad[13:] != 0.0)
+    # the vector holds actions / scale, so its gradient is the actions' times the scale
+    unscaled = IdentificationProblem(sim, recs, measurement=q_observer(sim),
+                                     free=["stiffness"], fit_initial_state=True,
+                                     fit_actions=True, dt=DT)
+    plain = x.copy()
+    plain[5:] *= scale
+    np.testing.assert_allclose(problem.evaluate(x).grad[5:],
+                               scale * unscaled.evaluate(plain).grad[5:], rtol=1e-12)
+
+
+def test_recovers_the_recorded_actions_from_zero_once_scaled_to_their_effect():
+    sim, recs = recordings(2, steps=10)
+    unknown = [Recording(np.zeros_like(r.actions), r.measurements, name=r.name) for r in recs]
+    with pytest.raises(ValueError, match="nothing to identify"):
+        IdentificationProblem(sim, unknown, measurement=q_observer(sim), dt=DT,
+                              overrides={"mass": {"init": 1.5}})
+
+    def fit(scale):
+        problem = IdentificationProblem(sim, unknown, measurement=q_observer(sim),
+                                        fit_actions=True, action_scale=scale, dt=DT,
+                                        overrides={n: {"init": TRUTH[n]} for n in FREE})
+        result = identify(problem, optimizer=LBFGSB(function_tolerance=0.0),
+                          max_iterations=300)
+        error = max(np.abs(got - r.actions).max()
+                    for got, r in zip(result.actions, recs, strict=True))
+        return problem, result, error
+
+    # a force moves the 1.5 kg mass by Δt² / m = 1.7 mm per N in a step, so the loss's
+    # gradient in N is below L-BFGS-B's tolerance long before the forces are found; in
+    # units of 1000 N (about 1 / √(∂²L/∂a²)) they are recovered
+    assert fit(1.0)[2] > 0.05
+    problem, result, error = fit([1000.0])
+    assert problem.free == [] and error < 1e-3 and result.loss < 1e-14
+    assert result.initial_offsets is None
+    np.testing.assert_array_equal(problem.actions(result.x, 1), result.actions[1])
+    assert problem.describe(result.x)["actions.0"] == result.actions[0].tolist()
+    without = identify(IdentificationProblem(sim, recs, measurement=q_observer(sim),
+                                             free=["stiffness"], dt=DT),
+                       optimizer=LBFGSB(), max_iterations=5)
+    assert without.actions is None
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, np.inf, [1.0, 2.0]])
+def test_a_bad_action_scale_is_refused_naming_the_expected_form(scale):
+    sim, recs = recordings(1, steps=5)
+    with pytest.raises(ValueError, match="action_scale must be a positive number or 1 "
+                                         "positive numbers"):
+        IdentificationProblem(sim, recs, measurement=q_observer(sim), fit_actions=True,
+                              action_scale=scale, dt=DT)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from plugin_fixture import fixtures_plugin
 
+from codesign import run_directory
 from codesign.cli import main
 from codesign.config import ConfigError, load_config
 from codesign.experiment import IdentificationExperiment, build_experiment
@@ -207,6 +208,7 @@ def test_validation_resolves_the_section_and_defaults_steps_and_seed_from_run(tm
     assert section["recordings"]["source"] == "synthetic"
     assert options["steps"] == 30 and options["seed"] == 0 and options["count"] == 3
     assert section["batch_size"] is None and section["fit_initial_state"] is False
+    assert section["fit_actions"] is False and "action_scale" not in section
     quick = config_of(write(tmp_path), manager, quick=True)
     assert quick.data["identification"]["recordings"]["options"]["count"] == 2
     assert quick.data["identification"]["recordings"]["options"]["steps"] == 10
@@ -226,6 +228,18 @@ def test_validation_resolves_the_section_and_defaults_steps_and_seed_from_run(tm
      r"needs option 'steps'"),
     ({"  measurement:": "  batch_size: 0\n  measurement:"},
      r"identification.batch_size \(line 8\): must be at least 1"),
+    ({"  measurement:": "  fit_actions: yes please\n  measurement:"},
+     r"identification.fit_actions \(line 8\): must be true or false, got a string"),
+    ({"  measurement:": "  action_scale: 2.0\n  measurement:"},
+     r"identification.action_scale \(line 8\): action_scale sizes the fitted actions; set "
+     r"fit_actions: true or remove action_scale"),
+    ({"  measurement:": "  fit_actions: true\n  action_scale: 0\n  measurement:"},
+     r"identification.action_scale \(line 9\): must be positive, got 0"),
+    ({"  measurement:": "  fit_actions: true\n  action_scale: []\n  measurement:"},
+     r"identification.action_scale \(line 9\): must be a positive number or a non-empty "
+     r"list"),
+    ({"  measurement:": "  fit_actions: true\n  action_scale: [1.0, two]\n  measurement:"},
+     r"identification.action_scale\[1\] \(line 9\): must be a number, got a string 'two'"),
 ])
 def test_section_errors_name_the_path_and_line(tmp_path, manager, replacements, message):
     with pytest.raises(ConfigError, match=message):
@@ -247,10 +261,15 @@ def test_build_reports_source_failures_and_misfits_at_their_yaml_path(tmp_path, 
         build_experiment(config_of(path, manager), registry)
     path = write(tmp_path, **{"design:\n  stiffness: {init: 3.0, lower: 0.5, upper: 20.0}\n":
                               ""})
-    with pytest.raises(ConfigError, match="nothing to identify"):
+    with pytest.raises(ConfigError, match=r"identification \(line 2\): nothing to identify"):
         build_experiment(config_of(path, manager), registry)
     path = write(tmp_path, **{"  measurement:": "  batch_size: 2\n  measurement:"})
     with pytest.raises(ConfigError, match=r"identification.batch_size.*steps with Adam"):
+        build_experiment(config_of(path, manager), registry)
+    path = write(tmp_path, **{"  measurement:": "  fit_actions: true\n  action_scale: [1, 2]"
+                                                "\n  measurement:"})
+    with pytest.raises(ConfigError, match=r"identification.action_scale \(line 9\): 2 scales "
+                                          r"for the simulator's 1 action components"):
         build_experiment(config_of(path, manager), registry)
 
 
@@ -294,6 +313,34 @@ def test_identification_run_recovers_the_truth_and_writes_it(tmp_path, manager, 
     assert "replaying recording 0" in " ".join(summary["notes"])
     assert main(["validate", str(path)], plugin_manager=manager) == 0
     assert "identification with simulator 'spring', 3 recording(s)" in capsys.readouterr().out
+
+
+def test_a_run_that_fits_actions_writes_them_and_replays_recording_0_with_them(tmp_path,
+                                                                              manager):
+    path = write(tmp_path, **{"design:\n  stiffness: {init: 3.0, lower: 0.5, upper: 20.0}\n":
+                              "", "  measurement:": "  fit_actions: true\n  action_scale: 0.5"
+                                                    "\n  measurement:"})
+    config = config_of(path, manager, quick=True)
+    assert config.data["identification"]["fit_actions"] is True
+    assert config.data["identification"]["action_scale"] == 0.5
+    again = tmp_path / "again" / "identify.yaml"
+    again.parent.mkdir()
+    again.write_text(config.to_yaml())
+    assert config_of(again, manager).data == config.data
+    with build_experiment(config, get_registry(manager)) as experiment:
+        problem = experiment.problem
+        x = problem.x0() + 0.1
+        replayed = run_directory._replay(experiment, x)[1]
+        np.testing.assert_array_equal(replayed.actions, problem.actions(x, 0))
+        assert not np.array_equal(replayed.actions, experiment.recordings[0].actions)
+    out = tmp_path / "run"
+    summary = run(path, out, manager, quick=True)
+    assert summary["identification"]["fit_actions"] is True
+    assert summary["identification"]["parameters"] == {}
+    arrays = read_npz(out / "parameters.npz")
+    assert sorted(k for k in arrays if k.startswith("actions.")) == ["actions.0", "actions.1"]
+    assert arrays["actions.1"].shape == (10, 1)
+    np.testing.assert_array_equal(arrays["actions.0"], arrays["x"][:10, None] * 0.5)
 
 
 def test_stochastic_identification_resumes_to_the_same_result(tmp_path, manager):

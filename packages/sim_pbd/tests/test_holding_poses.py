@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import sim_pbd
 from codesign import Objective, OpenLoopController, Rollout
-from codesign.outputs import write_npz
+from codesign.config import ConfigError, load_config
+from codesign.experiment import build_experiment
+from codesign.outputs import read_npz, write_npz
+from codesign.plugins import get_registry
 from codesign.recordings import RecordingSourceError
 from codesign.run_directory import ReportContext
+from codesign.runs import run_experiment
+from codesign.validation import validate_config
 from sim_pbd.holding_poses import holding_pose_recordings, read_holding_poses
 from sim_pbd.kinematics import joint_positions
+from sim_pbd.reports import holding_torque_report
 from sim_pbd.scene import make_simulator
 from sim_pbd.terms import JointObserver, JointTracking
 
+EXAMPLES = Path(sim_pbd.__file__).parent / "examples"
 LEFT_ARM = ["left_s0", "left_s1", "left_e0", "left_e1", "left_w0", "left_w1", "left_w2"]
 SPRING = {"joint": "left_s1", "stiffness": 2000.0, "rest_length": 0.2, "lever_parent": 0.35,
           "lever_child": 0.08, "angle": 3.9, "offset": 0.25}
@@ -161,3 +171,89 @@ def test_joint_tracking_refuses_a_recording_the_run_does_not_fit(tmp_path):
         JointTracking(simulator=sim, dt=0.01, base_dir=tmp_path, path="bad.npz")
     with pytest.raises(ValueError, match="not found"):
         JointTracking(simulator=sim, dt=0.01, base_dir=tmp_path, path="missing.npz")
+
+
+def test_zero_torques_are_unknowns_and_the_report_compares_fitted_ones_with_the_file(tmp_path,
+                                                                                    sim):
+    path = write_poses(tmp_path / "poses.npz")
+    options = {"simulator": sim, "measurement": JointObserver(simulator=sim), "dt": 0.01,
+               "substeps": 1, "base_dir": tmp_path, "path": path.name}
+    with pytest.raises(RecordingSourceError, match=r"options.torques must be one of \['file', "
+                                                   r"'zero'\], got 'gravity'"):
+        holding_pose_recordings(**options, torques="gravity")
+    assert not holding_pose_recordings(**options).actions_unknown
+    recordings = holding_pose_recordings(**options, torques="zero")
+    assert recordings.actions_unknown
+    assert all(np.array_equal(r.actions, np.zeros((1, 7))) for r in recordings)
+    design = sim.design_space().defaults()
+    fitted = [TORQUES[0][None] + 0.5, TORQUES[1][None] - np.arange(7.0)]
+    numbers = recordings.report(tmp_path, ReportContext(sim, design, design, [], np.zeros(0),
+                                                        fitted_actions=fitted))
+    torques = numbers["torques"]
+    assert torques["plot"] == "holding_torques.png"
+    assert (tmp_path / "holding_torques.png").is_file()
+    s1 = torques["joints"]["left_s1"]
+    assert s1["mae_n_m"] == pytest.approx((0.5 + 1.0) / 2)
+    assert s1["mean_n_m"] == pytest.approx((-29.5 - 26.0) / 2)
+    assert (s1["max_n_m"], s1["min_n_m"]) == (-26.0, -29.5)
+    assert s1["paper"] == {"mean_n_m": -29.0, "max_n_m": -11.6, "min_n_m": -39.1,
+                           "mae_n_m": 0.669}
+    assert "paper" not in torques["joints"]["left_s0"]
+    assert torques["largest_error_n_m"] == pytest.approx(6.0)
+    # how still the robot stays is measured under the fitted torques, not the file's
+    after = sim.step(recordings[1].initial_state, fitted[1][0], design, 0.01)
+    moved = np.abs(joint_positions(sim.model, sim.parameters(design), after)[0] - POSES[1])
+    assert numbers["largest_angle_change_rad"] >= moved.max()
+    without = recordings.report(tmp_path, ReportContext(sim, design, design, [], np.zeros(0)))
+    assert "torques" not in without
+
+
+def test_holding_torque_report_refuses_tables_of_other_shapes(tmp_path):
+    with pytest.raises(ValueError, match=r"must both have shape \(poses, joints\)"):
+        holding_torque_report(tmp_path, joint_names=LEFT_ARM, estimated=TORQUES,
+                              reference=TORQUES[:1])
+
+
+GRAVITY_YAML = """\
+simulator:
+  name: pbd
+  options: {urdf: baxter, joints: [left_s0, left_s1, left_e0, left_e1, left_w0, left_w1,
+            left_w2], joint_limits: false, substeps: 10, iterations: 2}
+identification:
+  recordings: {source: holding_poses, options: {path: poses.npz, torques: zero}}
+  measurement: {name: joints}
+  fit_actions: true
+optimizer: {name: lbfgsb, iterations: 2}
+run: {steps: 1, dt: 0.01}
+"""
+
+
+def test_zero_torques_need_fit_actions_and_an_unknown_start_is_named(tmp_path):
+    write_poses(tmp_path / "poses.npz")
+    registry = get_registry()
+    path = tmp_path / "gravity.yaml"
+    path.write_text(GRAVITY_YAML.replace("  fit_actions: true\n", ""))
+    with pytest.raises(ConfigError, match=r"identification.fit_actions \(line 5\): recording "
+                                          r"source 'holding_poses' gives placeholder actions "
+                                          r"to be fitted"):
+        build_experiment(validate_config(load_config(path), registry), registry)
+    path.write_text(GRAVITY_YAML.replace("torques: zero", "torques: gravity"))
+    with pytest.raises(ConfigError, match=r"identification.recordings.options.torques"):
+        validate_config(load_config(path), registry)
+
+
+def test_the_gravity_compensation_example_fits_torques_and_reports_them(tmp_path):
+    out = tmp_path / "run"
+    summary = run_experiment(EXAMPLES / "baxter_gravity_compensation.yaml", get_registry(),
+                             out=out, quick=True, progress=False, log=lambda message: None)
+    assert summary["identification"]["fit_actions"] is True
+    assert summary["identification"]["recordings"] == 3
+    assert summary["final_loss"] < summary["initial_loss"]
+    arrays = read_npz(out / "parameters.npz")
+    fitted = np.concatenate([arrays[f"actions.{i}"] for i in range(3)])
+    reference = read_npz(EXAMPLES / "pbd_recordings" / "gravity_poses.npz")["torques"][:3]
+    torques = summary["reports"]["holding_poses"]["torques"]
+    for j, name in enumerate(LEFT_ARM):
+        assert torques["joints"][name]["mae_n_m"] == pytest.approx(
+            np.abs(fitted[:, j] - reference[:, j]).mean(), rel=1e-12)
+    assert (out / "holding_torques.png").is_file()

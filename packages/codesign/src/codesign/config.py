@@ -23,7 +23,8 @@ The sections (``*`` marks required keys; defaults in parentheses)::
                  video: {fps (30), width (480), height (360), every (1)}}
     quick:      a partial experiment merged over the rest by --quick
     identification: {recordings*: {source*, options}, measurement*: {name*, options},
-                     batch_size (null: every recording), fit_initial_state (false)}
+                     batch_size (null: every recording), fit_initial_state (false),
+                     fit_actions (false), action_scale (1: a number or one per action)}
 
 An identification experiment has the ``identification`` section instead of ``controller``,
 ``observer`` and ``objective``, and fits the parameters named in ``design`` (their ``init``
@@ -34,7 +35,10 @@ values. Each recording's actions are replayed open loop, one per control step of
 ``run.substeps`` substeps of ``run.dt`` seconds; ``run.steps`` is optional there and, when
 given, is the default ``steps`` option of a source that takes one (the ``synthetic``
 trajectory length). ``batch_size`` below the number of recordings makes the fit stochastic
-over recordings (minibatches drawn with ``run.seed``; Adam only).
+over recordings (minibatches drawn with ``run.seed``; Adam only). ``fit_actions`` fits each
+recording's actions too, from the recorded ones (e.g. the torques that hold a robot at
+measured poses), ``action_scale`` their size in the optimizer's vector
+(:mod:`codesign.identification`).
 
 ``optimizer.starts`` above 1 runs the optimizer from that many starting points (the
 experiment's, then random ones drawn with ``run.seed``) as one batch on the executor and

@@ -368,7 +368,10 @@ def _codesign_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, 
 
 
 def _identification_parts(builder: _Builder, simulator, overrides: dict) -> dict[str, Any]:
-    """The fields of an :class:`IdentificationExperiment` but the shared ones."""
+    """The fields of an :class:`IdentificationExperiment` but the shared ones.
+
+    A recording set that says ``actions_unknown`` (its actions are placeholders, e.g. the
+    ``holding_poses`` source's ``torques: zero``) needs ``identification.fit_actions``."""
     config = builder.config
     data, run = config.data, config.data["run"]
     section = data["identification"]
@@ -388,10 +391,22 @@ def _identification_parts(builder: _Builder, simulator, overrides: dict) -> dict
                      f"recording source {source['source']!r} must return a non-empty list of "
                      f"codesign.identification.Recording, got {type(recordings).__name__}")
         builder.raise_if_any()
-    if not overrides and not section["fit_initial_state"]:
-        builder.fail(("design",), "nothing to identify: list the parameters to fit under "
-                                  "design (init: the starting guess, lower, upper) or set "
-                                  "identification.fit_initial_state: true")
+    if not overrides and not section["fit_initial_state"] and not section["fit_actions"]:
+        # at the design section when the file has one, else where its line can be named
+        builder.fail(("design",) if "design" in config.tree else path,
+                     "nothing to identify: list the parameters to fit under design (init: the "
+                     "starting guess, lower, upper) or set identification.fit_initial_state: "
+                     "true or identification.fit_actions: true")
+    if getattr(recordings, "actions_unknown", False) and not section["fit_actions"]:
+        builder.fail((*path, "fit_actions"), f"recording source {source['source']!r} gives "
+                                             "placeholder actions to be fitted (see its "
+                                             "options); set identification.fit_actions: true "
+                                             "or have the source give its recorded actions")
+    scale = section.get("action_scale", 1.0)
+    if isinstance(scale, list) and len(scale) != simulator.action_size:
+        builder.fail((*path, "action_scale"), f"{len(scale)} scales for the simulator's "
+                                              f"{simulator.action_size} action components; "
+                                              "give one number, or one per component")
     batch_size = section["batch_size"]
     if batch_size is not None and batch_size < len(recordings) and optimizer is not None \
             and not isinstance(optimizer, Adam):
@@ -404,6 +419,7 @@ def _identification_parts(builder: _Builder, simulator, overrides: dict) -> dict
         problem = IdentificationProblem(
             simulator, recordings, measurement=measurement, free=list(overrides),
             overrides=overrides, fit_initial_state=section["fit_initial_state"],
+            fit_actions=section["fit_actions"], action_scale=scale,
             substeps=run["substeps"], dt=run["dt"], checkpoint_every=run["checkpoint_every"])
     except ValueError as exc:  # recordings that do not fit the simulator or measurement
         builder.fail((*path, "recordings"), exc)

@@ -1,15 +1,30 @@
-"""System identification: fit design parameters (and initial states) to recorded trajectories.
+"""System identification: fit design parameters (and initial states, and actions) to recorded
+trajectories.
 
 Single shooting through the simulator: each recording's actions are replayed open loop
-(an :class:`~codesign.OpenLoopController` whose table is the recording and is never
-optimized), and a measurement map (an :class:`~codesign.Observer`) compares the simulated
-states with the recorded measurements through :class:`~codesign.TrajectoryTracking`. The loss
+(an :class:`~codesign.OpenLoopController` whose table is the recording), and a measurement
+map (an :class:`~codesign.Observer`) compares the simulated states with the recorded
+measurements through :class:`~codesign.TrajectoryTracking`. The loss
 is the mean over recordings, so it can be minimized full-batch by any optimizer or
 stochastically over minibatches of recordings with Adam.
 
 With ``fit_initial_state`` every recording gets its own offset added to the simulator's
 initial state, flattened from the state tree's float leaves; its gradient is the rollout's
 ``Gradient.initial_state``.
+
+With ``fit_actions`` every recording's action table becomes unknowns too, starting at the
+recorded actions: the inverse problem of which actions made the recorded motion (e.g. the
+torques that hold a robot still at measured poses: gravity compensation). Its gradient is
+the open-loop controller's, ``Gradient.weights["table"]``. Actions may act weakly and
+unevenly on what is measured (a force moves a mass m by Δt² F / m in a step of Δt; a torque
+changes the rate of a joint of inertia I by Δt τ / I, and a robot's inertias span orders of
+magnitude): unscaled, their gradient can fall below a quasi-Newton method's tolerance long
+before the actions are found, and the loss's curvature in them can be badly conditioned.
+``action_scale`` (a number, or one per action component) is the actions' unit in the
+vector, a diagonal preconditioner: best near 1 / √(∂²L/∂a²) per component, the action that
+changes the loss by one unit (for joint torques, ∝ the joint's effective inertia / Δt). On
+Baxter's gravity compensation (sim_pbd's ``baxter_gravity_compensation`` example) per-joint
+scales cut L-BFGS-B's iterations fourfold (sim_pbd README, "Torque estimation").
 """
 
 from __future__ import annotations
@@ -116,12 +131,14 @@ def _unflatten_like(template, vector: np.ndarray):
 
 
 def _evaluate_recording(problem: IdentificationProblem, x: np.ndarray, index: int,
-                        grad: bool) -> tuple[float, np.ndarray | None, np.ndarray | None]:
-    """Tracking loss of one recording and its gradients (design part, offset part)."""
+                        grad: bool) -> tuple[float, np.ndarray | None, dict | None]:
+    """Tracking loss of one recording and its gradients: the design part (scaled) and the
+    recording's own unknowns (``initial_state.<index>``, ``actions.<index>``: name ->
+    gradient in their values)."""
     design, offset = problem.design(x), problem.initial_offset(x, index)
     rollout, objective = problem.rollouts[index], problem.objectives[index]
     recording = problem.recordings[index]
-    weights = {"table": recording.actions}
+    weights = {"table": problem.actions(x, index)}
     start = {"initial_offset": offset, "initial_state": recording.initial_state}
     if not grad:
         result = rollout.forward(design, weights, objective, **start)
@@ -129,8 +146,13 @@ def _evaluate_recording(problem: IdentificationProblem, x: np.ndarray, index: in
     result, (gradient,) = rollout.value_and_grad(design, weights, objective, **start)
     design_grad = problem.free_space.flatten_gradient(
         {f"design.{n}": gradient.design[n] for n in problem.free}, scaled=True)
-    state_grad = _flatten_like(problem.state_template, gradient.initial_state)
-    return float(result.values[0]), design_grad, state_grad
+    own = {}
+    if problem.fit_initial_state:
+        own[f"initial_state.{index}"] = _flatten_like(problem.state_template,
+                                                      gradient.initial_state)
+    if problem.fit_actions:
+        own[f"actions.{index}"] = gradient.weights["table"]
+    return float(result.values[0]), design_grad, own
 
 
 class IdentificationProblem(VectorProblem):
@@ -138,7 +160,10 @@ class IdentificationProblem(VectorProblem):
 
     The vector holds the free design parameters (scaled, as in
     :class:`~codesign.problem.RolloutProblem`), then, with ``fit_initial_state``, one
-    initial-state offset per recording (the state's float leaves, flattened, unscaled).
+    initial-state offset per recording (``initial_state.<i>``: the state's float leaves,
+    flattened, unscaled), then, with ``fit_actions``, one action table per recording
+    (``actions.<i>``, shape (T_i, action_size), unbounded, row by row divided by
+    ``action_scale``).
 
     Args:
         simulator: the simulator to shoot through.
@@ -147,6 +172,10 @@ class IdentificationProblem(VectorProblem):
         free: design parameters to fit (names); the others stay at their defaults.
         overrides: ``name -> {init, lower, upper, scale}`` for design parameters.
         fit_initial_state: also fit an initial-state offset per recording.
+        fit_actions: also fit every recording's actions, starting at the recorded ones.
+        action_scale: the size of an action in the vector (e.g. [N m]), one number or one
+            per action component (action_size,); the vector holds actions /
+            ``action_scale`` (a preconditioner: see the module docstring).
         substeps: simulator substeps per recorded control step.
         dt: substep length [s]; a control step lasts ``substeps * dt``.
         checkpoint_every: checkpoint interval of the reverse sweep (default ⌈√N⌉).
@@ -163,6 +192,8 @@ class IdentificationProblem(VectorProblem):
         free: Sequence[str] = (),
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         fit_initial_state: bool = False,
+        fit_actions: bool = False,
+        action_scale: float | Sequence[float] = 1.0,
         substeps: int = 1,
         dt: float,
         checkpoint_every: int | None = None,
@@ -182,12 +213,20 @@ class IdentificationProblem(VectorProblem):
             if recording.measurements.shape[1] != measurement.size:
                 raise ValueError(f"{label}: measurements have {recording.measurements.shape[1]} "
                                  f"column(s) but the measurement map gives {measurement.size}")
-        if not free and not fit_initial_state:
+        if not free and not fit_initial_state and not fit_actions:
             raise ValueError("nothing to identify: name design parameters in `free` or set "
-                             "fit_initial_state=True")
+                             "fit_initial_state=True or fit_actions=True")
+        scale = np.asarray(action_scale, dtype=np.float64)
+        if scale.shape not in ((), (simulator.action_size,)) or not np.all(
+                np.isfinite(scale) & (scale > 0)):
+            raise ValueError(f"action_scale must be a positive number or "
+                             f"{simulator.action_size} positive numbers (one per action "
+                             f"component), got {action_scale!r}")
         self.simulator, self.measurement = simulator, measurement
         self.free = list(free)
         self.fit_initial_state = bool(fit_initial_state)
+        self.fit_actions = bool(fit_actions)
+        self.action_scale = np.broadcast_to(scale, (simulator.action_size,)).copy()
         self.design_space = apply_overrides(simulator.design_space(), overrides or {})
         self.base_design = self.design_space.defaults()
         self.free_space = self.design_space.subset(self.free).prefixed("design")
@@ -198,9 +237,20 @@ class IdentificationProblem(VectorProblem):
             Parameter(f"initial_state.{i}", (self.state_size,), 0.0,
                       doc=f"initial-state offset of recording {i}")
             for i in range(len(self.recordings)) if self.fit_initial_state)
-        self.space = self.free_space.concat(offsets)
+        actions = DesignSpace(
+            Parameter(f"actions.{i}", r.actions.shape, r.actions,
+                      doc=f"action table of recording {i}")
+            for i, r in enumerate(self.recordings) if self.fit_actions)
+        self.recording_space = offsets.concat(actions)
+        self.space = self.free_space.concat(self.recording_space)
         self.size = self.space.size
-        self.lower, self.upper = self.space.bounds(scaled=True)
+        # per entry of the vector, the value of one unit beyond the space's own scaling:
+        # the action scale per component (a Parameter's scale is one number)
+        self._unit = np.concatenate(
+            [np.ones(self.free_space.size + offsets.size),
+             *(np.tile(self.action_scale, r.steps) for r in self.recordings
+               if self.fit_actions)])
+        self.lower, self.upper = (bound / self._unit for bound in self.space.bounds(scaled=True))
         self.constraint_lower = np.zeros(0)
         self.constraint_upper = np.zeros(0)
         self.rollouts = [
@@ -215,9 +265,23 @@ class IdentificationProblem(VectorProblem):
                            for r in self.recordings]
         self.executor = executor
 
+    def _values(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Every unknown's value at ``x``: ``design.<name>``, ``initial_state.<i>``,
+        ``actions.<i>``."""
+        return self.space.unflatten(np.asarray(x, dtype=float) * self._unit, scaled=True)
+
+    def x0(self) -> np.ndarray:
+        """The starting vector: the design's (overridden) defaults, zero offsets, the
+        recorded actions."""
+        return self.space.flatten(self.space.defaults(), scaled=True) / self._unit
+
+    def describe(self, x: np.ndarray) -> dict[str, Any]:
+        """Every unknown at ``x`` as ``name -> list`` (for history and summaries)."""
+        return {name: np.asarray(v).tolist() for name, v in self._values(x).items()}
+
     def design(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """The full simulator design at ``x`` (fixed parameters at their defaults)."""
-        values = self.space.unflatten(np.asarray(x, dtype=float), scaled=True)
+        values = self._values(x)
         return self.design_space.check(
             {**self.base_design, **{n: values[f"design.{n}"] for n in self.free}})
 
@@ -225,8 +289,14 @@ class IdentificationProblem(VectorProblem):
         """Recording ``index``'s initial-state offset at ``x`` as a state tree, or ``None``."""
         if not self.fit_initial_state:
             return None
-        values = self.space.unflatten(np.asarray(x, dtype=float), scaled=True)
-        return _unflatten_like(self.state_template, values[f"initial_state.{index}"])
+        return _unflatten_like(self.state_template, self._values(x)[f"initial_state.{index}"])
+
+    def actions(self, x: np.ndarray, index: int) -> np.ndarray:
+        """Recording ``index``'s action table at ``x``, shape (T, action_size): the fitted
+        one with ``fit_actions``, else the recorded one."""
+        if not self.fit_actions:
+            return self.recordings[index].actions
+        return self._values(x)[f"actions.{index}"]
 
     def _combine(self, parts, indices: Sequence[int], grad: bool) -> Evaluation:
         # Summed in recording order (the executor returns parts in job order, never in
@@ -236,11 +306,10 @@ class IdentificationProblem(VectorProblem):
         if not grad:
             return Evaluation(loss=loss)
         design_grad = sum(p[1] for p in parts) / count
-        blocks = np.zeros((len(self.recordings), self.state_size))
-        for index, part in zip(indices, parts, strict=True):
-            blocks[index] = part[2] / count
-        vector = np.concatenate([design_grad, blocks.reshape(-1)]) if self.fit_initial_state \
-            else np.asarray(design_grad, dtype=float)
+        # recordings outside a minibatch leave their own unknowns' gradient at zero
+        own = {name: g / count for part in parts for name, g in part[2].items()}
+        vector = np.concatenate([np.asarray(design_grad, dtype=float),
+                                 self.recording_space.flatten_gradient(own)]) * self._unit
         return Evaluation(loss=loss, grad=vector, constraint_jac=np.zeros((0, self.size)))
 
     def _run(self, xs: Sequence[np.ndarray], indices: Sequence[int], grad: bool) -> list:
@@ -276,6 +345,8 @@ class IdentificationResult:
         design: the full simulator design with the fitted parameters.
         initial_offsets: per recording, the fitted initial-state offset (a state tree), or
             ``None`` without ``fit_initial_state``.
+        actions: per recording, the fitted action table (T, action_size), or ``None``
+            without ``fit_actions``.
         loss: mean tracking loss over all recordings at the result.
         x: the result as the problem's vector.
         optimization: the optimizer's account (history, iterations, evaluations).
@@ -283,6 +354,7 @@ class IdentificationResult:
 
     design: dict[str, np.ndarray]
     initial_offsets: list | None
+    actions: list[np.ndarray] | None
     loss: float
     x: np.ndarray
     optimization: OptimizeResult
@@ -322,7 +394,7 @@ def identify(
     callback: Callback | None = None,
     x0: np.ndarray | None = None,
 ) -> IdentificationResult:
-    """Fit the problem's free parameters (and offsets) to its recordings.
+    """Fit the problem's free parameters (and offsets, and actions) to its recordings.
 
     Args:
         problem: the identification problem.
@@ -354,5 +426,8 @@ def identify(
                                   batch_size=batch_size, seed=seed, callback=callback)
     offsets = ([problem.initial_offset(result.x, i) for i in range(count)]
                if problem.fit_initial_state else None)
+    actions = ([problem.actions(result.x, i) for i in range(count)]
+               if problem.fit_actions else None)
     return IdentificationResult(design=problem.design(result.x), initial_offsets=offsets,
-                                loss=float(result.loss), x=result.x, optimization=result)
+                                actions=actions, loss=float(result.loss), x=result.x,
+                                optimization=result)

@@ -25,14 +25,17 @@
   set) with a ``report(folder, context)`` method writes its own files (an experiment's plots)
   into the folder and returns numbers that ``summary.json`` keeps under ``reports.<name>``
   (:class:`ReportContext`: the simulator, the initial and final design, the replayed
-  rollout's states and actions); a failing report costs only itself, with a note.
+  rollout's states and actions, an identification's fitted action tables); a failing
+  report costs only itself, with a note.
 
 An identification run writes the same files, with: ``parameters.npz`` holding the fitted
-design (``design.<name>``), the source's truth (``truth.<name>``) when known and the vector
-``x`` (fitted initial-state offsets included); ``summary.json`` an ``identification`` entry
-(source, recordings, batch size, and per fitted parameter its initial, recovered and true
-value and the relative error, :func:`identification_table`); the video the fitted design
-replaying the first recording.
+design (``design.<name>``), the source's truth (``truth.<name>``) when known, the fitted
+action tables (``actions.<i>``, one per recording, with ``fit_actions``) and the vector
+``x`` (fitted initial-state offsets and actions included); ``summary.json`` an
+``identification`` entry (source, recordings, batch size, whether initial states and
+actions were fitted, and per fitted parameter its initial, recovered and true value and the
+relative error, :func:`identification_table`); the video the fitted design replaying the
+first recording (with its fitted actions).
 """
 
 from __future__ import annotations
@@ -131,10 +134,13 @@ def format_identification_table(table: dict[str, dict[str, Any]]) -> list[str]:
 
 def _result_arrays(experiment: Experiment | IdentificationExperiment,
                    x: np.ndarray) -> dict[str, np.ndarray]:
-    """parameters.npz: the full design, the controller weights or the truth, and ``x``."""
+    """parameters.npz: the full design, the controller weights or the truth (and the fitted
+    action tables), and ``x``."""
     problem = experiment.problem
     if isinstance(experiment, IdentificationExperiment):
-        groups = {"design": problem.design(x), "truth": experiment.truth or {}}
+        groups = {"design": problem.design(x), "truth": experiment.truth or {},
+                  "actions": {str(i): problem.actions(x, i)
+                              for i in range(len(problem.recordings)) if problem.fit_actions}}
     else:
         design, weights = problem.split(x)
         groups = {"design": design, "controller": weights}
@@ -183,6 +189,9 @@ class ReportContext:
         actions: the replayed rollout's actions, shape (steps, action_size).
         controller_weights: the controller's weights at the result (name -> array; empty
             for an identification).
+        fitted_actions: an identification's fitted action tables, one (T_i, action_size)
+            array per recording, when it fitted them (``identification.fit_actions``), else
+            ``None``.
     """
 
     simulator: Any
@@ -191,16 +200,18 @@ class ReportContext:
     states: list
     actions: np.ndarray
     controller_weights: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    fitted_actions: list[np.ndarray] | None = None
 
 
 def _replay(experiment: Experiment | IdentificationExperiment, x: np.ndarray):
     """(design, recorded rollout, what the video shows) of the result at ``x``: an
-    identification's fitted design replaying recording 0, else the optimized rollout."""
+    identification's fitted design replaying recording 0 (its fitted actions when it fitted
+    them), else the optimized rollout."""
     problem = experiment.problem
     design = _full_design(experiment, x)
     if isinstance(experiment, IdentificationExperiment):
         result = problem.rollouts[0].forward(
-            design, {"table": problem.recordings[0].actions}, problem.objectives[0],
+            design, {"table": problem.actions(x, 0)}, problem.objectives[0],
             initial_offset=problem.initial_offset(x, 0),
             initial_state=problem.recordings[0].initial_state, record=True)
         return design, result, "the fitted design replaying recording 0, "
@@ -288,12 +299,15 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
     notes.append(note)
     if _reporters(experiment):
         problem = experiment.problem
+        fitted = [problem.actions(result.x, i) for i in range(len(problem.recordings))] \
+            if identification and problem.fit_actions else None
         context = ReportContext(
             simulator=experiment.simulator, initial_design=_full_design(experiment, problem.x0()),
             design=_full_design(experiment, result.x),
             states=[] if replayed is None else list(replayed.states),
             actions=np.zeros((0, 0)) if replayed is None else replayed.actions,
-            controller_weights={} if identification else problem.split(result.x)[1])
+            controller_weights={} if identification else problem.split(result.x)[1],
+            fitted_actions=fitted)
         reports, report_notes = _write_reports(folder, experiment, context, log)
         notes += report_notes
     files = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
@@ -322,6 +336,7 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
             "steps": sorted({r.steps for r in problem.recordings}),
             "batch_size": experiment.batch_size if experiment.stochastic else None,
             "fit_initial_state": problem.fit_initial_state,
+            "fit_actions": problem.fit_actions,
             "parameters": identification_table(problem, problem.x0(), result.x, experiment.truth),
         }
     if reports:

@@ -375,7 +375,7 @@ def _check_optimizer(ck: _Checker, tree: dict, seed: int) -> dict:
 def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict:
     path = ("identification",)
     section = ck.mapping(node, path, ("recordings", "measurement", "batch_size",
-                                      "fit_initial_state"),
+                                      "fit_initial_state", "fit_actions", "action_scale"),
                          required=("recordings", "measurement"),
                          what="the identification section")
     if section is None:
@@ -395,7 +395,25 @@ def _check_identification(ck: _Checker, node: Any, run: dict, seed: int) -> dict
         batch_size, (*path, "batch_size"), integer=True, minimum=1, maximum=MAX_BATCH_SIZE)
     out["fit_initial_state"] = ck.flag(section.get("fit_initial_state", False),
                                        (*path, "fit_initial_state"))
+    out["fit_actions"] = ck.flag(section.get("fit_actions", False), (*path, "fit_actions"))
+    if "action_scale" in section and not out["fit_actions"]:
+        ck.error((*path, "action_scale"), "action_scale sizes the fitted actions; set "
+                                          "fit_actions: true or remove action_scale")
+    elif out["fit_actions"]:
+        out["action_scale"] = _action_scale(ck, section.get("action_scale", 1.0),
+                                            (*path, "action_scale"))
     return out
+
+
+def _action_scale(ck: _Checker, value: Any, path: tuple) -> float | list | None:
+    """``identification.action_scale``: a positive number, or a list of them (one per action
+    component, counted when the simulator is built)."""
+    if not isinstance(value, list):
+        return ck.number(value, path, positive=True)
+    if not value:
+        ck.error(path, "must be a positive number or a non-empty list of them (one per "
+                       "action component), got an empty list")
+    return [ck.number(item, (*path, k), positive=True) for k, item in enumerate(value)]
 
 
 def _validate_tree(tree: dict, registry, base_dir: Path) -> tuple[dict, list[ConfigIssue]]:

@@ -18,6 +18,14 @@ the paper's Eq. 26 over the poses (with equal weights on angles and rates). The 
 the robot at the poses for the simulator's joint origins as built, so fit parameters that
 leave the kinematics alone (spring stiffness and offset, masses, inertias, damping), not
 ``joint.origin``.
+
+With ``torques: zero`` every recording's action starts at zero instead: the torques are
+then the unknowns of an identification with ``identification.fit_actions: true`` (the
+paper's gravity compensation, Sec. V-C, Table III), and the file's torques the reference
+the report compares the fitted ones with (``holding_torques.png``,
+:func:`sim_pbd.reports.holding_torque_report`). The set then says ``actions_unknown``, and
+the core refuses to build such a run without ``fit_actions``: a design fitted to a robot
+left to fall under gravity would be meaningless.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import csv
 import zipfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -35,15 +43,18 @@ from codesign.outputs import read_npz
 from codesign.recordings import RecordingSet, RecordingSourceError, truth_design
 
 from .model import JOINT_TYPES
-from .reports import holding_report
+from .reports import holding_report, holding_torque_report
 from .torque_estimation import rest_state
 
-__all__ = ["ANGLE_UNITS", "HoldingPoseSet", "HoldingPoses", "holding_pose_recordings",
-           "joint_columns",
-           "read_holding_poses"]
+__all__ = ["ANGLE_UNITS", "TORQUE_STARTS", "HoldingPoseSet", "HoldingPoses",
+           "holding_pose_recordings", "joint_columns", "read_holding_poses"]
 
 ANGLE_UNITS = {"rad": 1.0, "deg": np.pi / 180.0}
 """Joint-angle units a file may use -> radians per unit (prismatic joints are always m)."""
+
+TORQUE_STARTS = ("file", "zero")
+"""Where a recording's torques start: the file's (measured, fixed unless fitted) or zero
+(unknowns of an action fit; the file's torques are then the reference)."""
 
 _LARGEST_ANGLE = 2.0 * np.pi
 """Angles in radians beyond this [rad] are taken for degrees given without ``angle_unit``."""
@@ -66,23 +77,39 @@ class HoldingPoses(NamedTuple):
 class HoldingPoseSet(RecordingSet):
     """The recordings of :func:`holding_pose_recordings` with the poses behind them, and the
     run's report (:func:`sim_pbd.reports.holding_report`: how still the fitted robot stays,
-    the fitted springs' torque curves)."""
+    the fitted springs' torque curves; with fitted torques
+    :func:`sim_pbd.reports.holding_torque_report` too).
+
+    Attributes:
+        actions_unknown: whether the recordings' torques are zero placeholders for an
+            identification that fits them (``torques: zero``).
+    """
 
     def __init__(self, recordings, *, truth, simulator, poses: HoldingPoses, dt: float,
-                 substeps: int):
+                 substeps: int, actions_unknown: bool = False):
         super().__init__(recordings, truth=truth)
         self.simulator, self.poses = simulator, poses
         self.dt, self.substeps = float(dt), int(substeps)
+        self.actions_unknown = bool(actions_unknown)
 
     def report(self, folder: Path, context) -> dict:
-        """Write ``spring_torque.png`` (with springs) into ``folder``; return the numbers."""
+        """Write ``spring_torque.png`` (with springs) and, when the run fitted the torques
+        (``context.fitted_actions``), ``holding_torques.png`` into ``folder``; return the
+        numbers (the fitted torques against the file's under ``torques``)."""
         count = len(self)
-        return holding_report(folder, simulator=self.simulator,
-                              initial_design=context.initial_design, design=context.design,
-                              joint_q=self.poses.joint_q[:count],
-                              torques=self.poses.torques[:count], truth=self.truth,
-                              dt=self.dt, substeps=self.substeps,
-                              starts=[r.initial_state for r in self])
+        fitted = context.fitted_actions
+        torques = self.poses.torques[:count] if fitted is None else \
+            np.array([table[0] for table in fitted])
+        numbers = holding_report(folder, simulator=self.simulator,
+                                 initial_design=context.initial_design, design=context.design,
+                                 joint_q=self.poses.joint_q[:count], torques=torques,
+                                 truth=self.truth, dt=self.dt, substeps=self.substeps,
+                                 starts=[r.initial_state for r in self])
+        if fitted is not None:
+            numbers["torques"] = holding_torque_report(
+                folder, joint_names=self.simulator.model.joint_names, estimated=torques,
+                reference=self.poses.torques[:count])
+        return numbers
 
 
 def _read_csv(file: Path) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -213,6 +240,7 @@ def read_holding_poses(path: str | Path, *, joint_names, revolute, angle_unit: s
 def holding_pose_recordings(*, simulator, measurement, dt: float, substeps: int,
                             base_dir: Path, path: str, angle_unit: str = "rad",
                             poses: int | None = None,
+                            torques: Literal["file", "zero"] = "file",
                             truth: dict | None = None) -> RecordingSet:
     """One recording per static pose of the file ``path`` (the ``holding_poses`` source).
 
@@ -223,6 +251,10 @@ def holding_pose_recordings(*, simulator, measurement, dt: float, substeps: int,
             ``base_dir`` (the experiment's folder).
         angle_unit: ``rad`` or ``deg``.
         poses: use the first ``poses`` poses only (a quick run); default all.
+        torques: ``file``: each recording's action is the file's torque; ``zero``: zero,
+            the starting guess of an identification that fits the torques
+            (``identification.fit_actions: true``, which such a set requires: it says
+            ``actions_unknown``), the file's torques then the report's reference.
         truth: the parameters behind the data, for the run's truth-against-recovered
             report; default the file's ``truth.<parameter>`` arrays.
         dt, substeps: the run's control step, for the report.
@@ -230,6 +262,9 @@ def holding_pose_recordings(*, simulator, measurement, dt: float, substeps: int,
     model = getattr(simulator, "model", None)
     if model is None or not hasattr(model, "joint_names"):
         raise RecordingSourceError("the holding_poses source needs the pbd simulator")
+    if torques not in TORQUE_STARTS:
+        raise RecordingSourceError(f"options.torques must be one of {list(TORQUE_STARTS)}, "
+                                   f"got {torques!r}")
     m = model.joint_count
     if int(measurement.size) != 2 * m:
         raise RecordingSourceError(f"the measurement reads {measurement.size} values, the "
@@ -250,7 +285,8 @@ def holding_pose_recordings(*, simulator, measurement, dt: float, substeps: int,
     for index in range(count):
         pose = data.joint_q[index]
         still = np.concatenate([pose, np.zeros(m)])
-        recordings.append(Recording(data.torques[index][None], np.stack([still, still]),
+        action = data.torques[index] if torques == "file" else np.zeros(m)
+        recordings.append(Recording(action[None], np.stack([still, still]),
                                     name=f"{file.stem}[{index}]",
                                     initial_state=rest_state(simulator, design, pose)))
     known = truth if truth is not None else data.truth
@@ -258,4 +294,4 @@ def holding_pose_recordings(*, simulator, measurement, dt: float, substeps: int,
         fitted = truth_design(simulator.design_space(), known)
         known = {k: fitted[k] for k in known}
     return HoldingPoseSet(recordings, truth=known or None, simulator=simulator, poses=data,
-                          dt=dt, substeps=substeps)
+                          dt=dt, substeps=substeps, actions_unknown=torques == "zero")

@@ -30,6 +30,9 @@ EXAMPLES = {
     "baxter_spring_estimation": "the stiffness and offset of a spring across Baxter's s1 "
                                 "identified from static poses and their holding torques (the "
                                 "paper's Eq. 31, Sec. V-C)",
+    "baxter_gravity_compensation": "the torques that hold Baxter's left arm still at static "
+                                   "poses, fitted through the simulator and compared with "
+                                   "Pinocchio's g(q) (the paper's Sec. V-C, Table III)",
     "baxter_torque_estimation": "the joint torques that drove Baxter's left arm along a "
                                 "recorded trajectory, an open-loop torque table fitted "
                                 "through the simulator (the paper's Sec. V-D)",

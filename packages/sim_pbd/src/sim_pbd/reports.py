@@ -1,8 +1,10 @@
 """The plots and numbers sim_pbd's experiments add to a run directory (the core's report
 hook, :class:`codesign.run_directory.ReportContext`): estimated against true joint torques
-along a trajectory (:func:`torque_report`), and a fitted joint-space spring and how still
-the robot stays at its holding poses (:func:`holding_report`), and impedance control against
-PD with its net-torque map (:func:`impedance_report`).
+along a trajectory (:func:`torque_report`), a fitted joint-space spring and how still
+the robot stays at its holding poses (:func:`holding_report`), holding torques estimated
+at static poses against reference ones beside the paper's Table III
+(:func:`holding_torque_report`), and impedance control against PD with its net-torque map
+(:func:`impedance_report`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from codesign.outputs import new_figure, write_figure
 from .kinematics import joint_positions
 from .springs import spring_torques
 
-__all__ = ["holding_report", "impedance_report", "torque_report"]
+__all__ = ["PAPER_GRAVITY_TORQUES", "holding_report", "holding_torque_report", "impedance_report",
+           "torque_report"]
+
+PAPER_GRAVITY_TORQUES = {"left_s1": (-29.0, -11.6, -39.1, 0.669),
+                         "left_e1": (-10.8, -3.99, -14.2, 0.431),
+                         "left_w1": (-1.20, -0.5096, -1.56, 0.698)}
+"""The paper's Table III (gravity compensation of a real Baxter's left arm at its own 30
+poses): per joint the estimated torque's mean, max and min and its MAE [N m]."""
 
 
 def _figure(rows: int, columns: int, *, size=(10.0, 6.0)):
@@ -117,6 +126,50 @@ def holding_report(folder: Path, *, simulator, initial_design: dict, design: dic
         axis.legend(fontsize=8)
     numbers["plot"] = write_figure(Path(folder) / "spring_torque.png", figure).name
     return numbers
+
+
+def holding_torque_report(folder: Path, *, joint_names, estimated, reference) -> dict:
+    """``holding_torques.png`` (per joint, the estimated and reference holding torques
+    [N m] over the poses) and the numbers: per joint the estimates' mean, max and min and
+    their mean absolute error against ``reference`` [N m], beside the paper's Table III
+    (:data:`PAPER_GRAVITY_TORQUES`) for the joints it lists; the MAE over all joints and the
+    largest error.
+
+    Args:
+        joint_names: the m joints.
+        estimated: the estimated holding torques, (P, m) [N m].
+        reference: the torques they are compared with (e.g. a reference library's g(q)),
+            (P, m) [N m].
+    """
+    estimated = np.asarray(estimated, dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    if estimated.shape != reference.shape or estimated.ndim != 2:
+        raise ValueError(f"estimated {estimated.shape} and reference {reference.shape} "
+                         "torques must both have shape (poses, joints)")
+    poses, m = estimated.shape
+    error = np.abs(estimated - reference)
+    joints = {}
+    for j, name in enumerate(joint_names):
+        row = {"mean_n_m": float(estimated[:, j].mean()), "max_n_m": float(estimated[:, j].max()),
+               "min_n_m": float(estimated[:, j].min()), "mae_n_m": float(error[:, j].mean())}
+        if name in PAPER_GRAVITY_TORQUES:
+            row["paper"] = dict(zip(("mean_n_m", "max_n_m", "min_n_m", "mae_n_m"),
+                                    PAPER_GRAVITY_TORQUES[name], strict=True))
+        joints[name] = row
+    columns = (m + 1) // 2
+    figure, axes = _figure(2, columns, size=(3.0 * columns, 5.5))
+    index = np.arange(poses)
+    for j, (axis, name) in enumerate(zip(axes, joint_names, strict=False)):
+        axis.plot(index, reference[:, j], "ko", markersize=4, label="reference")
+        axis.plot(index, estimated[:, j], "C0x", markersize=5, label="estimated")
+        axis.set(title=f"{name} (MAE {joints[name]['mae_n_m']:.3g} N m)", xlabel="pose",
+                 ylabel="τ [N m]")
+    for axis in axes[m:]:
+        axis.set_visible(False)
+    axes[0].legend(fontsize=8)
+    return {"poses": poses, "joints": joints, "mae_all_joints_n_m": float(error.mean()),
+            "largest_error_n_m": float(error.max()),
+            "plot": write_figure(Path(folder) / "holding_torques.png", figure).name}
 
 
 def _push_windows(pushes, control_dt: float, steps: int):
