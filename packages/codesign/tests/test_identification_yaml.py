@@ -316,7 +316,7 @@ def test_identification_run_recovers_the_truth_and_writes_it(tmp_path, manager, 
 
 
 def test_a_run_that_fits_actions_writes_them_and_replays_recording_0_with_them(tmp_path,
-                                                                              manager):
+                                                                              manager, capsys):
     path = write(tmp_path, **{"design:\n  stiffness: {init: 3.0, lower: 0.5, upper: 20.0}\n":
                               "", "  measurement:": "  fit_actions: true\n  action_scale: 0.5"
                                                     "\n  measurement:"})
@@ -333,6 +333,11 @@ def test_a_run_that_fits_actions_writes_them_and_replays_recording_0_with_them(t
         replayed = run_directory._replay(experiment, x)[1]
         np.testing.assert_array_equal(replayed.actions, problem.actions(x, 0))
         assert not np.array_equal(replayed.actions, experiment.recordings[0].actions)
+    assert main(["run", str(path), "--quick", "--out", str(tmp_path / "cli"), "--no-progress"],
+                plugin_manager=manager) == 0
+    printed = capsys.readouterr().out
+    assert "fitted the actions of 2 recording(s) (synthetic)" in printed
+    assert "rel. error" not in printed  # no parameter table without parameters
     out = tmp_path / "run"
     summary = run(path, out, manager, quick=True)
     assert summary["identification"]["fit_actions"] is True

@@ -167,9 +167,13 @@ def _run(args, plugin_manager, experiment_path: Path, out: Path) -> int:
         print(f"  {note}")
     if "identification" in summary:
         found = summary["identification"]
-        print(f"identified from {found['recordings']} recording(s) ({found['source']}):")
-        for line in format_identification_table(found["parameters"]):
-            print(f"  {line}")
+        if found["parameters"]:
+            print(f"identified from {found['recordings']} recording(s) ({found['source']}):")
+            for line in format_identification_table(found["parameters"]):
+                print(f"  {line}")
+        else:  # a fit of the recordings' actions alone
+            print(f"fitted the actions of {found['recordings']} recording(s) "
+                  f"({found['source']}): parameters.npz, actions.<recording>")
     return 0
 
 
