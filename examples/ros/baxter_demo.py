@@ -250,9 +250,12 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/baxter_demo"))
     parser.add_argument("--domain", type=int, default=81, help="ROS_DOMAIN_ID of the nodes")
-    parser.add_argument("--window", type=float, default=2.0, help="seconds identified")
-    parser.add_argument("--substeps", type=int, default=50, help="sim_pbd substeps per 10 ms")
-    parser.add_argument("--iterations", type=int, default=40, help="L-BFGS-B iterations")
+    parser.add_argument("--window", type=float, default=4.0, help="seconds identified")
+    parser.add_argument("--segment", type=float, default=0.5,
+                        help="seconds per segment, each from its measured state (0: the "
+                             "whole window from the first state, single shooting)")
+    parser.add_argument("--substeps", type=int, default=100, help="sim_pbd substeps per 10 ms")
+    parser.add_argument("--iterations", type=int, default=80, help="L-BFGS-B iterations")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -264,13 +267,15 @@ def main(argv=None) -> None:
                       design=out / "fitted.npz", bag=bag, settings={
                           "identification.recordings.options.start": start,
                           "identification.recordings.options.duration": args.window,
+                          "identification.recordings.options.segment": args.segment or None,
                           "simulator.options.initial_positions": pose,
                           "simulator.options.substeps": args.substeps,
                           "optimizer.iterations": args.iterations})
     seconds = time.perf_counter() - started
     true = truth()
-    print(f"identified from {args.window} s of {bag.name} ({args.substeps} substeps, "
-          f"{seconds:.0f} s)\n")
+    shooting = f"{args.segment} s segments" if args.segment else "single shooting"
+    print(f"identified from {args.window} s of {bag.name} ({shooting}, {args.substeps} "
+          f"substeps, {seconds:.0f} s)\n")
     print("| parameter | true | nominal | fitted | error |\n| --- | --- | --- | --- | --- |")
     from sim_pbd.scene import make_simulator
 

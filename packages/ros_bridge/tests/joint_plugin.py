@@ -42,6 +42,11 @@ class TwoJoint:
     def initial_state_vjp(self, design, g_state):
         return {}
 
+    def state_at_joints(self, design, joint_q, joint_qd):
+        """The joints at angles ``joint_q`` and rates ``joint_qd`` (2,)."""
+        return ArmState(joint_q=np.array(joint_q, dtype=float),
+                        joint_qd=np.array(joint_qd, dtype=float))
+
     def step(self, state, action, design, dt):
         k, c = design["stiffness"], design["damping"]
         qd = state.joint_qd + dt * (np.asarray(action) - k * state.joint_q - c * state.joint_qd)

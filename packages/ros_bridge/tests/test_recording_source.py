@@ -120,6 +120,56 @@ def test_start_and_duration_cut_a_window(tmp_path):
         source(tmp_path, start=0.1, duration=5.0)
 
 
+def test_segments_start_from_their_measured_states_and_replay_the_recording(tmp_path):
+    actions, q, qd = simulate(steps=45)
+    record(tmp_path / "bag", actions, q, qd)
+    fields = ("joint_q", "joint_qd")
+    segments = source(tmp_path, fields=fields, measure=["position", "velocity"],
+                      segment=0.2)
+    assert [r.steps for r in segments] == [20, 20, 5]
+    assert [r.name for r in segments] == ["bag[0:20]", "bag[20:40]", "bag[40:45]"]
+    sim = joint_plugin.TwoJoint()
+    for first, recording in zip((0, 20, 40), segments, strict=True):
+        np.testing.assert_allclose(recording.initial_state.joint_q, q[first], atol=1e-12)
+        np.testing.assert_allclose(recording.initial_state.joint_qd, qd[first], atol=1e-12)
+        state = recording.initial_state  # the truth replays each segment from its start
+        for k, action in enumerate(recording.actions, start=1):
+            state = sim.step(state, action, TRUTH, DT)
+            np.testing.assert_allclose(np.r_[state.joint_q, state.joint_qd],
+                                       recording.measurements[k], atol=1e-9)
+    with pytest.raises(RecordingSourceError, match=r"measure: \[position, velocity\]"):
+        source(tmp_path, segment=0.2)
+    with pytest.raises(RecordingSourceError, match="shorter than one control step"):
+        source(tmp_path, fields=fields, measure=["position", "velocity"], segment=0.001)
+    with pytest.raises(RecordingSourceError, match="options.segment"):
+        source(tmp_path, fields=fields, measure=["position", "velocity"], segment=-1.0)
+
+
+def test_a_segment_needs_a_simulator_that_starts_at_joint_states(tmp_path):
+    actions, q, qd = simulate(steps=10)
+    record(tmp_path / "bag", actions, q, qd)
+
+    class Plain(joint_plugin.TwoJoint):
+        state_at_joints = None
+
+    sim = Plain()
+    measurement = StateFieldObserver(simulator=sim, fields=["joint_q", "joint_qd"])
+    with pytest.raises(RecordingSourceError, match="state_at_joints"):
+        rosbag_recordings(simulator=sim, measurement=measurement, dt=DT, substeps=1,
+                          base_dir=tmp_path, path="bag", joints=JOINTS,
+                          topics={"commands": "/effort/commands"},
+                          measure=["position", "velocity"], segment=0.05)
+
+
+def test_a_segment_cannot_start_at_a_missing_state(tmp_path):
+    actions, q, qd = simulate(steps=30)
+    q[10] = np.nan
+    record(tmp_path / "bag", actions, q, qd)
+    with pytest.raises(RecordingSourceError, match="control step 10 is missing"):
+        source(tmp_path, fields=("joint_q", "joint_qd"), measure=["position", "velocity"],
+               segment=0.1)
+
+
 @pytest.mark.parametrize("options, message", [
     ({"joints": ["elbow", "wrist"]}, r"message 0: the joint state has no joint\(s\) \['wrist'\]"),
     ({"joints": ["elbow", "elbow"]}, "distinct joint names"),

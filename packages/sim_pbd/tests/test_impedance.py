@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from codesign.impedance import ImpedanceController, zero_net_torque
-from sim_pbd.impedance import build_net_torque_map, closed_loop, moving_state
+from sim_pbd.impedance import build_net_torque_map, closed_loop
 from sim_pbd.kinematics import joint_positions
 from sim_pbd.scene import make_simulator
 from sim_pbd.simulator import PBDSimulator
@@ -22,12 +22,12 @@ def _s1(**options) -> PBDSimulator:
                           initial_positions={"left_s1": GOAL}, **options)
 
 
-def test_moving_state_gives_the_joint_rates(any_model, models):
+def test_state_at_joints_gives_the_joint_rates(any_model, models):
     sim = PBDSimulator(any_model)
     design = sim.design_space().defaults()
     m = any_model.joint_count
     joint_q, joint_qd = np.linspace(-0.3, 0.4, m), np.linspace(0.5, -0.8, m)
-    state = moving_state(sim, design, joint_q, joint_qd)
+    state = sim.state_at_joints(design, joint_q, joint_qd)
     expected = models.state_at(any_model, joint_q, joint_qd)
     for name in ("link_x", "link_q", "link_v", "link_w"):
         assert getattr(state, name) == pytest.approx(getattr(expected, name), abs=1e-8)
@@ -35,7 +35,7 @@ def test_moving_state_gives_the_joint_rates(any_model, models):
     assert q == pytest.approx(joint_q, abs=1e-12)
     assert qd == pytest.approx(joint_qd, abs=1e-12)
     with pytest.raises(ValueError, match="one value per joint"):
-        moving_state(sim, design, joint_q, joint_qd[:-1])
+        sim.state_at_joints(design, joint_q, joint_qd[:-1])
 
 
 def test_the_built_map_takes_the_joint_to_the_goal_in_one_step():
@@ -47,7 +47,7 @@ def test_the_built_map_takes_the_joint_to_the_goal_in_one_step():
     params = sim.parameters(design)
     for a, angle_step in enumerate(net.angle_steps):
         for w, rate in enumerate(net.rates):
-            start = moving_state(sim, design, [GOAL - angle_step], [rate])
+            start = sim.state_at_joints(design, [GOAL - angle_step], [rate])
             after = sim.step(start, net.torques[0, a, w:w + 1], design, DT)
             assert joint_positions(sim.model, params, after)[0][0] == pytest.approx(GOAL,
                                                                                     abs=1e-10)

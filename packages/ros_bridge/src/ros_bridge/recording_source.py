@@ -80,6 +80,31 @@ def _topics(topics: dict | None) -> dict:
     return TOPIC_ROLES | given
 
 
+def _segments(recording: Recording, *, steps: int, fields, simulator) -> list[Recording]:
+    """``recording`` cut into consecutive recordings of ``steps`` control steps (the last may
+    be shorter), each starting from its measured joint state (the simulator's
+    ``state_at_joints`` at its first row's positions and rates)."""
+    n = recording.measurements.shape[1] // len(fields)
+    position = fields.index("position") * n
+    velocity = fields.index("velocity") * n
+    design = simulator.design_space().defaults()
+    segments = []
+    for first in range(0, recording.steps, steps):
+        row = recording.measurements[first]
+        if np.any(np.isnan(row)):
+            raise RecordingSourceError(
+                f"{recording.name}: the joint state at control step {first} is missing, and a "
+                "segment starts from its measured state; choose another options.segment or "
+                "start, or record without gaps")
+        last = min(first + steps, recording.steps)
+        segments.append(Recording(
+            recording.actions[first:last], recording.measurements[first:last + 1],
+            name=f"{recording.name}[{first}:{last}]",
+            initial_state=simulator.state_at_joints(design, row[position:position + n],
+                                                    row[velocity:velocity + n])))
+    return segments
+
+
 def _one_recording(file: Path, *, joints, topics, fields, stamps, step_interval, start,
                    duration, max_gap, action_size) -> Recording:
     where = f"bag {str(file)!r}"
@@ -135,6 +160,7 @@ def rosbag_recordings(
     start: float = 0.0,
     duration: float | None = None,
     max_gap: float | None = None,
+    segment: float | None = None,
     truth: dict | None = None,
 ) -> RecordingSet:
     """Recordings from rosbag2 bags (the ``rosbag`` source), one per bag.
@@ -156,6 +182,11 @@ def rosbag_recordings(
         duration: seconds used [s]; default up to the last joint state.
         max_gap: longest gap between joint states [s] bridged by interpolation; default
             three times their median interval.
+        segment: cut each bag's span into recordings of this many seconds (whole control
+            steps), each starting from its measured joint state (multiple shooting: a
+            chaotic or mismodelled motion is compared over short horizons only). Needs
+            ``measure: [position, velocity]`` and a simulator with ``state_at_joints(design,
+            joint_q, joint_qd)`` (sim_pbd's); the starts do not depend on the fitted design.
         truth: the parameters behind the data when known (a simulated robot), for the run's
             truth-against-recovered report; not used by the fit.
     """
@@ -180,21 +211,41 @@ def rosbag_recordings(
     if not (np.isfinite(start) and start >= 0):
         raise RecordingSourceError(f"options.start must be a number of seconds >= 0, got "
                                    f"{start!r}")
-    for name, value in (("duration", duration), ("max_gap", max_gap)):
+    for name, value in (("duration", duration), ("max_gap", max_gap), ("segment", segment)):
         if value is not None and not (np.isfinite(value) and value > 0):
             raise RecordingSourceError(f"options.{name} must be a positive number of seconds, "
                                        f"got {value!r}")
     step_interval = float(dt) * int(substeps)  # a control step: where the fit compares
+    segment_steps = None
+    if segment is not None:
+        if sorted(fields) != sorted(MEASURED_FIELDS):
+            raise RecordingSourceError("options.segment starts each segment from its measured "
+                                       "positions and velocities: set options.measure: "
+                                       "[position, velocity]")
+        if not callable(getattr(simulator, "state_at_joints", None)):
+            raise RecordingSourceError("options.segment needs a simulator that can start at "
+                                       "measured joint positions and rates (state_at_joints, "
+                                       "e.g. sim_pbd's pbd); remove options.segment")
+        segment_steps = int(np.floor(segment / step_interval + 1e-9))
+        if segment_steps < 1:
+            raise RecordingSourceError(f"options.segment {segment} s is shorter than one "
+                                       f"control step (dt × substeps = {step_interval:.6g} s)")
     recordings = []
     for item in paths:
         file = Path(item) if Path(item).is_absolute() else Path(base_dir) / item
         try:
-            recordings.append(_one_recording(
+            recording = _one_recording(
                 file, joints=joints, topics=_topics(topics), fields=fields, stamps=stamps,
                 step_interval=step_interval, start=float(start), duration=duration,
-                max_gap=max_gap, action_size=int(simulator.action_size)))
+                max_gap=max_gap, action_size=int(simulator.action_size))
         except BagError as exc:
             raise RecordingSourceError(str(exc)) from None
+        recordings += [recording] if segment_steps is None else _segments(
+            recording, steps=segment_steps, fields=fields, simulator=simulator)
+    if len(recordings) > MAX_RECORDINGS:
+        raise RecordingSourceError(f"{len(recordings)} recordings, more than "
+                                   f"{MAX_RECORDINGS}; use longer options.segment or a "
+                                   "shorter duration")
     known = None
     if truth:
         design = truth_design(simulator.design_space(), truth)

@@ -28,44 +28,10 @@ import numpy as np
 
 from codesign.impedance import NetTorqueMap
 
-from .kinematics import forward_kinematics, joint_frames, joint_origins, joint_positions
-from .rotations import quat_rotate_rows
-from .state import PBDState
+from .kinematics import joint_positions
 from .torque_estimation import HorizonProblem, _gauss_newton
 
-__all__ = ["ClosedLoop", "build_net_torque_map", "closed_loop", "moving_state"]
-
-
-def moving_state(sim, design: dict, joint_q, joint_qd) -> PBDState:
-    """The robot of ``sim`` at joint positions ``joint_q`` (m,) moving at joint rates
-    ``joint_qd`` (m,) [rad/s or m/s]: link velocities from the chain's joint rates (a
-    revolute joint adds ω a to its child's angular velocity and ω a × r to the velocity of
-    a point r from its origin, a prismatic one v a), the base fixed."""
-    model, params = sim.model, sim.parameters(design)
-    joint_q = np.asarray(joint_q, dtype=np.float64)
-    joint_qd = np.asarray(joint_qd, dtype=np.float64)
-    m = model.joint_count
-    if joint_q.shape != (m,) or joint_qd.shape != (m,):
-        raise ValueError(f"joint_q and joint_qd must have one value per joint ({m}: "
-                         f"{list(model.joint_names)}), got shapes {joint_q.shape} and "
-                         f"{joint_qd.shape}")
-    link_x, link_q = forward_kinematics(model, params, joint_q)
-    state = PBDState(link_x, link_q, np.zeros_like(link_x), np.zeros_like(link_x))
-    frames = joint_frames(model)
-    _, origin = joint_origins(model, state, params)
-    axis = quat_rotate_rows(link_q[model.joint_child], frames.child_axis)
-    for j in frames.order:
-        parent, child = model.joint_parent[j], model.joint_child[j]
-        if parent >= 0:
-            state.link_w[child] = state.link_w[parent]
-            state.link_v[child] = state.link_v[parent] + np.cross(
-                state.link_w[parent], link_x[child] - link_x[parent])
-        if frames.prismatic[j]:
-            state.link_v[child] += joint_qd[j] * axis[j]
-        else:
-            state.link_w[child] += joint_qd[j] * axis[j]
-            state.link_v[child] += np.cross(joint_qd[j] * axis[j], link_x[child] - origin[j])
-    return state
+__all__ = ["ClosedLoop", "build_net_torque_map", "closed_loop"]
 
 
 def build_net_torque_map(sim, design: dict, *, goal: float, angle_steps, rates,
@@ -90,7 +56,7 @@ def build_net_torque_map(sim, design: dict, *, goal: float, angle_steps, rates,
     torques = np.zeros_like(blank.torques)
     for a, angle_step in enumerate(blank.angle_steps):
         for w, rate in enumerate(blank.rates):
-            state = moving_state(sim, design, [goal - angle_step], [rate])
+            state = sim.state_at_joints(design, [goal - angle_step], [rate])
             problem = HorizonProblem(sim, design, state, [[goal]], [[0.0]], None, blank.dt,
                                      (1.0, 0.0, 0.0))
             torques[0, a, w] = _gauss_newton(problem, np.zeros(1), iterations=iterations,
@@ -118,7 +84,7 @@ def closed_loop(sim, design: dict, controller: Callable, *, joint_q, steps: int,
     """Simulate ``steps`` steps of ``dt`` [s] from rest at ``joint_q`` (m,) with the joint
     torques ``controller(q, qd)`` (m,) [N m] read from the joint state at each step's start
     (a robot's zero-order hold), plus ``external(t)`` (m,) [N m] at time t [s] if given."""
-    state = moving_state(sim, design, joint_q, np.zeros(sim.model.joint_count))
+    state = sim.state_at_joints(design, joint_q, np.zeros(sim.model.joint_count))
     params = sim.parameters(design)
     angles, rates, torques = [], [], []
     for k in range(int(steps)):

@@ -1,4 +1,5 @@
-"""Joint space <-> link poses, with VJPs: forward kinematics and joint positions from states.
+"""Joint space <-> link poses, with VJPs: forward kinematics and joint positions from states;
+the state at joint positions and rates.
 
 Conventions (shared with :mod:`sim_pbd.step`): joint j's frame sits on its parent at origin
 ``x_P + R_P joint_parent_x`` with orientation ``q_P ⊗ joint_parent_q`` and on its child at
@@ -49,6 +50,7 @@ __all__ = [
     "forward_kinematics",
     "forward_kinematics_vjp",
     "joint_positions",
+    "state_at_joints",
     "joint_positions_vjp",
 ]
 
@@ -364,3 +366,34 @@ def joint_origins(model: PBDModel, state: PBDState, params) -> tuple[np.ndarray,
     on_parent[moving] = (state.link_x[parent[moving]]
                          + quat_rotate_rows(state.link_q[parent[moving]], on_parent[moving]))
     return on_parent, on_child
+
+
+def state_at_joints(model: PBDModel, params, joint_q, joint_qd) -> PBDState:
+    """The links at joint positions ``joint_q`` (m,) [rad or m] moving at joint rates
+    ``joint_qd`` (m,) [rad/s or m/s], the base fixed: poses by :func:`forward_kinematics`,
+    velocities down the chain (a revolute joint adds ω a to its child's angular velocity and
+    ω a × r to the velocity of a point r from its origin, a prismatic one v a)."""
+    joint_q = np.asarray(joint_q, dtype=np.float64)
+    joint_qd = np.asarray(joint_qd, dtype=np.float64)
+    m = model.joint_count
+    if joint_q.shape != (m,) or joint_qd.shape != (m,):
+        raise ValueError(f"joint_q and joint_qd must have one value per joint ({m}: "
+                         f"{list(model.joint_names)}), got shapes {joint_q.shape} and "
+                         f"{joint_qd.shape}")
+    link_x, link_q = forward_kinematics(model, params, joint_q)
+    state = PBDState(link_x, link_q, np.zeros_like(link_x), np.zeros_like(link_x))
+    frames = joint_frames(model)
+    _, origin = joint_origins(model, state, params)
+    axis = quat_rotate_rows(link_q[model.joint_child], frames.child_axis)
+    for j in frames.order:
+        parent, child = model.joint_parent[j], model.joint_child[j]
+        if parent >= 0:
+            state.link_w[child] = state.link_w[parent]
+            state.link_v[child] = state.link_v[parent] + np.cross(
+                state.link_w[parent], link_x[child] - link_x[parent])
+        if frames.prismatic[j]:
+            state.link_v[child] += joint_qd[j] * axis[j]
+        else:
+            state.link_w[child] += joint_qd[j] * axis[j]
+            state.link_v[child] += np.cross(joint_qd[j] * axis[j], link_x[child] - origin[j])
+    return state

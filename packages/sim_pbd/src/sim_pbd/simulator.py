@@ -25,6 +25,7 @@ from .kinematics import (
     forward_kinematics_vjp,
     joint_positions,
     joint_positions_vjp,
+    state_at_joints,
 )
 from .model import PBDModel
 from .options import PBDOptions
@@ -123,6 +124,14 @@ class PBDSimulator:
                                             self.model.joint_rest)
         return PBDState(link_x=link_x, link_q=link_q, link_v=np.zeros_like(link_x),
                         link_w=np.zeros_like(link_x))
+
+    def state_at_joints(self, design: dict, joint_q, joint_qd) -> PBDState:
+        """The robot at joint positions ``joint_q`` (m,) [rad or m] moving at joint rates
+        ``joint_qd`` (m,) [rad/s or m/s] (:func:`~sim_pbd.kinematics.state_at_joints`): a
+        recording's measured start, a controller's test state. It depends on the joint
+        origins of ``design``; a fit that starts recordings here does not differentiate
+        through it."""
+        return state_at_joints(self.model, self.parameters(design), joint_q, joint_qd)
 
     def initial_state_vjp(self, design: dict, g_state: PBDState) -> dict:
         """∂L/∂(joint origins) through the rest pose's forward kinematics."""

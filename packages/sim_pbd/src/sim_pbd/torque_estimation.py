@@ -34,7 +34,7 @@ from codesign.optim import Adam
 from codesign.optim.base import Evaluation
 from codesign.tree import tree_add
 
-from .kinematics import forward_kinematics, joint_positions, joint_positions_vjp
+from .kinematics import joint_positions, joint_positions_vjp
 from .state import PBDState
 
 __all__ = ["OPTIMIZERS", "INITS", "HorizonProblem", "LeastSquares", "Tracking", "holding_torque",
@@ -47,12 +47,7 @@ INITS = ("zero", "previous", "gravity")
 def rest_state(sim, design: dict, joint_q) -> PBDState:
     """The robot of ``sim`` at rest at joint positions ``joint_q`` (m,) [rad or m]."""
     joint_q = np.asarray(joint_q, dtype=np.float64)
-    if joint_q.shape != (sim.model.joint_count,):
-        raise ValueError(f"joint_q must have one value per joint ({sim.model.joint_count}: "
-                         f"{list(sim.model.joint_names)}), got shape {joint_q.shape}")
-    link_x, link_q = forward_kinematics(sim.model, sim.parameters(design), joint_q)
-    return PBDState(link_x=link_x, link_q=link_q, link_v=np.zeros_like(link_x),
-                    link_w=np.zeros_like(link_x))
+    return sim.state_at_joints(design, joint_q, np.zeros(joint_q.shape))
 
 
 def _weights(weights, count: int) -> np.ndarray:
