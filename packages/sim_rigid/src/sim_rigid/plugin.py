@@ -6,7 +6,7 @@ from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
 from .scene import make_simulator
-from .terms import ReachTargets
+from .terms import JointTarget, ReachTargets, TouchPoint
 
 CODESIGN_API = (1, 1)
 
@@ -41,3 +41,9 @@ def codesign_register_terms(register):
     register("reach_targets", ReachTargets,
              description="a point on a link (a fingertip) against targets in sequence, each "
                          "over its time window: Σ ‖p − p̂‖ (Xu et al., Finger Reach)")
+    register("joint_target", JointTarget,
+             description="one coordinate against its target: Σ (q − q̂)² (Xu et al., Flip "
+                         "Box's hinge angle to 90°)")
+    register("touch_point", TouchPoint,
+             description="a point on one link against a point on another until a time: "
+                         "Σ ‖p − p_touch‖² (Xu et al., Flip Box's touch term, t < T/2)")
