@@ -24,10 +24,8 @@ def final_error(term: JointTarget, simulator, design: dict, actions, *, substeps
     """|q_j − q̂| [rad or m] of the term's coordinate after the last simulation step of the
     episode that holds each row of ``actions`` (steps, action_size) for ``substeps`` steps
     of ``dt`` [s]."""
-    state = None
-    for _, state in episode_states(simulator, design, actions, substeps=substeps, dt=dt):
-        pass
-    return abs(term.error(state))
+    _, last = list(episode_states(simulator, design, actions, substeps=substeps, dt=dt))[-1]
+    return abs(term.error(last))
 
 
 def flip_metric(run_dir: str | Path) -> dict[str, float]:
