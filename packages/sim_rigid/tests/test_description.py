@@ -29,6 +29,16 @@ def test_the_mixed_tree_loads_in_tree_order(models):
     np.testing.assert_array_equal(model.joint_damping[:6], np.full(6, 0.1))
 
 
+def test_unactuated_joints_and_gears(models):
+    description = models.mixed_tree_description()
+    description["joints"][4]["actuated"] = False       # the flap's hinge: moved by nothing
+    description["joints"][2]["gear"] = 3.0             # the slider: 3 N per unit of action
+    model = load_description(description)
+    assert [model.coordinate_names[k] for k in model.actuated] == ["shoulder", "extend"]
+    assert model.actuated_gear.tolist() == [1.0, 3.0]
+    assert model.coordinate_count == 9                  # the hinge keeps its coordinate
+
+
 def test_a_yaml_file_loads(tmp_path, models):
     import yaml
 
@@ -86,6 +96,11 @@ def _broken(models, change):
     (lambda d: d["joints"][1].update(damping=-1.0), r"joint_damping.*outside"),
     (lambda d: d.update(wheels=[]), r"unknown description keys \['wheels'\]"),
     (lambda d: d.update(links=[]), r"non-empty list 'links'"),
+    (lambda d: d["joints"][3].update(actuated=True),
+     r"'mount' is fixed: \['actuated'\] apply to revolute and prismatic joints only"),
+    (lambda d: d["joints"][0].update(gear=2.0), r"'float' is free: \['gear'\] apply"),
+    (lambda d: d["joints"][4].update(actuated="no"), r"'hinge' actuated must be true or false"),
+    (lambda d: d["joints"][2].update(gear=0.0), r"'extend' gear must be a number > 0"),
 ])
 def test_bad_descriptions_get_clear_errors(models, change, message):
     with pytest.raises(DescriptionError, match=message):

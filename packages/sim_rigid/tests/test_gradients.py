@@ -10,6 +10,7 @@ import pytest
 from codesign.testing import gradcheck
 from codesign.tree import tree_vdot
 from sim_rigid import RigidState
+from sim_rigid.description import load_description
 from sim_rigid.step import step, step_vjp
 
 # Finite-difference steps per input (fourth-order stencil): the arm's inertias are down to
@@ -78,3 +79,13 @@ def test_bdf2_steps_from_a_history(models):
     # a state that already has a previous step: BDF2 from the first step on, so the
     # previous coordinates and rates get their gradients
     _check(models.arm4(), steps=3, start_count=5, seed=3)
+
+
+def test_gears_and_an_unactuated_joint(models):
+    # the flap's hinge takes no action (only gravity and the torso move it) and the slider's
+    # action is scaled by its gear: the action gradient covers the two actuated joints only
+    description = models.mixed_tree_description()
+    description["joints"][4]["actuated"] = False
+    description["joints"][2]["gear"] = 3.0
+    description["joints"][1]["gear"] = 0.5
+    _check(load_description(description), steps=3, seed=4)

@@ -31,10 +31,17 @@ def test_coordinates_of_each_joint(models):
     ("link_com", np.full((4, 3), np.nan), r"link_com\[0, 0\] is nan"),
     ("joint_type", [0, 1, 7, 0], r"joint_type of joint 'elbow' is 7"),
     ("joint_names", ["a", "b", "b", "c"], r"joint_names must be unique; repeated: \['b'\]"),
+    ("joint_gear", [1.0, -2.0, 1.0, 1.0], r"joint_gear of joint 'shoulder' is -2.0"),
+    ("joint_actuated", [1, 1, 1, 1], r"joint_actuated must be one bool per joint"),
 ])
 def test_bad_fields_get_clear_errors(models, field, value, message):
     with pytest.raises(ModelError, match=message):
         dataclasses.replace(models.arm4(), **{field: value})
+
+
+def test_only_one_coordinate_joints_take_actions(models):
+    with pytest.raises(ModelError, match=r"joint 'float' is free and cannot be actuated"):
+        dataclasses.replace(models.mixed_tree(), joint_actuated=np.ones(5, dtype=bool))
 
 
 def test_links_and_joints_pair_up(models):

@@ -74,6 +74,18 @@ def test_gradients_and_hessians_equal_finite_differences(models, name, seed):
     np.testing.assert_allclose(compiled[2], hessian, atol=1e-12)
 
 
+@pytest.mark.parametrize("z", [[0.1, 0.0, 0.0], [0.1, -0.2, 0.3], [0.05, 0.2, -0.1]])
+def test_a_point_on_a_box_surface_has_a_face_normal(z):
+    # a box's contact points sit on its own corners and edges (a hinged box resting on a
+    # floor): the distance there is 0 with a unit face normal, not 0/0
+    z = np.array(z)
+    value, gradient, hessian = shape_distance(BOX, HALF, np.zeros((0, 0, 0)), z)
+    assert value == 0.0 and np.linalg.norm(gradient) == 1.0 and not hessian.any()
+    compiled = _kernels.shape_distance(BOX, HALF, np.zeros(0), np.zeros(3, np.int64), 0, z)
+    assert compiled[0] == 0.0
+    np.testing.assert_array_equal(compiled[1], gradient)
+
+
 def test_a_mesh_grid_is_negative_inside_and_its_border_outside(models):
     vertices, faces = models.cuboid_mesh(HALF)
     half, grid = mesh_grid(vertices, faces, resolution=11)

@@ -3,11 +3,14 @@ bad inputs."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
 from codesign.simulator import SimulationError
 from codesign.testing import run_conformance
+from sim_rigid.description import load_description
 from sim_rigid.scene import make_simulator
 from sim_rigid.simulator import DESIGN_FIELDS, RigidSimulator
 
@@ -95,6 +98,23 @@ def test_wrong_actions_get_clear_errors(models):
         sim.step(state, np.zeros(3), design, 0.01)
     with pytest.raises(SimulationError, match="NaN or inf at joint.*elbow"):
         sim.step(state, np.array([0.0, 0.0, np.nan, 0.0]), design, 0.01)
+
+
+def test_the_action_is_torque_over_gear_and_skips_unactuated_joints(models):
+    description = models.mixed_tree_description()
+    geared = copy.deepcopy(description)
+    geared["joints"][1]["gear"] = 2.0
+    geared["joints"][4]["actuated"] = False
+    plain, sim = (RigidSimulator(load_description(d)) for d in (description, geared))
+    assert (plain.action_size, sim.action_size) == (3, 2)
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    # shoulder 0.3 at gear 2 is 0.6 N m; the hinge gets no torque
+    expected = plain.step(state, np.array([0.6, -0.2, 0.0]), design, 0.01)
+    np.testing.assert_allclose(sim.step(state, np.array([0.3, -0.2]), design, 0.01).joint_q,
+                               expected.joint_q, rtol=0, atol=1e-14)
+    with pytest.raises(ValueError, match="gears scale torque actuation"):
+        RigidSimulator(load_description(geared), actuation="position")
 
 
 def test_unknown_options_are_refused(models):

@@ -1,5 +1,6 @@
-"""The reach_targets term (sim_rigid.terms): targets by time window, its value and its
-gradient with respect to the state and the joint origins, and its input checks."""
+"""The task terms (sim_rigid.terms): reach_targets (targets by time window), joint_target
+and touch_point (Flip Box's); their values, their gradients with respect to the state and
+the joint origins against finite differences, and their input checks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from codesign.testing import gradcheck
 from codesign.tree import tree_zeros_with
 from sim_rigid.kinematics import link_point
 from sim_rigid.scene import make_simulator
-from sim_rigid.terms import ReachTargets
+from sim_rigid.terms import JointTarget, ReachTargets, TouchPoint
 
 TARGETS = [[0.15, 0.0, 0.16], [0.21, 0.0, 0.02], [0.10, 0.0, 0.0]]
 
@@ -70,3 +71,72 @@ def test_bad_options_are_named(simulator):
         _term(simulator, targets=[[0.1, 0.0]], start_times=[0.0])
     with pytest.raises(ValueError, match=r"point is \[x, y, z\]"):
         _term(simulator, point=[0.0, 0.0])
+
+
+def _moved(simulator, seed):
+    """A design with moved joint origins and a state with random joint angles."""
+    design = simulator.design_space().defaults()
+    rng = np.random.default_rng(seed)
+    design["joint.origin"] = design["joint.origin"] + rng.uniform(-0.01, 0.01, (4, 3))
+    state = tree_zeros_with(simulator.initial_state(design),
+                            joint_q=rng.uniform(-0.5, 0.5, 2))
+    return state, design
+
+
+def _check_gradient(term, state, design, control_step):
+    g_state, g_action, g_design = term.grad(state, None, design, control_step)
+    assert g_action is None
+
+    def value(inputs):
+        moved = tree_zeros_with(state, joint_q=inputs["q"])
+        return term.value(moved, None, design | {"joint.origin": inputs["origin"]},
+                          control_step)
+
+    inputs = {"q": state.joint_q, "origin": design["joint.origin"]}
+    grads = {"q": g_state.joint_q,
+             "origin": (g_design or {}).get("joint.origin", np.zeros((4, 3)))}
+    gradcheck(value, inputs, grads).assert_ok()
+
+
+def test_joint_target_is_the_squared_error_of_one_coordinate(simulator):
+    term = JointTarget(simulator=simulator, joint="phalanx2_joint", target=0.3)
+    state, design = _moved(simulator, 1)
+    assert term.value(state, None, design, 0) == 0.0  # the given start is not scored
+    assert term.value(state, None, design, 4) == pytest.approx(
+        (state.joint_q[1] - 0.3) ** 2, abs=1e-15)
+    assert JointTarget(simulator=simulator, joint="phalanx1_joint").target == np.pi / 2
+    _check_gradient(term, state, design, 4)
+    assert term.grad(state, None, design, 0) == (None, None, None)
+
+
+def test_touch_point_follows_the_touched_link_until_its_time(simulator):
+    term = TouchPoint(simulator=simulator, link="tip", point=[0.025, 0.0, -0.0075],
+                      target_link="phalanx1", target_point=[0.02, 0.0, 0.01], until=0.1,
+                      dt=0.01, substeps=2)
+    state, design = _moved(simulator, 2)
+    model, origin, q = simulator.model, design["joint.origin"], state.joint_q
+    offset = (link_point(model, origin, q, 3, [0.025, 0.0, -0.0075])
+              - link_point(model, origin, q, 1, [0.02, 0.0, 0.01]))
+    # control steps are 0.02 s apart: steps 1 to 4 are before 0.1 s, step 5 is at it
+    assert [term.counts(k) for k in (0, 1, 4, 5)] == [False, True, True, False]
+    assert term.value(state, None, design, 3) == pytest.approx(offset @ offset, abs=1e-15)
+    assert term.value(state, None, design, 5) == 0.0
+    assert term.grad(state, None, design, 5) == (None, None, None)
+    _check_gradient(term, state, design, 3)
+
+
+def test_bad_flip_options_are_named(simulator):
+    with pytest.raises(ValueError, match="joint_target: joint 'hinge' is not one of"):
+        JointTarget(simulator=simulator, joint="hinge")
+    with pytest.raises(ValueError, match="joint_target: target must be a finite number"):
+        JointTarget(simulator=simulator, joint="phalanx1_joint", target=float("nan"))
+    touch = dict(simulator=simulator, target_link="phalanx1", target_point=[0, 0, 0],
+                 dt=0.01, substeps=2)
+    with pytest.raises(ValueError, match="touch_point: target_link 'box' is not one of"):
+        TouchPoint(**touch | {"target_link": "box"})
+    with pytest.raises(ValueError, match="link and target_link are both 'phalanx1'"):
+        TouchPoint(**touch | {"link": "phalanx1"})
+    with pytest.raises(ValueError, match=r"touch_point: target_point is \[x, y, z\]"):
+        TouchPoint(**touch | {"target_point": [0.0, 0.0]})
+    with pytest.raises(ValueError, match="until must be a time > 0"):
+        TouchPoint(**touch | {"until": 0.0})

@@ -201,7 +201,7 @@ def shape_distance(kind, half, grid, shape, start, z):
         return z[2], gradient, np.zeros((3, 3))
     if kind == _BOX:
         excess = np.abs(z) - half
-        if np.all(excess < 0.0):
+        if np.all(excess <= 0.0):  # on the surface too: a face's normal, not 0/0
             axis = np.argmax(excess)
             gradient[axis] = -1.0 if z[axis] < 0.0 else 1.0
             return excess[axis], gradient, np.zeros((3, 3))

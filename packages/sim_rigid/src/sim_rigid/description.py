@@ -20,7 +20,10 @@ one of :data:`~sim_rigid.model.JOINT_TYPES`,
 ``parent`` a link name or ``world``, ``child`` a link name, ``origin`` [m] and ``rpy`` [rad]
 (URDF's roll-pitch-yaw, R = Rz(yaw) Ry(pitch) Rx(roll)) of the joint frame in the parent's
 frame, ``axis`` (revolute, prismatic; normalized), ``damping`` and ``initial`` one value per
-coordinate (a list of six for a free joint, or one value for all six). Every link is the child
+coordinate (a list of six for a free joint, or one value for all six), and for revolute and
+prismatic joints ``actuated`` (default true; false for a joint only contact and gravity move,
+such as a hinge, which then takes no action) and ``gear`` (the torque [N m] or force [N] per
+unit of action under torque actuation, default 1). Every link is the child
 of exactly one joint; the joints must form a tree rooted at the world. Links are reordered
 into tree order.
 """
@@ -43,7 +46,8 @@ _SHAPE_KEYS = {"plane": {"type", "point", "normal"},
                "sphere": {"type", "center", "radius"},
                "capsule": {"type", "center", "rpy", "radius", "half_length"},
                "mesh": {"type", "center", "rpy", "vertices", "faces", "resolution"}}
-_JOINT_KEYS = {"name", "type", "parent", "child", "origin", "rpy", "axis", "damping", "initial"}
+_JOINT_KEYS = {"name", "type", "parent", "child", "origin", "rpy", "axis", "damping", "initial",
+               "actuated", "gear"}
 
 
 class DescriptionError(ValueError):
@@ -180,6 +184,7 @@ def load_description(source, *, gravity=None) -> RigidModel:
                                    count, 0.0)
         rest += _per_coordinate(f"joint {joint['name']!r} initial", joint.get("initial"),
                                 count, 0.0)
+    actuated, gear = _actuation(joints, kinds)
     axes = []
     for joint, kind in zip(joints, kinds, strict=True):
         axis = _vector(f"joint {joint['name']!r} axis", joint.get("axis", [0.0, 0.0, 1.0]), 3)
@@ -229,6 +234,7 @@ def load_description(source, *, gravity=None) -> RigidModel:
                                                joint.get("rpy", [0.0] * 3), 3))
                             for joint in joints],
             joint_axis=axes, joint_damping=damping, joint_rest=rest,
+            joint_actuated=actuated, joint_gear=gear,
             contact_link=np.array(contact_link, dtype=np.int64),
             contact_point=np.array(contact_point, dtype=np.float64).reshape(-1, 3),
             contact_area=np.array(contact_area, dtype=np.float64),
@@ -236,6 +242,29 @@ def load_description(source, *, gravity=None) -> RigidModel:
             gravity=source.get("gravity", [0.0, 0.0, -9.81]) if gravity is None else gravity)
     except ModelError as exc:
         raise DescriptionError(str(exc)) from exc
+
+
+def _actuation(joints: list[dict], kinds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(actuated (n,) bool, gear (n,)) of the joints' ``actuated`` and ``gear`` keys."""
+    actuated, gear = [], []
+    for joint, kind in zip(joints, kinds, strict=True):
+        single = JOINT_COORDINATES[kind] == 1
+        given = {key: joint[key] for key in ("actuated", "gear") if key in joint}
+        if given and not single:
+            raise DescriptionError(f"joint {joint['name']!r} is {JOINT_TYPES[kind]}: "
+                                   f"{sorted(given)} apply to revolute and prismatic joints "
+                                   f"only (remove them)")
+        flag = given.get("actuated", single)
+        if not isinstance(flag, bool):
+            raise DescriptionError(f"joint {joint['name']!r} actuated must be true or false, "
+                                   f"got {flag!r}")
+        ratio = given.get("gear", 1.0)
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio > 0:
+            raise DescriptionError(f"joint {joint['name']!r} gear must be a number > 0 [N m "
+                                   f"or N per unit of action], got {ratio!r}")
+        actuated.append(flag)
+        gear.append(float(ratio))
+    return np.array(actuated, dtype=bool), np.array(gear, dtype=np.float64)
 
 
 def load_obstacles(obstacles, *, base: RigidModel | None = None) -> dict[str, np.ndarray]:

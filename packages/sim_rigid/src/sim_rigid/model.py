@@ -14,7 +14,9 @@ the joint moves its link's frame relative to that joint frame:
 
 Each link's centre of mass sits at ``link_com`` in its frame, with ``link_inertia`` about the
 centre of mass in the link's frame. The coordinates of all joints, joint by joint, form the
-robot's ``joint_q`` (d,); the 1-DOF joints' coordinates are the actuated ones.
+robot's ``joint_q`` (d,); the 1-DOF joints' coordinates are the actuated ones, except
+those of joints marked unactuated (``joint_actuated``: a hinge that only contact moves), each
+driven through its ``joint_gear``.
 
 Construction checks every field (shapes, finite values, physical masses and inertias, unit
 axes, rotation matrices, tree order) and raises :class:`ModelError` naming the field, the
@@ -97,6 +99,10 @@ class RigidModel:
             for fixed and free joints), (n, 3).
         joint_damping: viscous damping per coordinate [N m s/rad or N s/m], (d,).
         joint_rest: coordinates of the initial state [rad or m], (d,).
+        joint_actuated: whether each joint takes an action (default every revolute and
+            prismatic joint; fixed and free joints never do), (n,) bool.
+        joint_gear: torque [N m] or force [N] per unit of action of each actuated joint under
+            torque actuation (default 1: the action is the torque), (n,); > 0.
         gravity: [m/s²], (3,).
         contact_link: the link each contact point is fixed on, (c,) int64.
         contact_point: contact points in their links' frames [m], (c, 3).
@@ -158,6 +164,8 @@ class RigidModel:
     obstacle_grid_start: np.ndarray | None = None
     contact_area: np.ndarray | None = None
     friction_sharpness: float = _DEFAULT.friction_sharpness
+    joint_actuated: np.ndarray | None = None
+    joint_gear: np.ndarray | None = None
 
     def __post_init__(self):
         set_field = functools.partial(object.__setattr__, self)
@@ -170,7 +178,10 @@ class RigidModel:
         c, o = len(np.asarray(self.contact_link)), len(np.asarray(self.obstacle_type))
         # shape fields left out (or empty, as dataclasses.replace carries them over from a
         # model without obstacles or points) default per entry: static, no grid, unit area
-        for name, default in (("obstacle_link", np.full(o, -1, np.int64)),
+        single = np.isin(np.asarray(self.joint_type), [JOINT_TYPES.index("revolute"),
+                                                       JOINT_TYPES.index("prismatic")])
+        for name, default in (("joint_actuated", single), ("joint_gear", np.ones(n)),
+                              ("obstacle_link", np.full(o, -1, np.int64)),
                               ("obstacle_grid_shape", np.zeros((o, 3), np.int64)),
                               ("obstacle_grid_start", np.zeros(o, np.int64)),
                               ("contact_area", np.ones(c))):
@@ -190,7 +201,8 @@ class RigidModel:
                   "joint_damping": (d,), "joint_rest": (d,), "gravity": (3,),
                   "contact_point": (c, 3), "obstacle_center": (o, 3),
                   "obstacle_rotation": (o, 3, 3), "obstacle_half_extents": (o, 3),
-                  "contact_area": (c,), "obstacle_grid": (np.size(self.obstacle_grid),)}
+                  "contact_area": (c,), "obstacle_grid": (np.size(self.obstacle_grid),),
+                  "joint_gear": (n,)}
         for name, shape in shapes.items():
             set_field(name, float_array(name, getattr(self, name), shape, error=ModelError))
         self._check_tree()
@@ -219,6 +231,21 @@ class RigidModel:
 
     def _check_joints(self):
         moving = self.joint_type <= JOINT_TYPES.index("prismatic")
+        actuated = np.asarray(self.joint_actuated)
+        if actuated.shape != (self.link_count,) or actuated.dtype != np.bool_:
+            raise ModelError(f"joint_actuated must be one bool per joint ({self.link_count}), "
+                             f"got {actuated!r}")
+        bad = np.flatnonzero(actuated & ~moving)
+        if bad.size:
+            raise ModelError(f"joint {self.joint_names[bad[0]]!r} is "
+                             f"{JOINT_TYPES[self.joint_type[bad[0]]]} and cannot be actuated: "
+                             f"only revolute and prismatic joints take an action")
+        object.__setattr__(self, "joint_actuated", actuated.copy())
+        bad = np.flatnonzero(~(self.joint_gear > 0.0))
+        if bad.size:
+            raise ModelError(f"joint_gear of joint {self.joint_names[bad[0]]!r} is "
+                             f"{self.joint_gear[bad[0]]}: it must be > 0 (mark a joint that "
+                             f"takes no action unactuated instead)")
         norms = np.linalg.norm(self.joint_axis, axis=1)
         bad = np.flatnonzero(moving & (np.abs(norms - 1.0) > _UNIT_TOLERANCE))
         if bad.size:
@@ -332,10 +359,16 @@ class RigidModel:
 
     @property
     def actuated(self) -> np.ndarray:
-        """Indices of the actuated coordinates (those of revolute and prismatic joints, in
-        joint order), (a,) int64; the action holds one value each."""
-        single = self.joint_type <= JOINT_TYPES.index("prismatic")
-        return self.joint_first[single]
+        """Indices of the actuated coordinates (those of the revolute and prismatic joints
+        not marked unactuated, in joint order), (a,) int64; the action holds one value
+        each."""
+        return self.joint_first[self.joint_actuated]
+
+    @property
+    def actuated_gear(self) -> np.ndarray:
+        """Torque [N m] or force [N] per unit of action of each actuated coordinate under
+        torque actuation, (a,)."""
+        return self.joint_gear[self.joint_actuated]
 
     @property
     def coordinate_names(self) -> tuple[str, ...]:

@@ -35,7 +35,8 @@ class RigidOptions(Options):
                     "folder), a bundled robot's name (arm4), the description itself "
                     "{links: [...], joints: [...]} (sim_rigid.description), or {finger: "
                     "{phalanges: 4, ...}}: a finger of the cage-based components "
-                    "(sim_rigid.scene.finger_description)")
+                    "(sim_rigid.scene.finger_description), with optional links and joints "
+                    "beside it (sim_rigid.scene.robot_description)")
     initial_positions: dict[str, float] | list[float] = option(
         {}, unit="rad or m", doc="coordinates at t = 0 by name (a 1-DOF joint's name, a free "
                                  "joint's name.x ... name.rx), or one per coordinate; "

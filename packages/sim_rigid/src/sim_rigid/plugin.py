@@ -6,7 +6,7 @@ from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
 from .scene import make_simulator
-from .terms import ReachTargets
+from .terms import JointTarget, ReachTargets, TouchPoint
 
 CODESIGN_API = (1, 1)
 
@@ -18,6 +18,11 @@ EXAMPLES = {
     "finger_reach_codesign": "Finger Reach co-design: the link lengths (joint origins) and the "
                              "torques together by L-BFGS-B",
     "finger_reach_cmaes": "Finger Reach co-design by CMA-ES, the gradient-free baseline",
+    "flip_box": "a finger on an x-z carriage flips a heavy hinged box by 90°; L-BFGS-B on "
+                "the open-loop forces and torques (Xu et al., Flip Box, control only)",
+    "flip_box_codesign": "Flip Box co-design: the link lengths (joint origins) and the "
+                         "controls together by L-BFGS-B",
+    "flip_box_cmaes": "Flip Box co-design by CMA-ES, the gradient-free baseline",
 }
 """Example name -> description; each is ``sim_rigid/examples/<name>.yaml`` (package data)."""
 
@@ -41,3 +46,9 @@ def codesign_register_terms(register):
     register("reach_targets", ReachTargets,
              description="a point on a link (a fingertip) against targets in sequence, each "
                          "over its time window: Σ ‖p − p̂‖ (Xu et al., Finger Reach)")
+    register("joint_target", JointTarget,
+             description="one coordinate against its target: Σ (q − q̂)² (Xu et al., Flip "
+                         "Box's hinge angle to 90°)")
+    register("touch_point", TouchPoint,
+             description="a point on one link against a point on another until a time: "
+                         "Σ ‖p − p_touch‖² (Xu et al., Flip Box's touch term, t < T/2)")

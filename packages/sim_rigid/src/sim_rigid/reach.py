@@ -14,12 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from codesign.config import load_config
-from codesign.experiment import build_experiment
-from codesign.outputs import read_npz
-from codesign.plugins import get_registry
-from codesign.validation import validate_config
-
+from .episodes import episode_states, run_episodes
 from .terms import ReachTargets
 
 __all__ = ["fingertip_distances", "main", "reach_metric"]
@@ -30,38 +25,18 @@ def fingertip_distances(term: ReachTargets, simulator, design: dict, actions, *,
     """The term's distance [m] after every simulation step (steps × substeps,) of the
     episode that holds each row of ``actions`` (steps, action_size) for ``substeps`` steps
     of ``dt`` [s]."""
-    state = simulator.initial_state(design)
-    distances = []
-    for step, action in enumerate(np.repeat(np.asarray(actions, dtype=np.float64), substeps,
-                                            axis=0)):
-        state = simulator.step(state, action, design, dt)
-        distances.append(term.distance(state, design, (step + 1) * dt))
-    return np.array(distances)
+    return np.array([term.distance(state, design, step * dt) for step, state in
+                     episode_states(simulator, design, actions, substeps=substeps, dt=dt)])
 
 
 def reach_metric(run_dir: str | Path) -> dict[str, float]:
     """``initial`` and ``final`` time-averaged fingertip distances [m] of a run directory of
     an open-loop reach experiment, and ``normalized`` = final / initial."""
-    run_dir = Path(run_dir)
-    registry = get_registry()
-    config = validate_config(load_config(run_dir / "config.yaml"), registry)
-    with build_experiment(config, registry) as experiment:
-        terms = [t.term for t in experiment.objective.terms if isinstance(t.term, ReachTargets)]
-        problem = experiment.problem
-        if len(terms) != 1 or "table" not in problem.weight_space.names:
-            raise ValueError(f"{run_dir}: the reach metric needs one reach_targets term and an "
-                             f"open-loop controller (a finger_reach experiment)")
-        simulator, rollout = experiment.simulator, experiment.rollout
-        saved = read_npz(run_dir / "parameters.npz")
-        initial_design = problem.base_design
-        final_design = dict(initial_design) | {
-            name.removeprefix("design."): value for name, value in saved.items()
-            if name.startswith("design.")}
-        initial_table = problem.weight_space.defaults()["table"]
-        averages = [float(np.mean(fingertip_distances(
-            terms[0], simulator, design, table, substeps=rollout.substeps, dt=rollout.dt)))
-            for design, table in ((initial_design, initial_table),
-                                  (final_design, saved["controller.table"]))]
+    run = run_episodes(run_dir, ReachTargets, needs="one reach_targets term and an "
+                       "open-loop controller (a finger_reach experiment)")
+    averages = [float(np.mean(fingertip_distances(run.term, run.simulator, design, table,
+                                                  substeps=run.substeps, dt=run.dt)))
+                for design, table in (run.initial, run.final)]
     return {"initial": averages[0], "final": averages[1],
             "normalized": averages[1] / averages[0]}
 

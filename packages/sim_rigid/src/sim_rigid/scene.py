@@ -5,7 +5,9 @@ into a :class:`~sim_rigid.simulator.RigidSimulator`.
 ``robot`` is a description (a dict, :mod:`sim_rigid.description`), a YAML file of one
 (relative to the experiment file's folder, ``base_dir``), the name of a robot shipped in
 ``sim_rigid/robots/<name>.yaml`` (``arm4``), or ``{finger: {phalanges: 4, ...}}``: a finger
-assembled from the cage-based components at their rest shape (:func:`finger_description`).
+assembled from the cage-based components at their rest shape (:func:`finger_description`),
+with, optionally, more ``links`` and ``joints`` beside it (a carriage the finger rides on,
+an object it handles: :func:`robot_description`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .options import RigidOptions
 from .simulator import RigidSimulator
 
 __all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "finger_description",
-           "make_simulator", "robot_path"]
+           "make_simulator", "robot_description", "robot_path"]
 
 ROBOT_DIRECTORY = Path(__file__).parent / "robots"
 """Folder of the bundled robot descriptions, ``<name>.yaml`` each."""
@@ -47,12 +49,15 @@ def finger_description(spec: dict) -> dict:
     """The description of ``robot: {finger: spec}``: :func:`sim_rigid.morphology.
     assemble_finger`'s keywords (``phalanges``, ``base_length``, ``phalanx_length``,
     ``tip_length``, ``width``, ``height`` [m], ``density`` [kg/m³], ``mount`` [m], ...) at
-    the rest shape, plus ``damping`` [N m s/rad] and ``initial`` [rad] of its joints."""
+    the rest shape, plus ``damping`` [N m s/rad], ``initial`` [rad] and ``gear`` [N m per
+    unit of action] of its joints and ``parent``, the link its base is welded to at
+    ``mount`` (default the world)."""
     if not isinstance(spec, dict):
         raise SceneError(f"robot.finger must be a mapping such as {{phalanges: 4}}, got "
                          f"{spec!r}")
     spec = dict(spec)
     joints = {key: spec.pop(key) for key in ("damping", "initial") if key in spec}
+    parent, gear = spec.pop("parent", "world"), spec.pop("gear", None)
     try:
         finger = assemble_finger(**spec)
     except TypeError as exc:
@@ -62,7 +67,33 @@ def finger_description(spec: dict) -> dict:
                          f"initial") from exc
     except ValueError as exc:
         raise SceneError(f"robot.finger: {exc}") from exc
-    return description(finger, finger.parameter_defaults, **joints)
+    robot = description(finger, finger.parameter_defaults, **joints)
+    robot["joints"][0]["parent"] = parent  # the base's weld (morphology builds it first)
+    if gear is not None:
+        for joint in robot["joints"]:
+            if joint["type"] == "revolute":
+                joint["gear"] = gear
+    return robot
+
+
+def robot_description(robot: dict) -> dict:
+    """The description of an inline ``robot`` option: ``robot`` itself, or for ``{finger:
+    {...}, links: [...], joints: [...]}`` the finger's (:func:`finger_description`) with the
+    other links and joints added (they may hang from the finger's links, and the finger
+    from them through its ``parent``)."""
+    if "finger" not in robot:
+        return robot
+    unknown = sorted(set(robot) - {"finger", "links", "joints"})
+    if unknown:
+        raise SceneError(f"robot: unknown keys {unknown} beside finger; allowed: finger, "
+                         f"links, joints (the finger's gravity is the gravity option's)")
+    finger = finger_description(robot["finger"])
+    extra = {key: robot.get(key, []) for key in ("links", "joints")}
+    for key, entries in extra.items():
+        if not isinstance(entries, list):
+            raise SceneError(f"robot.{key} beside a finger must be a list of {key} "
+                             f"(sim_rigid.description), got {entries!r}")
+    return {key: finger[key] + extra[key] for key in ("links", "joints")}
 
 
 def _per_coordinate(name: str, value, model: RigidModel) -> np.ndarray:
@@ -81,8 +112,7 @@ def build_model(options: RigidOptions) -> RigidModel:
     obstacles and contact coefficients added."""
     o = options
     if isinstance(o.robot, dict):
-        source = finger_description(o.robot["finger"]) if set(o.robot) == {"finger"} \
-            else o.robot
+        source = robot_description(o.robot)
     else:
         source = robot_path(o.robot, base_dir=o.base_dir)
     try:

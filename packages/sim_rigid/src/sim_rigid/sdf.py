@@ -57,7 +57,7 @@ def shape_distance(kind: int, half_extents, grid, z) -> tuple[float, np.ndarray,
 def _box(half, z):
     excess = np.abs(z) - half
     sign = np.where(z < 0.0, -1.0, 1.0)
-    if np.all(excess < 0.0):
+    if np.all(excess <= 0.0):  # on the surface too: a face's normal, not 0/0
         axis = int(np.argmax(excess))
         gradient = np.zeros(3)
         gradient[axis] = sign[axis]

@@ -2,8 +2,9 @@
 coordinates, integrated by BDF2 (SDIRK2 first step).
 
 State: :class:`RigidState` (coordinates and rates, now and one step before). Action: one
-value per actuated coordinate (the 1-DOF joints', in joint order): a torque [N m] or force
-[N], or with ``actuation="position"`` a position target [rad or m] tracked by a PD servo.
+value per actuated coordinate (the 1-DOF joints' not marked unactuated, in joint order): a
+torque [N m] or force [N] per unit of the joint's gear (1 by default), or with
+``actuation="position"`` a position target [rad or m] tracked by a PD servo.
 Design parameters: ``link.mass``, ``link.inertia``, ``joint.origin`` (joint origins in the
 parent's frame: the link lengths) and ``joint.damping``, and for a robot with contact points
 ``contact.point`` and the contact law's ``contact.stiffness``, ``contact.damping``,
@@ -61,6 +62,10 @@ class RigidSimulator:
         RigidOptions(actuation=actuation, servo_stiffness=servo_stiffness,  # checks them
                      servo_damping=servo_damping, newton_tolerance=newton_tolerance,
                      newton_iterations=newton_iterations, kernels=kernels, view=view)
+        if actuation == "position" and np.any(model.joint_gear != 1.0):
+            raise ValueError("joint gears scale torque actuation; with actuation: position "
+                             "the action is a position target, so leave every joint's gear "
+                             "at 1")
         self.model = model
         self.settings = dict(actuation=str(actuation), servo_stiffness=float(servo_stiffness),
                              servo_damping=float(servo_damping),

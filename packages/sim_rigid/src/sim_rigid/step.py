@@ -9,10 +9,11 @@ given base values ``q_b``, ``v_b`` and a coefficient ``c`` [s], find the rates v
     r(v) = ID(q, v, a) + D v - B τ_act(q, v, u) = 0,
 
 ID the rigid-body inverse dynamics (:mod:`sim_rigid.dynamics`, gravity included), D the joint
-damping, B the actuated coordinates and τ_act the actuation: the action itself (joint torques)
-or PD servos ``kp (u - q) - kd v`` tracking position targets u. BDF2: q_b = (4 q_n -
-q_{n-1}) / 3, v_b likewise, c = 2h/3. SDIRK2: stage 1 from (q_n, v_n), stage 2 from q_n + (1 -
-γ) h V1 and v_n + (1 - γ) h A1, both with c = γh.
+damping, B the actuated coordinates and τ_act the actuation: the action times each joint's
+gear (joint torques; the gear is 1 unless the description sets it) or PD servos ``kp (u - q)
+- kd v`` tracking position targets u. BDF2: q_b = (4 q_n - q_{n-1}) / 3, v_b likewise, c =
+2h/3. SDIRK2: stage 1 from (q_n, v_n), stage 2 from q_n + (1 - γ) h V1 and v_n + (1 - γ) h
+A1, both with c = γh.
 
 Newton's method solves r(v) = 0 on the analytic Jacobian ∂r/∂v = c ∂ID/∂q + ∂ID/∂v + M/c + D
 (+ servo gains), with a backtracking line search on |r|; it has converged when a full step
@@ -66,6 +67,7 @@ class _Solve:
         self.q_base, self.v_base, self.c = q_base, v_base, c
         self.action = action
         self.actuated = model.actuated
+        self.gear = model.actuated_gear
         self.position = settings["actuation"] == "position"
         self.dynamics = _DYNAMICS[settings["kernels"]]
 
@@ -77,7 +79,7 @@ class _Solve:
             out[a] = (self.settings["servo_stiffness"] * (self.action - q[a])
                       - self.settings["servo_damping"] * v[a])
         else:
-            out[a] = self.action
+            out[a] = self.gear * self.action
         return out
 
     def _servo_jacobian(self):
@@ -173,7 +175,7 @@ class _Solve:
         g_q_base = g_q - d_q @ adjoint - gain_q * adjoint
         g_v_base = mass @ adjoint / c
         g_action = adjoint[self.actuated] * (self.settings["servo_stiffness"] if self.position
-                                             else 1.0)
+                                             else self.gear)
         g_params, start = {}, 2 * d
         for name in list(blocks)[2:]:
             size = blocks[name]

@@ -1,8 +1,14 @@
-"""Task terms of the ``rigid`` simulator (registered by the plugin).
+"""Task terms of the ``rigid`` simulator (registered by the plugin), each evaluated at every
+control step after the start (the paper sums its costs over t = 1 … T):
 
-``reach_targets``: a point on a link (the fingertip) against targets taken in sequence, each
-over its time window: the paper's Finger Reach cost c_p Σ_t ‖p_t − p̂_t‖ (Xu et al. 2021,
-appendix, Eq. 6; the norm, not its square), evaluated at every control step after the start.
+- ``reach_targets``: a point on a link (the fingertip) against targets taken in sequence,
+  each over its time window: the paper's Finger Reach cost c_p Σ_t ‖p_t − p̂_t‖ (Xu et al.
+  2021, appendix, Eq. 6; the norm, not its square);
+- ``joint_target``: one coordinate against its target, (q_t − q̂)²: Flip Box's c_flip
+  ‖θ_t − π/2‖² (Eq. 7), the box's hinge angle;
+- ``touch_point``: the squared distance between a point on one link and a point on another
+  until a time: Flip Box's c_touch ‖p_t − p_touch‖² for t < T/2 (Eq. 7), the fingertip
+  against a point on the box's back face, which moves with the box.
 """
 
 from __future__ import annotations
@@ -13,7 +19,23 @@ from codesign.tree import tree_zeros_with
 
 from .kinematics import link_point, link_point_jacobians
 
-__all__ = ["ReachTargets"]
+__all__ = ["JointTarget", "ReachTargets", "TouchPoint"]
+
+
+def _link_index(model, term: str, key: str, link: str | None) -> int:
+    """The index of link ``link`` (default the last link: a finger's tip) of ``model``."""
+    names = list(model.link_names)
+    if link is not None and link not in names:
+        raise ValueError(f"{term}: {key} {link!r} is not one of the robot's links {names}")
+    return names.index(link) if link is not None else len(names) - 1
+
+
+def _link_point(term: str, key: str, point) -> np.ndarray:
+    point = np.asarray(point, dtype=np.float64)
+    if point.shape != (3,):
+        raise ValueError(f"{term}: {key} is [x, y, z] in the link's frame [m], got "
+                         f"{point.tolist()!r}")
+    return point
 
 
 class ReachTargets:
@@ -35,15 +57,8 @@ class ReachTargets:
     def __init__(self, *, simulator, targets, start_times, link: str | None = None,
                  point=(0.0, 0.0, 0.0), dt: float, substeps: int):
         self.model = simulator.model
-        names = list(self.model.link_names)
-        if link is not None and link not in names:
-            raise ValueError(f"reach_targets: link {link!r} is not one of the robot's links "
-                             f"{names}")
-        self.link = names.index(link) if link is not None else len(names) - 1
-        self.point = np.asarray(point, dtype=np.float64)
-        if self.point.shape != (3,):
-            raise ValueError(f"reach_targets: point is [x, y, z] in the link's frame [m], got "
-                             f"{point!r}")
+        self.link = _link_index(self.model, "reach_targets", "link", link)
+        self.point = _link_point("reach_targets", "point", point)
         self.targets = np.asarray(targets, dtype=np.float64)
         self.start_times = np.asarray(start_times, dtype=np.float64)
         if self.targets.ndim != 2 or self.targets.shape[1] != 3 or len(self.targets) == 0:
@@ -83,3 +98,103 @@ class ReachTargets:
         unit = residual / norm
         return (tree_zeros_with(state, joint_q=unit @ d_q), None,
                 {"joint.origin": np.einsum("i,ijk->jk", unit, d_origin)})
+
+
+class JointTarget:
+    """``(q_j − q̂)²`` [rad² or m²] of one coordinate q_j at control steps t >= 1.
+
+    Args:
+        simulator: a :class:`~sim_rigid.simulator.RigidSimulator`.
+        joint: the coordinate's name (a 1-DOF joint's name, a free joint's ``name.x`` ...).
+        target: q̂ [rad or m] (default π/2: a quarter turn).
+    """
+
+    kind = "trajectory"
+
+    def __init__(self, *, simulator, joint: str, target: float = np.pi / 2):
+        names = list(simulator.model.coordinate_names)
+        if joint not in names:
+            raise ValueError(f"joint_target: joint {joint!r} is not one of the robot's "
+                             f"coordinates {names}")
+        self.coordinate = names.index(joint)
+        self.target = float(target)
+        if not np.isfinite(self.target):
+            raise ValueError(f"joint_target: target must be a finite number [rad or m], got "
+                             f"{target!r}")
+
+    def error(self, state) -> float:
+        """q_j − q̂ [rad or m] at ``state``."""
+        return float(state.joint_q[self.coordinate]) - self.target
+
+    def value(self, state, action, design, control_step):
+        if control_step == 0:  # the start is given, not controlled (the paper sums t >= 1)
+            return 0.0
+        return self.error(state) ** 2
+
+    def grad(self, state, action, design, control_step):
+        if control_step == 0:
+            return None, None, None
+        g_q = np.zeros_like(np.asarray(state.joint_q, dtype=np.float64))
+        g_q[self.coordinate] = 2.0 * self.error(state)
+        return tree_zeros_with(state, joint_q=g_q), None, None
+
+
+class TouchPoint:
+    """``‖p − p_touch‖²`` [m²] at control steps t >= 1 whose time t · substeps · dt is
+    before ``until``: p a point fixed on one link (a fingertip), p_touch a point fixed on
+    another (a face of the object to touch), so the target moves with its link.
+
+    Args:
+        simulator: a :class:`~sim_rigid.simulator.RigidSimulator`.
+        link, point: the touching link's name (default the last link) and the point in its
+            frame [m] (3,).
+        target_link, target_point: the touched link's name and the point in its frame [m].
+        until: the time [s] from which the term stops counting (default: never stops).
+        dt, substeps: the run's substep length [s] and substeps per control step (injected).
+    """
+
+    kind = "trajectory"
+
+    def __init__(self, *, simulator, target_link: str, target_point, link: str | None = None,
+                 point=(0.0, 0.0, 0.0), until: float = np.inf, dt: float, substeps: int):
+        self.model = simulator.model
+        self.link = _link_index(self.model, "touch_point", "link", link)
+        self.point = _link_point("touch_point", "point", point)
+        self.target_link = _link_index(self.model, "touch_point", "target_link", target_link)
+        self.target_point = _link_point("touch_point", "target_point", target_point)
+        if self.target_link == self.link:
+            raise ValueError(f"touch_point: link and target_link are both "
+                             f"{self.model.link_names[self.link]!r}; the touched point must "
+                             f"be on another link")
+        self.until = float(until)
+        if not self.until > 0.0:
+            raise ValueError(f"touch_point: until must be a time > 0 [s], got {until!r}")
+        self.control_dt = float(dt) * int(substeps)
+
+    def counts(self, control_step: int) -> bool:
+        """Whether the term counts at ``control_step`` (after the start, before ``until``)."""
+        return control_step > 0 and control_step * self.control_dt < self.until
+
+    def offset(self, state, design) -> np.ndarray:
+        """p − p_touch [m] (3,) at ``state``."""
+        origin, q = design["joint.origin"], state.joint_q
+        return (link_point(self.model, origin, q, self.link, self.point)
+                - link_point(self.model, origin, q, self.target_link, self.target_point))
+
+    def value(self, state, action, design, control_step):
+        if not self.counts(control_step):
+            return 0.0
+        offset = self.offset(state, design)
+        return float(offset @ offset)
+
+    def grad(self, state, action, design, control_step):
+        if not self.counts(control_step):
+            return None, None, None
+        origin, q = design["joint.origin"], state.joint_q
+        position, d_q, d_origin = link_point_jacobians(self.model, origin, q, self.link,
+                                                       self.point)
+        target, t_q, t_origin = link_point_jacobians(self.model, origin, q, self.target_link,
+                                                     self.target_point)
+        twice = 2.0 * (position - target)
+        return (tree_zeros_with(state, joint_q=twice @ (d_q - t_q)), None,
+                {"joint.origin": np.einsum("i,ijk->jk", twice, d_origin - t_origin)})

@@ -1,0 +1,78 @@
+"""The episodes a task metric of the paper's Table IV compares (Xu et al. 2021): the start of
+an optimization (the initial design with the controller's initial weights) and its end (the
+run directory's saved design and open-loop table), each replayed step by step.
+
+Used by :mod:`sim_rigid.reach` (Finger Reach) and :mod:`sim_rigid.flip` (Flip Box).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from codesign.config import load_config
+from codesign.experiment import build_experiment
+from codesign.outputs import read_npz
+from codesign.plugins import get_registry
+from codesign.validation import validate_config
+
+__all__ = ["RunEpisodes", "episode_states", "run_episodes"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEpisodes:
+    """A finished open-loop run, ready to replay.
+
+    Attributes:
+        term: the run's objective term of the type asked for.
+        simulator: the run's simulator.
+        substeps, dt: simulation steps per control step and their length [s].
+        initial, final: (design, table (control steps, action size)) at the start and at
+            the end of the optimization.
+    """
+
+    term: object
+    simulator: object
+    substeps: int
+    dt: float
+    initial: tuple[dict, np.ndarray]
+    final: tuple[dict, np.ndarray]
+
+
+def run_episodes(run_dir: str | Path, term_type: type, *, needs: str) -> RunEpisodes:
+    """The start and the end of the run in ``run_dir``, whose experiment must have one term
+    of ``term_type`` and an open-loop controller (else a ValueError ending in ``needs``,
+    e.g. "one reach_targets term and an open-loop controller (a finger_reach
+    experiment)")."""
+    run_dir = Path(run_dir)
+    registry = get_registry()
+    config = validate_config(load_config(run_dir / "config.yaml"), registry)
+    with build_experiment(config, registry) as experiment:
+        terms = [t.term for t in experiment.objective.terms if isinstance(t.term, term_type)]
+        problem = experiment.problem
+        if len(terms) != 1 or "table" not in problem.weight_space.names:
+            raise ValueError(f"{run_dir}: the metric needs {needs}")
+        saved = read_npz(run_dir / "parameters.npz")
+        initial_design = problem.base_design
+        final_design = dict(initial_design) | {
+            name.removeprefix("design."): value for name, value in saved.items()
+            if name.startswith("design.")}
+        return RunEpisodes(term=terms[0], simulator=experiment.simulator,
+                           substeps=experiment.rollout.substeps, dt=experiment.rollout.dt,
+                           initial=(initial_design, problem.weight_space.defaults()["table"]),
+                           final=(final_design, saved["controller.table"]))
+
+
+def episode_states(simulator, design: dict, actions, *, substeps: int,
+                   dt: float) -> Iterator[tuple[int, object]]:
+    """(step, state after it) for every simulation step of the episode that holds each row
+    of ``actions`` (control steps, action size) for ``substeps`` steps of ``dt`` [s]; step
+    counts from 1."""
+    state = simulator.initial_state(design)
+    for step, action in enumerate(np.repeat(np.asarray(actions, dtype=np.float64), substeps,
+                                            axis=0)):
+        state = simulator.step(state, action, design, dt)
+        yield step + 1, state

@@ -1,0 +1,52 @@
+"""The Flip Box metric of the paper's Table IV (Xu et al. 2021): "the flipping angle error at
+the end of the task", |θ_T − θ̂| of the hinge (the ``joint_target`` term's coordinate and
+target) after the episode's last simulation step, normalized by the same error at the start
+of the optimization (the initial design with the controller's initial weights: the box
+unmoved, an error of π/2), so 1 is no progress and 0 a box at exactly 90°.
+
+``python -m sim_rigid.flip RUN_DIR [RUN_DIR ...]`` prints it for finished runs of an
+experiment with a ``joint_target`` term (``flip_box*.yaml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .episodes import episode_states, run_episodes
+from .terms import JointTarget
+
+__all__ = ["final_error", "flip_metric", "main"]
+
+
+def final_error(term: JointTarget, simulator, design: dict, actions, *, substeps: int,
+                dt: float) -> float:
+    """|q_j − q̂| [rad or m] of the term's coordinate after the last simulation step of the
+    episode that holds each row of ``actions`` (steps, action_size) for ``substeps`` steps
+    of ``dt`` [s]."""
+    _, last = list(episode_states(simulator, design, actions, substeps=substeps, dt=dt))[-1]
+    return abs(term.error(last))
+
+
+def flip_metric(run_dir: str | Path) -> dict[str, float]:
+    """``initial`` and ``final`` end errors [rad] of the flip angle of a run directory of an
+    open-loop flip experiment, and ``normalized`` = final / initial."""
+    run = run_episodes(run_dir, JointTarget, needs="one joint_target term and an open-loop "
+                       "controller (a flip_box experiment)")
+    errors = [final_error(run.term, run.simulator, design, table, substeps=run.substeps,
+                          dt=run.dt) for design, table in (run.initial, run.final)]
+    return {"initial": errors[0], "final": errors[1], "normalized": errors[1] / errors[0]}
+
+
+def main(argv=None) -> None:
+    """Print the flip metric of each run directory named on the command line."""
+    parser = argparse.ArgumentParser(prog="python -m sim_rigid.flip", description=__doc__)
+    parser.add_argument("runs", nargs="+", help="run directories of flip_box experiments")
+    for run in parser.parse_args(argv).runs:
+        m = flip_metric(run)
+        print(f"{run}: flip angle error at the end {m['initial']:.3f} -> {m['final']:.3f} rad, "
+              f"normalized {m['normalized']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
