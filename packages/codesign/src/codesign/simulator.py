@@ -18,6 +18,10 @@ Optional methods the core uses when present:
 - ``render_sequence(states, design, *, width, height, actions) -> list of such frames``: a
   whole motion's frames at once (``actions`` as above, one per state), for a simulator that
   draws history (a trace); the core uses it in place of ``render`` when present.
+
+Recording sources may use ``state_at_joints(design, joint_q, joint_qd) -> state``: the state
+at measured joint positions and rates, where a recording measured mid-motion starts
+(sim_pbd offers it; ros_bridge's ``rosbag`` source cuts bags into segments with it).
 """
 
 from __future__ import annotations
