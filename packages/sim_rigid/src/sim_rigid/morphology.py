@@ -25,9 +25,10 @@ neighbours' interface vertices follow the shared handles alone and stay together
 
 Limits: sim_rigid's design has no ``link.com``, so :func:`design` leaves each link's centre
 of mass where the model put it (the model built from :func:`description` at some θ₀);
-:func:`simulation_parameters` computes it with its VJP for when the dynamics take it. Nor
-has it contact areas: they are computed here (the lumped area of each contact vertex) with
-their VJP, not passed on.
+:func:`simulation_parameters` computes it with its VJP for when the dynamics take it. The
+contact areas computed here (the lumped area of each contact vertex [m²], with their VJP)
+are not passed on either: the simulator's ``contact.area`` is a force weight (default 1)
+that the examples' contact stiffnesses are tuned with.
 """
 
 from __future__ import annotations

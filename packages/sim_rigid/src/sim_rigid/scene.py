@@ -23,9 +23,9 @@ from codesign.fields import view_window
 from codesign.options import options_factory
 from codesign.paths import named_file
 
+from .cage_design import CageSimulator
 from .description import DescriptionError, load_description, load_obstacles
 from .model import RigidModel
-from .cage_design import CageSimulator
 from .morphology import FingerMorphology, assemble_finger, description
 from .options import RigidOptions
 from .simulator import RigidSimulator
