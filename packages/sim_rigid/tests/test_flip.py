@@ -101,7 +101,7 @@ def test_extra_links_beside_a_finger_are_checked():
         make_simulator(robot={"finger": {"phalanges": 2, "parent": "cart"}})
 
 
-@pytest.mark.parametrize("example", ["flip_box", "flip_box_codesign"])
+@pytest.mark.parametrize("example", ["flip_box", "flip_box_codesign", "flip_box_cage"])
 def test_the_metric_of_a_quick_run(example, tmp_path, capsys):
     out = tmp_path / "run"
     run_experiment(EXAMPLES / f"{example}.yaml", get_registry(), out=out, quick=True,

@@ -114,6 +114,20 @@ def test_each_layer_vjp_matches_finite_differences(finger):
               {"handles": g_h, "meshes": g_m}, directions=3).assert_ok()
 
 
+def test_design_jacobian_is_the_design_vjp_of_every_cotangent(finger):
+    theta = _moved(finger, 5)
+    jacobian = mo.design_jacobian(finger, theta)
+    design = mo.design(finger, theta)
+    assert set(jacobian) == set(design)
+    rng = np.random.default_rng(6)
+    g_design = {k: rng.normal(size=v.shape) for k, v in design.items()}
+    pulled = sum(jacobian[k].T @ g_design[k].reshape(-1) for k in design)
+    np.testing.assert_allclose(pulled, mo.design_vjp(finger, theta, g_design), rtol=1e-12,
+                               atol=1e-15)
+    for name, value in design.items():
+        assert jacobian[name].shape == (value.size, len(theta))
+
+
 def test_bad_parameters_get_clear_errors(finger):
     with pytest.raises(ValueError, match=r"parameters are \['length.base'"):
         mo.handles(finger, np.ones(3))

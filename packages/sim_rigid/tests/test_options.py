@@ -13,7 +13,7 @@ from sim_rigid.scene import SceneError, build_model, make_simulator, robot_path
 
 def test_every_option_is_declared_with_a_doc_and_listed():
     specs = RigidOptions.specs()
-    assert {"robot", "initial_positions", "gravity", "damping", "obstacles",
+    assert {"robot", "design_space", "initial_positions", "gravity", "damping", "obstacles",
             "contact_stiffness", "contact_damping", "friction", "friction_stiffness",
             "friction_sharpness",
             "actuation",
@@ -26,6 +26,7 @@ def test_every_option_is_declared_with_a_doc_and_listed():
 
 @pytest.mark.parametrize(("values", "name"), [
     ({"actuation": "velocity"}, "actuation"), ({"kernels": "cuda"}, "kernels"),
+    ({"design_space": "mesh"}, "design_space"),
     ({"damping": -0.1}, "damping"), ({"servo_stiffness": -1.0}, "servo_stiffness"),
     ({"newton_tolerance": 0.1}, "newton_tolerance"), ({"newton_iterations": 0},
                                                       "newton_iterations"),

@@ -51,7 +51,7 @@ def test_distances_at_every_step_meet_the_term_at_control_steps():
     assert distances[-1] == pytest.approx(term.value(state, None, design, 2), abs=1e-15)
 
 
-@pytest.mark.parametrize("example", ["finger_reach", "finger_reach_codesign"])
+@pytest.mark.parametrize("example", ["finger_reach", "finger_reach_codesign", "finger_reach_cage"])
 def test_the_metric_of_a_quick_run(example, tmp_path, capsys):
     out = tmp_path / "run"
     run_experiment(EXAMPLES / f"{example}.yaml", get_registry(), out=out, quick=True,

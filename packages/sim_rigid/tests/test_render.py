@@ -74,3 +74,17 @@ def test_contact_points_and_obstacles_are_drawn(models):
     image = sim.render(sunk, design, width=100, height=100)
     red = (image[:, :, 0] > 180) & (image[:, :, 1] < 100)
     assert red.any()
+
+
+def test_contact_points_are_drawn_where_the_design_puts_them(models):
+    from sim_rigid.scene import make_simulator
+
+    sim = make_simulator(robot=models.box_description(), obstacles=[{"type": "plane"}])
+    design = sim.design_space().defaults()
+    state = sim.initial_state(design)
+    # the design lowers every corner by 1 cm (a cage design moves the finger's pads so)
+    lowered = design | {"contact.point": design["contact.point"] - [0.0, 0.0, 0.01]}
+    before, _ = contact_points(sim.model, sim.parameters(design), state.joint_q)
+    after, touching = contact_points(sim.model, sim.parameters(lowered), state.joint_q)
+    np.testing.assert_allclose(after - before, np.tile([0.0, 0.0, -0.01], (8, 1)), atol=1e-12)
+    assert touching.sum() == 4  # the bottom corners now sink into the plane

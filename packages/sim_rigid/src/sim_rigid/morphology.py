@@ -25,9 +25,10 @@ neighbours' interface vertices follow the shared handles alone and stay together
 
 Limits: sim_rigid's design has no ``link.com``, so :func:`design` leaves each link's centre
 of mass where the model put it (the model built from :func:`description` at some θ₀);
-:func:`simulation_parameters` computes it with its VJP for when the dynamics take it. Nor
-has it contact areas: they are computed here (the lumped area of each contact vertex) with
-their VJP, not passed on.
+:func:`simulation_parameters` computes it with its VJP for when the dynamics take it. The
+contact areas computed here (the lumped area of each contact vertex [m²], with their VJP)
+are not passed on either: the simulator's ``contact.area`` is a force weight (default 1)
+that the examples' contact stiffnesses are tuned with.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ from .mesh_properties import (
 )
 
 __all__ = ["DESIGN_OF_PARAMETER", "FingerMorphology", "assemble_finger", "description",
-           "design", "design_vjp", "handles", "handles_vjp", "meshes", "meshes_vjp",
-           "simulation_parameters", "simulation_parameters_vjp"]
+           "design", "design_jacobian", "design_vjp", "handles", "handles_vjp", "meshes",
+           "meshes_vjp", "simulation_parameters", "simulation_parameters_vjp"]
 
 DESIGN_OF_PARAMETER = {"link_mass": "link.mass", "link_inertia": "link.inertia",
                        "joint_origin": "joint.origin", "contact_point": "contact.point"}
@@ -271,15 +272,37 @@ def design(morphology: FingerMorphology, params) -> dict[str, np.ndarray]:
     return {name: simulation[field] for field, name in DESIGN_OF_PARAMETER.items()}
 
 
-def design_vjp(morphology: FingerMorphology, params, g_design: dict) -> np.ndarray:
-    """∂L/∂θ (m,) from the simulator's ∂L/∂design (the entries of :func:`design`; others,
-    such as ``joint.damping``, do not depend on θ and are ignored)."""
-    handle_positions, link_meshes, _ = _forward(morphology, params)
+def _design_vjp_at(morphology: FingerMorphology, handle_positions, link_meshes,
+                   g_design: dict) -> np.ndarray:
+    """:func:`design_vjp` at the layers' outputs of a forward pass (``_forward``)."""
     g_params = {field: g_design[name] for field, name in DESIGN_OF_PARAMETER.items()
                 if name in g_design}
     g_handles, g_meshes = simulation_parameters_vjp(morphology, handle_positions,
                                                     link_meshes, g_params)
     return handles_vjp(morphology, g_handles + meshes_vjp(morphology, g_meshes))
+
+
+def design_vjp(morphology: FingerMorphology, params, g_design: dict) -> np.ndarray:
+    """∂L/∂θ (m,) from the simulator's ∂L/∂design (the entries of :func:`design`; others,
+    such as ``joint.damping``, do not depend on θ and are ignored)."""
+    handle_positions, link_meshes, _ = _forward(morphology, params)
+    return _design_vjp_at(morphology, handle_positions, link_meshes, g_design)
+
+
+def design_jacobian(morphology: FingerMorphology, params) -> dict[str, np.ndarray]:
+    """∂design/∂θ at θ: per entry of :func:`design` a (size of the entry, m) matrix, its
+    flattened entries' rows, built from :func:`design_vjp` of each unit cotangent (one
+    forward pass for all). A rollout's many ``step_vjp`` calls at one θ then pull their
+    gradients back by a product each (``J.T @ g``)."""
+    handle_positions, link_meshes, simulation = _forward(morphology, params)
+    jacobian = {}
+    for field, name in DESIGN_OF_PARAMETER.items():
+        shape = simulation[field].shape
+        units = np.eye(int(np.prod(shape)))
+        jacobian[name] = np.array([
+            _design_vjp_at(morphology, handle_positions, link_meshes,
+                           {name: unit.reshape(shape)}) for unit in units])
+    return jacobian
 
 
 def description(morphology: FingerMorphology, params, *, damping: float = 0.01,

@@ -12,11 +12,15 @@ import dataclasses
 
 from codesign.options import Options, option
 
-__all__ = ["ACTUATIONS", "KERNELS", "RigidOptions", "VIEWS"]
+__all__ = ["ACTUATIONS", "DESIGN_SPACES", "KERNELS", "RigidOptions", "VIEWS"]
 
 ACTUATIONS = ("torque", "position")
 """What the action holds per actuated coordinate: a joint torque [N m] or force [N], or a
 position target [rad or m] a joint PD servo tracks (the paper's actuation)."""
+
+DESIGN_SPACES = ("simulation", "cage")
+"""What the design holds: the simulator's own parameters, or a cage-built finger's cage
+parameters θ (:class:`~sim_rigid.cage_design.CageSimulator`)."""
 
 KERNELS = ("numba", "numpy")
 """Dynamics implementations: compiled (numba) or the NumPy reference they equal."""
@@ -37,6 +41,13 @@ class RigidOptions(Options):
                     "{phalanges: 4, ...}}: a finger of the cage-based components "
                     "(sim_rigid.scene.finger_description), with optional links and joints "
                     "beside it (sim_rigid.scene.robot_description)")
+    design_space: str = option(
+        "simulation", choices=DESIGN_SPACES,
+        doc="what the design section optimizes: simulation (the simulator's parameters: "
+            "link.mass, link.inertia, joint.origin, contact.point, ...) or cage (a robot: "
+            "{finger: ...}'s cage parameters length.<component>, width.<station>, "
+            "height.tip, which set the finger's simulation parameters; "
+            "sim_rigid.cage_design)")
     initial_positions: dict[str, float] | list[float] = option(
         {}, unit="rad or m", doc="coordinates at t = 0 by name (a 1-DOF joint's name, a free "
                                  "joint's name.x ... name.rx), or one per coordinate; "

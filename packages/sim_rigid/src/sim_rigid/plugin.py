@@ -18,11 +18,16 @@ EXAMPLES = {
     "finger_reach_codesign": "Finger Reach co-design: the link lengths (joint origins) and the "
                              "torques together by L-BFGS-B",
     "finger_reach_cmaes": "Finger Reach co-design by CMA-ES, the gradient-free baseline",
+    "finger_reach_cage": "Finger Reach co-design through the cage parameters (phalanx "
+                         "lengths, station widths: the paper's design space) and the torques "
+                         "by L-BFGS-B",
     "flip_box": "a finger on an x-z carriage flips a heavy hinged box by 90°; L-BFGS-B on "
                 "the open-loop forces and torques (Xu et al., Flip Box, control only)",
     "flip_box_codesign": "Flip Box co-design: the link lengths (joint origins) and the "
                          "controls together by L-BFGS-B",
     "flip_box_cmaes": "Flip Box co-design by CMA-ES, the gradient-free baseline",
+    "flip_box_cage": "Flip Box co-design through the cage parameters (phalanx lengths, the "
+                     "tip's free end: room for the paper's hook) and the controls by L-BFGS-B",
 }
 """Example name -> description; each is ``sim_rigid/examples/<name>.yaml`` (package data)."""
 

@@ -52,7 +52,7 @@ def contact_points(model: RigidModel, params: dict, joint_q) -> tuple[np.ndarray
     obstacle (c,) bool, at coordinates ``joint_q``."""
     rotation, origin = link_frames(model, params, joint_q)
     link = model.contact_link
-    points = origin[link] + np.einsum("cij,cj->ci", rotation[link], model.contact_point)
+    points = origin[link] + np.einsum("cij,cj->ci", rotation[link], params["contact_point"])
     touching = np.array([any(signed_distance(model, o, x, frame=None if other < 0 else
                                              (rotation[other], origin[other]))[0] < 0.0
                              for o, other in enumerate(model.obstacle_link) if other != own)

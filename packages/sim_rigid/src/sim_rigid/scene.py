@@ -1,6 +1,8 @@
 """Options to simulator: :func:`build_model` turns :class:`~sim_rigid.options.RigidOptions`
 into a :class:`~sim_rigid.model.RigidModel`, :func:`make_simulator` (the plugin's factory)
-into a :class:`~sim_rigid.simulator.RigidSimulator`.
+into a :class:`~sim_rigid.simulator.RigidSimulator`, or with ``design_space: cage`` into a
+:class:`~sim_rigid.cage_design.CageSimulator` over it, whose design is the finger's cage
+parameters θ.
 
 ``robot`` is a description (a dict, :mod:`sim_rigid.description`), a YAML file of one
 (relative to the experiment file's folder, ``base_dir``), the name of a robot shipped in
@@ -21,14 +23,16 @@ from codesign.fields import view_window
 from codesign.options import options_factory
 from codesign.paths import named_file
 
+from .cage_design import CageSimulator
 from .description import DescriptionError, load_description, load_obstacles
 from .model import RigidModel
-from .morphology import assemble_finger, description
+from .morphology import FingerMorphology, assemble_finger, description
 from .options import RigidOptions
 from .simulator import RigidSimulator
 
-__all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "finger_description",
-           "make_simulator", "robot_description", "robot_path"]
+__all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "cage_morphology",
+           "finger_description", "finger_morphology", "make_simulator", "robot_description",
+           "robot_path"]
 
 ROBOT_DIRECTORY = Path(__file__).parent / "robots"
 """Folder of the bundled robot descriptions, ``<name>.yaml`` each."""
@@ -45,34 +49,44 @@ def robot_path(robot: str, *, base_dir: str | Path | None = None) -> Path:
     return named_file("robot", robot, base_dir=base_dir, bundled=bundled, error=SceneError)
 
 
-def finger_description(spec: dict) -> dict:
-    """The description of ``robot: {finger: spec}``: :func:`sim_rigid.morphology.
-    assemble_finger`'s keywords (``phalanges``, ``base_length``, ``phalanx_length``,
-    ``tip_length``, ``width``, ``height`` [m], ``density`` [kg/m³], ``mount`` [m], ...) at
-    the rest shape, plus ``damping`` [N m s/rad], ``initial`` [rad] and ``gear`` [N m per
-    unit of action] of its joints and ``parent``, the link its base is welded to at
-    ``mount`` (default the world)."""
+_FINGER_JOINT_KEYS = ("damping", "initial", "gear", "parent")
+"""Keys of ``robot.finger`` for its joints and weld; the others are the shape's."""
+
+
+def finger_morphology(spec: dict) -> FingerMorphology:
+    """The assembled finger of ``robot: {finger: spec}``: :func:`sim_rigid.morphology.
+    assemble_finger` with the keys of ``spec`` that are its keywords (all but
+    ``damping``, ``initial``, ``gear`` and ``parent``, see :func:`finger_description`)."""
     if not isinstance(spec, dict):
         raise SceneError(f"robot.finger must be a mapping such as {{phalanges: 4}}, got "
                          f"{spec!r}")
-    spec = dict(spec)
-    joints = {key: spec.pop(key) for key in ("damping", "initial") if key in spec}
-    parent, gear = spec.pop("parent", "world"), spec.pop("gear", None)
+    shape = {key: value for key, value in spec.items() if key not in _FINGER_JOINT_KEYS}
     try:
-        finger = assemble_finger(**spec)
+        return assemble_finger(**shape)
     except TypeError as exc:
         raise SceneError(f"robot.finger: {exc}; it takes assemble_finger's keywords "
                          f"(phalanges, base_length, phalanx_length, tip_length, width, "
                          f"height, density, cage_margin, divisions, mount) and damping, "
-                         f"initial") from exc
+                         f"initial, gear, parent") from exc
     except ValueError as exc:
         raise SceneError(f"robot.finger: {exc}") from exc
+
+
+def finger_description(spec: dict) -> dict:
+    """The description of ``robot: {finger: spec}``: :func:`sim_rigid.morphology.
+    assemble_finger`'s keywords (``phalanges``, ``base_length``, ``phalanx_length``,
+    ``tip_length``, ``width``, ``height`` [m], ``density`` [kg/m³], ``mount`` [m], ...) at
+    the rest shape (:func:`finger_morphology`), plus ``damping`` [N m s/rad], ``initial``
+    [rad] and ``gear`` [N m per unit of action] of its joints and ``parent``, the link its
+    base is welded to at ``mount`` (default the world)."""
+    finger = finger_morphology(spec)
+    joints = {key: spec[key] for key in ("damping", "initial") if key in spec}
     robot = description(finger, finger.parameter_defaults, **joints)
-    robot["joints"][0]["parent"] = parent  # the base's weld (morphology builds it first)
-    if gear is not None:
+    robot["joints"][0]["parent"] = spec.get("parent", "world")  # morphology builds it first
+    if spec.get("gear") is not None:
         for joint in robot["joints"]:
             if joint["type"] == "revolute":
-                joint["gear"] = gear
+                joint["gear"] = spec["gear"]
     return robot
 
 
@@ -144,14 +158,30 @@ def build_model(options: RigidOptions) -> RigidModel:
     return dataclasses.replace(model, **changes)
 
 
+def cage_morphology(robot) -> FingerMorphology:
+    """The finger whose cage parameters ``design_space: cage`` optimizes: that of ``robot:
+    {finger: {...}}`` (:func:`finger_morphology`); a SceneError for any other robot."""
+    if not (isinstance(robot, dict) and "finger" in robot):
+        shown = robot if isinstance(robot, str) else "(an inline description)"
+        raise SceneError(f"design_space: cage optimizes the cage parameters of a finger built "
+                         f"from the cage-based components, but robot is {shown}; give robot: "
+                         f"{{finger: {{phalanges: 4, ...}}}} (with links and joints beside it "
+                         f"if the scene has more), or design_space: simulation")
+    return finger_morphology(robot["finger"])
+
+
 @options_factory(RigidOptions)
-def make_simulator(options: RigidOptions) -> RigidSimulator:
+def make_simulator(options: RigidOptions) -> RigidSimulator | CageSimulator:
     """Build a :class:`~sim_rigid.simulator.RigidSimulator` from the options of
-    :class:`~sim_rigid.options.RigidOptions` (as keywords)."""
+    :class:`~sim_rigid.options.RigidOptions` (as keywords), seen through its finger's cage
+    parameters (:class:`~sim_rigid.cage_design.CageSimulator`) for ``design_space: cage``."""
     o = options
-    return RigidSimulator(build_model(o), actuation=o.actuation,
-                          servo_stiffness=o.servo_stiffness, servo_damping=o.servo_damping,
-                          newton_tolerance=o.newton_tolerance,
-                          newton_iterations=o.newton_iterations, kernels=o.kernels,
-                          view=o.view,
-                          window=view_window(o.view_window, error=SceneError))
+    finger = cage_morphology(o.robot) if o.design_space == "cage" else None
+    simulator = RigidSimulator(build_model(o), actuation=o.actuation,
+                               servo_stiffness=o.servo_stiffness,
+                               servo_damping=o.servo_damping,
+                               newton_tolerance=o.newton_tolerance,
+                               newton_iterations=o.newton_iterations, kernels=o.kernels,
+                               view=o.view,
+                               window=view_window(o.view_window, error=SceneError))
+    return simulator if finger is None else CageSimulator(simulator, finger)

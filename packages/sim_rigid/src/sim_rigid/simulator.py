@@ -136,8 +136,10 @@ class RigidSimulator:
         """The initial state does not depend on the design: no gradient."""
         return {}
 
-    def design_gradient(self, g_params: dict) -> dict:
-        """∂L/∂design from ∂L/∂params (entries of :data:`~sim_rigid.model.PARAMETERS`)."""
+    def parameters_vjp(self, design: dict, g_params: dict) -> dict:
+        """∂L/∂design from ∂L/∂params (entries of :data:`~sim_rigid.model.PARAMETERS`) of
+        :func:`parameters` at ``design`` (a renaming, whatever the design; a wrapper such as
+        :class:`~sim_rigid.cage_design.CageSimulator` has the same pair and needs it)."""
         return {name: np.asarray(g_params[field], dtype=np.float64)
                 for name, field in DESIGN_FIELDS.items()
                 if field in g_params and name in self._design_space}
@@ -155,7 +157,7 @@ class RigidSimulator:
         g_state, g_action, g_params = rigid_step.step_vjp(
             self.model, state, action, self.parameters(design), float(dt), g_next,
             **self.settings)
-        return g_state, g_action, self.design_gradient(g_params)
+        return g_state, g_action, self.parameters_vjp(design, g_params)
 
     def check_time_step(self, design: dict, dt: float) -> None:
         """Raise UnstableTimeStepError unless dt is a positive finite number (the

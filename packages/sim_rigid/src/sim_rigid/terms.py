@@ -30,6 +30,17 @@ def _link_index(model, term: str, key: str, link: str | None) -> int:
     return names.index(link) if link is not None else len(names) - 1
 
 
+def _joint_origin(simulator, design) -> np.ndarray:
+    """The joint origins [m] (n, 3) at ``design``: the design's own, or those its cage
+    parameters set (:class:`~sim_rigid.cage_design.CageSimulator`)."""
+    return simulator.parameters(design)["joint_origin"]
+
+
+def _joint_origin_vjp(simulator, design, g_origin) -> dict:
+    """∂L/∂design from ∂L/∂(the joint origins of :func:`_joint_origin`) (n, 3)."""
+    return simulator.parameters_vjp(design, {"joint_origin": g_origin})
+
+
 def _link_point(term: str, key: str, point) -> np.ndarray:
     point = np.asarray(point, dtype=np.float64)
     if point.shape != (3,):
@@ -43,7 +54,8 @@ class ReachTargets:
     target whose window holds the time t · substeps · dt.
 
     Args:
-        simulator: a :class:`~sim_rigid.simulator.RigidSimulator`.
+        simulator: a :class:`~sim_rigid.simulator.RigidSimulator` or a
+            :class:`~sim_rigid.cage_design.CageSimulator` (then the gradient reaches θ).
         targets: target positions [m] in the world, (k, 3), reached in this order.
         start_times: when each target's window opens [s], (k,), increasing from 0; the last
             lasts to the end.
@@ -56,7 +68,7 @@ class ReachTargets:
 
     def __init__(self, *, simulator, targets, start_times, link: str | None = None,
                  point=(0.0, 0.0, 0.0), dt: float, substeps: int):
-        self.model = simulator.model
+        self.simulator, self.model = simulator, simulator.model
         self.link = _link_index(self.model, "reach_targets", "link", link)
         self.point = _link_point("reach_targets", "point", point)
         self.targets = np.asarray(targets, dtype=np.float64)
@@ -77,8 +89,8 @@ class ReachTargets:
 
     def distance(self, state, design, time: float) -> float:
         """‖p − p̂(time)‖ [m] at ``state`` (any step, not only a control step)."""
-        position = link_point(self.model, design["joint.origin"], state.joint_q, self.link,
-                              self.point)
+        position = link_point(self.model, _joint_origin(self.simulator, design),
+                              state.joint_q, self.link, self.point)
         return float(np.linalg.norm(position - self.target(time)))
 
     def value(self, state, action, design, control_step):
@@ -90,14 +102,16 @@ class ReachTargets:
         if control_step == 0:
             return None, None, None
         position, d_q, d_origin = link_point_jacobians(
-            self.model, design["joint.origin"], state.joint_q, self.link, self.point)
+            self.model, _joint_origin(self.simulator, design), state.joint_q, self.link,
+            self.point)
         residual = position - self.target(control_step * self.control_dt)
         norm = np.linalg.norm(residual)
         if norm == 0.0:  # the norm's kink: zero is a subgradient
             return None, None, None
         unit = residual / norm
         return (tree_zeros_with(state, joint_q=unit @ d_q), None,
-                {"joint.origin": np.einsum("i,ijk->jk", unit, d_origin)})
+                _joint_origin_vjp(self.simulator, design, np.einsum("i,ijk->jk", unit,
+                                                                    d_origin)))
 
 
 class JointTarget:
@@ -145,7 +159,8 @@ class TouchPoint:
     another (a face of the object to touch), so the target moves with its link.
 
     Args:
-        simulator: a :class:`~sim_rigid.simulator.RigidSimulator`.
+        simulator: a :class:`~sim_rigid.simulator.RigidSimulator` or a
+            :class:`~sim_rigid.cage_design.CageSimulator`.
         link, point: the touching link's name (default the last link) and the point in its
             frame [m] (3,).
         target_link, target_point: the touched link's name and the point in its frame [m].
@@ -157,7 +172,7 @@ class TouchPoint:
 
     def __init__(self, *, simulator, target_link: str, target_point, link: str | None = None,
                  point=(0.0, 0.0, 0.0), until: float = np.inf, dt: float, substeps: int):
-        self.model = simulator.model
+        self.simulator, self.model = simulator, simulator.model
         self.link = _link_index(self.model, "touch_point", "link", link)
         self.point = _link_point("touch_point", "point", point)
         self.target_link = _link_index(self.model, "touch_point", "target_link", target_link)
@@ -177,7 +192,7 @@ class TouchPoint:
 
     def offset(self, state, design) -> np.ndarray:
         """p − p_touch [m] (3,) at ``state``."""
-        origin, q = design["joint.origin"], state.joint_q
+        origin, q = _joint_origin(self.simulator, design), state.joint_q
         return (link_point(self.model, origin, q, self.link, self.point)
                 - link_point(self.model, origin, q, self.target_link, self.target_point))
 
@@ -190,11 +205,12 @@ class TouchPoint:
     def grad(self, state, action, design, control_step):
         if not self.counts(control_step):
             return None, None, None
-        origin, q = design["joint.origin"], state.joint_q
+        origin, q = _joint_origin(self.simulator, design), state.joint_q
         position, d_q, d_origin = link_point_jacobians(self.model, origin, q, self.link,
                                                        self.point)
         target, t_q, t_origin = link_point_jacobians(self.model, origin, q, self.target_link,
                                                      self.target_point)
         twice = 2.0 * (position - target)
         return (tree_zeros_with(state, joint_q=twice @ (d_q - t_q)), None,
-                {"joint.origin": np.einsum("i,ijk->jk", twice, d_origin - t_origin)})
+                _joint_origin_vjp(self.simulator, design,
+                                  np.einsum("i,ijk->jk", twice, d_origin - t_origin)))

@@ -1,0 +1,171 @@
+"""Co-design through the cage parameters θ (Xu et al. 2021, Section III-A): a
+:class:`~sim_rigid.simulator.RigidSimulator` whose robot holds a cage-built finger, seen
+through the finger's high-level parameters instead of its simulation parameters.
+
+    θ --morphology.design--> link.mass, link.inertia, joint.origin, contact.point of the
+        finger's links (the other links' stay the model's) --> the wrapped simulator
+
+:class:`CageSimulator` is the core's :class:`~codesign.tying.TiedSimulator` with another
+expansion: its design space holds θ (``length.<component>``, ``width.<station>``,
+``height.tip`` [m], each a scalar within :data:`FABRICATION_LIMITS`) and every wrapped
+parameter θ does not set (``joint.damping``, ``contact.area``, the contact law's
+coefficients); ``step``, ``initial_state`` and the optional hooks run the wrapped simulator
+on the expanded design (inherited), ``step_vjp`` and ``initial_state_vjp`` pull its design
+gradient back to θ through ∂design/∂θ (:func:`sim_rigid.morphology.design_jacobian`).
+
+The expansion is pure; the last θ's design and Jacobian are kept, since a rollout and its
+adjoint call the wrapper hundreds of times at one θ (a 4-phalanx finger: the design 0.5 ms,
+the Jacobian 0.25 s, each step's pull-back a product of 168 × 14).
+
+Limits (those of :mod:`sim_rigid.morphology`): the dynamics have no ``link.com``, so each
+finger link's centre of mass stays where the model built at θ₀ put it; the contact areas
+the morphology computes are not passed on (``contact.area`` stays a weight of its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from codesign import DesignSpace, Parameter
+from codesign.tying import TiedSimulator
+
+from . import morphology as mo
+from .simulator import RigidSimulator
+
+__all__ = ["FABRICATION_LIMITS", "CageDesignError", "CageSimulator"]
+
+FABRICATION_LIMITS = (0.005, 0.2)
+"""Bounds [m] of every cage parameter: components thinner than 5 mm do not print with their
+joint's pin hole, and 20 cm is a printer bed's side."""
+
+
+class CageDesignError(ValueError):
+    """A robot that is not the cage-built finger the wrapper was given."""
+
+
+class CageSimulator(TiedSimulator):
+    """A rigid simulator whose finger's simulation parameters come from its cage
+    parameters θ.
+
+    Args:
+        inner: the simulator of a robot holding the finger ``finger`` at its rest shape
+            (links named as the finger's, from ``robot: {finger: ...}``), possibly beside
+            other links (a carriage, an object).
+        finger: the finger's morphology (:func:`sim_rigid.morphology.assemble_finger`).
+    """
+
+    def __init__(self, inner: RigidSimulator, finger: mo.FingerMorphology):
+        super().__init__(inner)
+        self.finger = finger
+        model = inner.model
+        missing = [name for name in finger.link_names if name not in model.link_names]
+        if missing:
+            raise CageDesignError(f"the robot has no links {missing} of the cage-built finger "
+                                  f"{list(finger.link_names)}; build it with robot: {{finger: "
+                                  f"{{...}}}}")
+        links = np.array([model.link_names.index(name) for name in finger.link_names])
+        contacts = np.concatenate([np.flatnonzero(model.contact_link == link)
+                                   for link in links])
+        self.rows = {"link.mass": links, "link.inertia": links, "joint.origin": links,
+                     "contact.point": contacts}
+        wrapped = inner.design_space()
+        self.base = {name: wrapped[name].default_array() for name in self.rows}
+        self._check_rest_shape()
+        low, high = FABRICATION_LIMITS
+        cage = [Parameter(name, (), default, lower=low, upper=high, unit="m", scale=default,
+                          doc=_DOCS[name.split(".")[0]])
+                for name, default in zip(finger.parameter_names, finger.parameter_defaults,
+                                         strict=True)]
+        self._space = DesignSpace([*cage, *(p for p in wrapped if p.name not in self.rows)])
+        self._linearized = None
+
+    def _check_rest_shape(self) -> None:
+        """CageDesignError unless the model's finger links are the finger at θ₀."""
+        rest = mo.design(self.finger, self.finger.parameter_defaults)
+        for name, value in rest.items():
+            model_value = self.base[name][self.rows[name]]
+            if model_value.shape != value.shape or not np.allclose(model_value, value,
+                                                                   rtol=1e-9, atol=1e-12):
+                raise CageDesignError(
+                    f"the robot's links {list(self.finger.link_names)} are not the cage-built "
+                    f"finger at its rest shape ({name} differs); build them with robot: "
+                    f"{{finger: {{...}}}} and leave their masses, joints and contacts as it "
+                    f"makes them")
+
+    def design_space(self) -> DesignSpace:
+        """θ (scalars [m]), then the wrapped parameters θ does not set."""
+        return self._space
+
+    def cage_parameters(self, design: Mapping) -> np.ndarray:
+        """θ (m,) [m] of ``design`` in the finger's order (absent entries: defaults)."""
+        return np.array([float(np.asarray(design[name])) if name in design
+                         else float(self._space[name].default_array())
+                         for name in self.finger.parameter_names])
+
+    def _linearization(self, theta: np.ndarray, *, jacobian: bool):
+        """(design, ∂design/∂θ or None) of the finger at θ, kept for the last θ."""
+        key = theta.tobytes()
+        kept = self._linearized
+        if kept is None or kept[0] != key:
+            kept = (key, mo.design(self.finger, theta), None)
+        if jacobian and kept[2] is None:
+            kept = (key, kept[1], mo.design_jacobian(self.finger, theta))
+        self._linearized = kept
+        return kept[1], kept[2]
+
+    def expand(self, design: Mapping) -> dict:
+        """The wrapped simulator's design: the finger's rows of ``link.mass``,
+        ``link.inertia``, ``joint.origin`` and ``contact.point`` from θ, the other rows the
+        model's, every other entry of ``design`` passed on."""
+        finger, _ = self._linearization(self.cage_parameters(design), jacobian=False)
+        out = {k: v for k, v in design.items() if k not in self.finger.parameter_names}
+        for name, rows in self.rows.items():
+            full = self.base[name].copy()
+            full[rows] = finger[name]
+            out[name] = full
+        return out
+
+    def reduce_gradient(self, g_design: Mapping | None, design: Mapping) -> dict:
+        """∂L/∂(this design) from the wrapped ∂L/∂design at ``design`` (the VJP of
+        :meth:`expand`; θ's needs θ, the map being nonlinear)."""
+        g_design = g_design or {}
+        out = {k: v for k, v in g_design.items() if k not in self.rows}
+        g_theta = np.zeros(len(self.finger.parameter_names))
+        given = [name for name in self.rows if g_design.get(name) is not None]
+        if given:
+            _, jacobian = self._linearization(self.cage_parameters(design), jacobian=True)
+        for name in given:
+            g_rows = np.asarray(g_design[name])[self.rows[name]].reshape(-1)
+            g_theta += jacobian[name].T @ g_rows
+        out.update({name: np.asarray(g) for name, g in zip(self.finger.parameter_names,
+                                                           g_theta, strict=True)})
+        return out
+
+    def parameters(self, design: Mapping) -> dict[str, np.ndarray]:
+        """The model's parameters at ``design`` (:meth:`RigidSimulator.parameters` of the
+        expanded design), what task terms read (the joint origins)."""
+        return self.inner.parameters(self.expand(design))
+
+    def parameters_vjp(self, design: Mapping, g_params: dict) -> dict:
+        """∂L/∂design from ∂L/∂(the entries of :meth:`parameters`)."""
+        expanded = self.expand(design)
+        return self.reduce_gradient(self.inner.parameters_vjp(expanded, g_params), design)
+
+    def initial_state_vjp(self, design, g_state) -> dict:
+        """∂L/∂design through the initial state (none: the rest pose)."""
+        return self.reduce_gradient(self.inner.initial_state_vjp(self.expand(design),
+                                                                 g_state), design)
+
+    def step_vjp(self, state, action, design, dt: float, g_next):
+        """(∂L/∂state, ∂L/∂action, ∂L/∂design) with the design's pulled back to θ."""
+        g_state, g_action, g_design = self.inner.step_vjp(state, action, self.expand(design),
+                                                          dt, g_next)
+        return g_state, g_action, self.reduce_gradient(g_design, design)
+
+
+_DOCS = {"length": "component length along the finger (x) [m]",
+         "width": "station width along the joints' axis (y) [m]",
+         "height": "the tip's free end's height (z) [m]"}
+"""A cage parameter's doc by its kind (the name's first part)."""
