@@ -122,8 +122,8 @@ class StaticPoseProblem(LeastSquares):
         _, g_rest = forward_kinematics_vjp(model, params, pose, g_start.link_x,
                                            g_start.link_q)
         total = {name: np.zeros(np.shape(design[name])) for name in self.names}
-        for gradient in (self.sim.design_gradient(g_fk), g_design,
-                         self.sim.design_gradient(g_rest)):
+        for gradient in (self.sim.parameters_vjp(design, g_fk), g_design,
+                         self.sim.parameters_vjp(design, g_rest)):
             for name in self.names:
                 if name in gradient:
                     total[name] = total[name] + gradient[name]

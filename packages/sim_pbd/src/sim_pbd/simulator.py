@@ -143,7 +143,7 @@ class PBDSimulator:
                else np.asarray(g_state.link_q, dtype=np.float64))
         _, g_params = forward_kinematics_vjp(self.model, self.parameters(design),
                                              self.model.joint_rest, g_x, g_q)
-        return self.design_gradient(g_params)
+        return self.parameters_vjp(design, g_params)
 
     def _spring_torques(self, state: PBDState, design: dict, params: dict):
         """(joint positions (m,), the springs' joint torques (m,)) at ``state``."""
@@ -152,8 +152,10 @@ class PBDSimulator:
         return joint_q, spring_torques(sp, joint_q, design.get("spring.stiffness", sp.stiffness),
                                        design.get("spring.offset", sp.offset))
 
-    def design_gradient(self, g_params: dict) -> dict:
-        """∂L/∂design from ∂L/∂params (entries of :data:`~sim_pbd.model.PARAMETERS`)."""
+    def parameters_vjp(self, design: dict, g_params: dict) -> dict:
+        """∂L/∂design from ∂L/∂params (entries of :data:`~sim_pbd.model.PARAMETERS`), the
+        VJP of :meth:`parameters` at ``design`` (a renaming: it does not depend on it; the
+        verb pairs with :meth:`parameters` as in sim_rigid)."""
         return {name: np.asarray(g_params[field], dtype=np.float64)
                 for name, field in DESIGN_FIELDS.items() if field in g_params}
 
@@ -180,7 +182,7 @@ class PBDSimulator:
             action = action + tau
         g_state, g_action, g_params = pbd_step.step_vjp(
             self.model, state, action, params, float(dt), g_next, **self.settings)
-        g_design = self.design_gradient(g_params)
+        g_design = self.parameters_vjp(design, g_params)
         if self.springs is not None:  # the torques read the state's joint angles
             sp = self.springs
             g_joint_q, g_design["spring.stiffness"], g_design["spring.offset"] = (
@@ -189,7 +191,7 @@ class PBDSimulator:
             g_from_q, g_origins = joint_positions_vjp(self.model, params, state, g_joint_q,
                                                       np.zeros_like(g_joint_q))
             g_state = tree_add(g_state, g_from_q)
-            for name, value in self.design_gradient(g_origins).items():
+            for name, value in self.parameters_vjp(design, g_origins).items():
                 g_design[name] = g_design[name] + value
         return g_state, g_action, g_design
 

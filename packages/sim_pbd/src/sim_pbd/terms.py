@@ -53,7 +53,7 @@ class JointObserver:
         g = np.asarray(g_observation, dtype=np.float64)
         g_state, g_params = joint_positions_vjp(sim.model, sim.parameters(design), state,
                                                 g[:m], g[m:])
-        return g_state, sim.design_gradient(g_params)
+        return g_state, sim.parameters_vjp(design, g_params)
 
 
 class LinkPointObserver:
@@ -128,7 +128,7 @@ class EndEffectorObserver:
         g_state, g_params = end_effector_vjp(
             sim.model, sim.parameters(design), state, link=self.link, point=self._point,
             g_position=g[:3], g_velocity=g[3:6], g_jacobian=g[6:].reshape(3, -1))
-        return g_state, sim.design_gradient(g_params)
+        return g_state, sim.parameters_vjp(design, g_params)
 
 
 def _end_effector_link(simulator, link: str | None, point, what: str):
@@ -181,7 +181,7 @@ class CircleTracking:
             sim.model, sim.parameters(design), state, link=self.link, point=self._point,
             g_position=offset / distance, g_velocity=np.zeros(3),
             g_jacobian=np.zeros((3, sim.model.joint_count)))
-        return g_state, None, sim.design_gradient(g_params)
+        return g_state, None, sim.parameters_vjp(design, g_params)
 
 
 def _control_dt(dt: float, substeps: int, what: str) -> float:
@@ -239,7 +239,7 @@ class JointWork:
         states = self._states(state, action, design)
         zeros = np.zeros(sim.model.joint_count)
         g_state, g_params = joint_positions_vjp(sim.model, params, states[-1], action, zeros)
-        g_design = sim.design_gradient(g_params)
+        g_design = sim.parameters_vjp(design, g_params)
         g_action = self._displacement(params, state, states[-1])
         for start in reversed(states[:-1]):
             g_state, g_step_action, g_step_design = sim.step_vjp(start, action, design,
@@ -247,7 +247,7 @@ class JointWork:
             g_action = g_action + g_step_action
             _accumulate(g_design, g_step_design)
         g_start, g_params = joint_positions_vjp(sim.model, params, state, -action, zeros)
-        _accumulate(g_design, sim.design_gradient(g_params))
+        _accumulate(g_design, sim.parameters_vjp(design, g_params))
         return tree_add(g_state, g_start), g_action, g_design
 
 
