@@ -50,12 +50,13 @@ def _sync() -> None:
 
 
 def _ros_tests() -> int:
-    """Sync ros_bridge with its ``ros``, ``test``, ``fake-baxter`` and ``images`` extras into
-    .venv-ros and run its rclpy tests there (loopback only)."""
+    """Sync ros_bridge with its ``ros``, ``test``, ``fake-baxter``, ``images`` and ``colcon``
+    extras into .venv-ros and run its rclpy tests there (loopback only)."""
     env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", UV_PYTHON=sys.executable,
                UV_PROJECT_ENVIRONMENT=str(ROS_VENV))
     sync = [_uv(), "sync", "--package", "ros_bridge", "--extra", "ros", "--extra", "test",
-            "--extra", "fake-baxter", "--extra", "images", "--locked", "--quiet", "--inexact"]
+            "--extra", "fake-baxter", "--extra", "images", "--extra", "colcon", "--locked",
+            "--quiet", "--inexact"]
     # --inexact: the ROS wheels install rclpy and its interfaces under records of their own,
     # which an exact sync removes as extraneous from an environment made before
     subprocess.run(sync, cwd=ROOT, env=env, check=True)
