@@ -136,7 +136,7 @@ class JointTarget:
         if joint not in names:
             raise ValueError(f"joint_target: joint {joint!r} is not one of the robot's "
                              f"coordinates {names}")
-        self.coordinate = names.index(joint)
+        self.joint, self.coordinate = joint, names.index(joint)
         self.target = float(target)
         if not np.isfinite(self.target):
             raise ValueError(f"joint_target: target must be a finite number [rad or m], got "
