@@ -59,7 +59,8 @@ def codesign_register_terms(register):
                          "over its time window: Σ ‖p − p̂‖ (Xu et al., Finger Reach)")
     register("joint_target", JointTarget,
              description="one coordinate against its target: Σ (q − q̂)² (Xu et al., Flip "
-                         "Box's hinge angle to 90°)")
+                         "Box's hinge angle to 90°), or after the last step only with at_end "
+                         "(Rotate Rubik's Cube's layer angle)")
     register("touch_point", TouchPoint,
              description="a point on one link against a point on another until a time: "
                          "Σ ‖p − p_touch‖² (Xu et al., Flip Box's touch term, t < T/2)")
