@@ -1,6 +1,6 @@
-"""Finger Reach and Flip Box episode speed: sim_rigid's forward and adjoint against MuJoCo's
-forward and finite differences through it, side by side in one run (issue 15, "What it must
-show"); then the Flip Box episode, contact included.
+"""Finger Reach, Flip Box and Rotate Rubik's Cube episode speed: sim_rigid's forward and adjoint
+against MuJoCo's forward and finite differences through it, side by side in one run (issue 15,
+"What it must show"); then the Flip Box and Rubik's cube episodes, contact included.
 
 Scene: the example ``finger_reach.yaml`` of sim_rigid (a 4-phalanx finger on a wall, four
 revolute joints about y, gravity, joint damping 0.05 N m s/rad, no contact), the paper's
@@ -42,7 +42,14 @@ with the controls free, and with the controls and every simulation parameter fre
 anchors are the authors' (flip forward 0.22 s, forward + backward 1.9–3.4 s). MuJoCo has no
 peer of this scene here (its contact model is not the paper's penalty law).
 
-Usage: ``python benchmarks/rigid_step.py [--rounds 3] [--seed 0] [--tasks reach flip]``.
+Rotate Rubik's Cube (``rubik_rotate.yaml``: a 3-phalanx finger on an x-y carriage that turns
+about z, a cube whose top layer turns on an unactuated joint, contact of the finger's pad
+points with the layer, the cube's welded block and the floor; 200 steps of Δt = 5 ms, 40
+control rows of 6 held 5 steps each, the example's loss): the controls are
+:func:`rotate_table`, a hand-made motion that curls the finger down onto the layer and drags
+it round sideways. Timed as Flip Box; the issue gives no anchor for it.
+
+Usage: ``python benchmarks/rigid_step.py [--rounds 3] [--seed 0] [--tasks reach flip rotate]``.
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ from sim_rigid.model import JOINT_TYPES
 
 EXAMPLE = Path(sim_rigid.__file__).parent / "examples" / "finger_reach.yaml"
 FLIP_EXAMPLE = EXAMPLE.with_name("flip_box.yaml")
+ROTATE_EXAMPLE = EXAMPLE.with_name("rubik_rotate.yaml")
 CPP_FORWARD_S = (0.43, 0.53)
 CPP_BACKWARD_S = (1.2, 1.5)
 CPP_FLIP_FORWARD_S = 0.22
@@ -187,15 +195,32 @@ def flip_table(steps: int, control_dt: float) -> np.ndarray:
     return table
 
 
-def flip_box(registry, rounds: int) -> None:
-    """Time the Flip Box episode (see the module docstring) and print the rows."""
-    experiment = build_experiment(validate_config(load_config(FLIP_EXAMPLE), registry),
-                                  registry)
+def rotate_table(steps: int, control_dt: float) -> np.ndarray:
+    """Rotate Rubik's Cube controls (steps, 6) in [-1, 1] (slide x, slide y, the carriage's
+    turn, the three finger joints): 0-0.25 s back and curling down onto the layer's top
+    face; then sideways (slide y at -0.5), still pressing (phalanx 1 at 1), the pad dragging
+    the layer round by friction."""
+    table = np.zeros((steps, 6))
+    for k in range(steps):
+        if k * control_dt < 0.25:
+            table[k] = [-0.3, 0.0, 0.0, 1.0, 0.3, 0.0]
+        else:
+            table[k] = [0.0, -0.5, 0.0, 1.0, 0.0, 0.0]
+    return table
+
+
+def contact_episode(registry, rounds: int, *, title: str, example: Path, table, joint: str,
+                    anchors: tuple[float, tuple[float, float]] | None) -> None:
+    """Time a contact task's episode (Flip Box, Rotate Rubik's Cube: see the module
+    docstring) under the controls ``table(steps, control_dt)`` and print the rows, the angle
+    of ``joint`` at the end and the authors' ``anchors`` (forward [s], forward + backward
+    range [s]) where the issue gives them."""
+    experiment = build_experiment(validate_config(load_config(example), registry), registry)
     sim, rollout, objective = experiment.simulator, experiment.rollout, experiment.objective
     space = sim.design_space()
     controls = RolloutProblem(rollout, objective, free=[])
     everything = RolloutProblem(rollout, objective, free=space.names)
-    table = flip_table(rollout.steps, rollout.dt * rollout.substeps)
+    table = table(rollout.steps, rollout.dt * rollout.substeps)
     x_controls = controls.space.flatten({"controller.table": table}, scaled=True)
     x_all = everything.space.flatten(
         {f"design.{n}": v for n, v in space.defaults().items()} | {"controller.table": table},
@@ -204,11 +229,11 @@ def flip_box(registry, rounds: int) -> None:
     state = sim.initial_state(design)
     for row in np.repeat(table, rollout.substeps, axis=0):
         state = sim.step(state, row, design, rollout.dt)
-    hinge = sim.model.coordinate_names.index("hinge")
-    print(f"\nFlip Box (sim_rigid {FLIP_EXAMPLE.name}): {rollout.steps * rollout.substeps} "
+    angle = state.joint_q[sim.model.coordinate_names.index(joint)]
+    print(f"\n{title} (sim_rigid {example.name}): {rollout.steps * rollout.substeps} "
           f"steps of {rollout.dt * 1e3:g} ms, {table.size} controls, {space.size} simulation "
           f"parameters, {len(sim.model.contact_link)} contact points; the hand-made motion "
-          f"ends with the box at {np.degrees(state.joint_q[hinge]):.0f}°, loss "
+          f"ends with {joint} at {np.degrees(angle):.0f}°, loss "
           f"{controls.evaluate(x_controls, grad=False).loss:.1f}")
     rows = [("sim_rigid forward", median_time(
                 lambda: controls.evaluate(x_controls, grad=False), rounds)),
@@ -219,24 +244,32 @@ def flip_box(registry, rounds: int) -> None:
     print(f"median of {rounds} (one process, float64):")
     for name, seconds in rows:
         print(f"  {name:<64} {seconds:8.3f} s")
-    print(f"against the authors' C++ (issue 15's anchors): forward {rows[0][1]:.2f} s vs "
-          f"{CPP_FLIP_FORWARD_S} s; forward + backward {rows[2][1]:.2f} s vs "
-          f"{CPP_FLIP_BACKWARD_S[0]}-{CPP_FLIP_BACKWARD_S[1]} s")
+    if anchors is not None:
+        print(f"against the authors' C++ (issue 15's anchors): forward {rows[0][1]:.2f} s vs "
+              f"{anchors[0]} s; forward + backward {rows[2][1]:.2f} s vs "
+              f"{anchors[1][0]}-{anchors[1][1]} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tasks", nargs="+", choices=("reach", "flip"),
-                        default=["reach", "flip"])
+    parser.add_argument("--tasks", nargs="+", choices=("reach", "flip", "rotate"),
+                        default=["reach", "flip", "rotate"])
     args = parser.parse_args()
 
     registry = get_registry()
     if "reach" in args.tasks:
         finger_reach(registry, args)
     if "flip" in args.tasks:
-        flip_box(registry, args.rounds)
+        contact_episode(registry, args.rounds, title="Flip Box", example=FLIP_EXAMPLE,
+                        table=flip_table, joint="hinge",
+                        anchors=(CPP_FLIP_FORWARD_S, CPP_FLIP_BACKWARD_S))
+    if "rotate" in args.tasks:
+        # the issue gives no anchor for the Rubik's cube episode
+        contact_episode(registry, args.rounds, title="Rotate Rubik's Cube",
+                        example=ROTATE_EXAMPLE, table=rotate_table,
+                        joint="layer_turn", anchors=None)
 
 
 def finger_reach(registry, args) -> None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from codesign.controllers import OpenLoopController
+from codesign.rollout import Rollout
+from codesign.terms import Objective
 from codesign.testing import gradcheck
 from codesign.tree import tree_zeros_with
 from sim_rigid.kinematics import link_point
@@ -109,6 +112,31 @@ def test_joint_target_is_the_squared_error_of_one_coordinate(simulator):
     assert term.grad(state, None, design, 0) == (None, None, None)
 
 
+def test_joint_target_at_end_scores_the_last_state_once(simulator):
+    term = JointTarget(simulator=simulator, joint="phalanx2_joint", target=0.3, at_end=True)
+    assert term.kind == "final"
+    assert JointTarget(simulator=simulator, joint="phalanx2_joint").kind == "trajectory"
+    state, design = _moved(simulator, 3)
+    assert term.value(state, None, design, 5) == pytest.approx(
+        (state.joint_q[1] - 0.3) ** 2, abs=1e-15)
+    _check_gradient(term, state, design, 5)
+    # in a rollout it counts once, after the last step, and its gradient reaches the
+    # torques through the adjoint of every step
+    controller = OpenLoopController(observation_size=0, action_size=2, control_steps=3)
+    rollout = Rollout(simulator, controller=controller, steps=3, substeps=2, dt=0.01)
+    objective = Objective.of(term)
+    table = np.random.default_rng(4).uniform(-0.05, 0.05, (3, 2))
+    result, (gradient,) = rollout.value_and_grad(design, {"table": table}, objective)
+    assert result.values[0] == pytest.approx(
+        (result.final_state.joint_q[1] - 0.3) ** 2, abs=1e-15)
+
+    def value(inputs):
+        return float(rollout.forward(design, inputs, objective).values[0])
+
+    gradcheck(value, {"table": table}, {"table": gradient.weights["table"]}, eps=1e-6,
+              relative_step=False).assert_ok()
+
+
 def test_touch_point_follows_the_touched_link_until_its_time(simulator):
     term = TouchPoint(simulator=simulator, link="tip", point=[0.025, 0.0, -0.0075],
                       target_link="phalanx1", target_point=[0.02, 0.0, 0.01], until=0.1,
@@ -130,6 +158,8 @@ def test_bad_flip_options_are_named(simulator):
         JointTarget(simulator=simulator, joint="hinge")
     with pytest.raises(ValueError, match="joint_target: target must be a finite number"):
         JointTarget(simulator=simulator, joint="phalanx1_joint", target=float("nan"))
+    with pytest.raises(ValueError, match="joint_target: at_end must be true .* or false"):
+        JointTarget(simulator=simulator, joint="phalanx1_joint", at_end="last")
     touch = dict(simulator=simulator, target_link="phalanx1", target_point=[0, 0, 0],
                  dt=0.01, substeps=2)
     with pytest.raises(ValueError, match="touch_point: target_link 'box' is not one of"):

@@ -2,7 +2,8 @@
 an optimization (the initial design with the controller's initial weights) and its end (the
 run directory's saved design and open-loop table), each replayed step by step.
 
-Used by :mod:`sim_rigid.reach` (Finger Reach) and :mod:`sim_rigid.flip` (Flip Box).
+Used by :mod:`sim_rigid.reach` (Finger Reach) and :mod:`sim_rigid.flip` (Flip Box, Rotate
+Rubik's Cube).
 """
 
 from __future__ import annotations

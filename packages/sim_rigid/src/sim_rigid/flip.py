@@ -1,11 +1,12 @@
-"""The Flip Box metric of the paper's Table IV (Xu et al. 2021): "the flipping angle error at
-the end of the task", |θ_T − θ̂| of the hinge (the ``joint_target`` term's coordinate and
-target) after the episode's last simulation step, normalized by the same error at the start
-of the optimization (the initial design with the controller's initial weights: the box
-unmoved, an error of π/2), so 1 is no progress and 0 a box at exactly 90°.
+"""The Flip Box and Rotate Rubik's Cube metric of the paper's Table IV (Xu et al. 2021): "the
+flipping/rotating angle error at the end of the task", |θ_T − θ̂| of the ``joint_target``
+term's coordinate (the box's hinge, the cube's top layer) after the episode's last
+simulation step, normalized by the same error at the start of the optimization (the initial
+design with the controller's initial weights: the box or the layer unmoved, an error of
+π/2), so 1 is no progress and 0 exactly a quarter turn.
 
 ``python -m sim_rigid.flip RUN_DIR [RUN_DIR ...]`` prints it for finished runs of an
-experiment with a ``joint_target`` term (``flip_box*.yaml``).
+experiment with one ``joint_target`` term (``flip_box*.yaml``, ``rubik_rotate*.yaml``).
 """
 
 from __future__ import annotations
@@ -28,23 +29,26 @@ def final_error(term: JointTarget, simulator, design: dict, actions, *, substeps
     return abs(term.error(last))
 
 
-def flip_metric(run_dir: str | Path) -> dict[str, float]:
-    """``initial`` and ``final`` end errors [rad] of the flip angle of a run directory of an
-    open-loop flip experiment, and ``normalized`` = final / initial."""
+def flip_metric(run_dir: str | Path) -> dict[str, float | str]:
+    """``initial`` and ``final`` end errors [rad or m] of the ``joint_target`` term's
+    coordinate (named by ``joint``) of a run directory of an open-loop experiment (Flip Box,
+    Rotate Rubik's Cube), and ``normalized`` = final / initial."""
     run = run_episodes(run_dir, JointTarget, needs="one joint_target term and an open-loop "
-                       "controller (a flip_box experiment)")
+                       "controller (a flip_box or rubik_rotate experiment)")
     errors = [final_error(run.term, run.simulator, design, table, substeps=run.substeps,
                           dt=run.dt) for design, table in (run.initial, run.final)]
-    return {"initial": errors[0], "final": errors[1], "normalized": errors[1] / errors[0]}
+    return {"joint": run.term.joint, "initial": errors[0], "final": errors[1],
+            "normalized": errors[1] / errors[0]}
 
 
 def main(argv=None) -> None:
-    """Print the flip metric of each run directory named on the command line."""
+    """Print the metric of each run directory named on the command line."""
     parser = argparse.ArgumentParser(prog="python -m sim_rigid.flip", description=__doc__)
-    parser.add_argument("runs", nargs="+", help="run directories of flip_box experiments")
+    parser.add_argument("runs", nargs="+",
+                        help="run directories of flip_box or rubik_rotate experiments")
     for run in parser.parse_args(argv).runs:
         m = flip_metric(run)
-        print(f"{run}: flip angle error at the end {m['initial']:.3f} -> {m['final']:.3f} rad, "
+        print(f"{run}: {m['joint']} error at the end {m['initial']:.3f} -> {m['final']:.3f}, "
               f"normalized {m['normalized']:.3f}")
 
 

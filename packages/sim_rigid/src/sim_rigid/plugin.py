@@ -28,6 +28,12 @@ EXAMPLES = {
     "flip_box_cmaes": "Flip Box co-design by CMA-ES, the gradient-free baseline",
     "flip_box_cage": "Flip Box co-design through the cage parameters (phalanx lengths, the "
                      "tip's free end: room for the paper's hook) and the controls by L-BFGS-B",
+    "rubik_rotate": "a 3-phalanx finger on an x-y carriage that turns about the vertical "
+                    "rotates a Rubik's cube's top layer by 90°; L-BFGS-B on the open-loop "
+                    "forces and torques (Xu et al., Rotate Rubik's Cube, control only)",
+    "rubik_rotate_codesign": "Rotate Rubik's Cube co-design through the cage parameters "
+                             "(phalanx lengths, station widths, the tip's height) and the "
+                             "controls by L-BFGS-B",
 }
 """Example name -> description; each is ``sim_rigid/examples/<name>.yaml`` (package data)."""
 
@@ -53,7 +59,8 @@ def codesign_register_terms(register):
                          "over its time window: Σ ‖p − p̂‖ (Xu et al., Finger Reach)")
     register("joint_target", JointTarget,
              description="one coordinate against its target: Σ (q − q̂)² (Xu et al., Flip "
-                         "Box's hinge angle to 90°)")
+                         "Box's hinge angle to 90°), or after the last step only with at_end "
+                         "(Rotate Rubik's Cube's layer angle)")
     register("touch_point", TouchPoint,
              description="a point on one link against a point on another until a time: "
                          "Σ ‖p − p_touch‖² (Xu et al., Flip Box's touch term, t < T/2)")

@@ -5,7 +5,9 @@ control step after the start (the paper sums its costs over t = 1 … T):
   each over its time window: the paper's Finger Reach cost c_p Σ_t ‖p_t − p̂_t‖ (Xu et al.
   2021, appendix, Eq. 6; the norm, not its square);
 - ``joint_target``: one coordinate against its target, (q_t − q̂)²: Flip Box's c_flip
-  ‖θ_t − π/2‖² (Eq. 7), the box's hinge angle;
+  ‖θ_t − π/2‖² (Eq. 7), the box's hinge angle, at every control step; with ``at_end`` only
+  after the last step: Rotate Rubik's Cube's c_rotate ‖θ_T − π/2‖² (Eq. 11), the top
+  layer's angle;
 - ``touch_point``: the squared distance between a point on one link and a point on another
   until a time: Flip Box's c_touch ‖p_t − p_touch‖² for t < T/2 (Eq. 7), the fingertip
   against a point on the box's back face, which moves with the box.
@@ -115,26 +117,35 @@ class ReachTargets:
 
 
 class JointTarget:
-    """``(q_j − q̂)²`` [rad² or m²] of one coordinate q_j at control steps t >= 1.
+    """``(q_j − q̂)²`` [rad² or m²] of one coordinate q_j at control steps t >= 1, or with
+    ``at_end`` only at the last one (the core's ``final`` kind: once, at s_T).
 
     Args:
         simulator: a :class:`~sim_rigid.simulator.RigidSimulator`.
         joint: the coordinate's name (a 1-DOF joint's name, a free joint's ``name.x`` ...).
         target: q̂ [rad or m] (default π/2: a quarter turn).
+        at_end: score the state after the episode's last step only (default false: every
+            control step after the start).
     """
 
     kind = "trajectory"
 
-    def __init__(self, *, simulator, joint: str, target: float = np.pi / 2):
+    def __init__(self, *, simulator, joint: str, target: float = np.pi / 2,
+                 at_end: bool = False):
         names = list(simulator.model.coordinate_names)
         if joint not in names:
             raise ValueError(f"joint_target: joint {joint!r} is not one of the robot's "
                              f"coordinates {names}")
-        self.coordinate = names.index(joint)
+        self.joint, self.coordinate = joint, names.index(joint)
         self.target = float(target)
         if not np.isfinite(self.target):
             raise ValueError(f"joint_target: target must be a finite number [rad or m], got "
                              f"{target!r}")
+        if not isinstance(at_end, bool):
+            raise ValueError(f"joint_target: at_end must be true (score the last step only) "
+                             f"or false (every control step), got {at_end!r}")
+        # the rollout reads each term's kind: a final term is evaluated once, at s_T
+        self.kind = "final" if at_end else "trajectory"
 
     def error(self, state) -> float:
         """q_j − q̂ [rad or m] at ``state``."""
