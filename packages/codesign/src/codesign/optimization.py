@@ -121,6 +121,9 @@ class JournaledFunction:
     def __init__(self, problem, journal: EvaluationJournal):
         self.problem, self.journal = problem, journal
         self.replayed = self.computed = 0
+        # a resumed run's evaluations: a point this run evaluated itself and meets again (a
+        # line search returning to it) is answered from the journal too, but replays nothing
+        self._resumed = frozenset(journal.entries)
 
     def __getattr__(self, name: str):
         if name == "problem":  # not yet set (unpickling): avoid recursing
@@ -132,7 +135,7 @@ class JournaledFunction:
         """The journaled evaluation at ``x``, or ``compute()``'s, recorded."""
         cached = self.journal.get(x, grad=grad, batch=batch)
         if cached is not None:
-            self.replayed += 1
+            self.replayed += _key(x, batch) in self._resumed
             return cached
         evaluation = compute()
         self.journal.record(x, evaluation, batch=batch)
@@ -213,7 +216,8 @@ class Optimization:
             parameters (:func:`design_values`) and, when optimized, the controller weights'
             norm.
         initial_loss: the loss at the starting point, ``None`` if it was never evaluated.
-        replayed: evaluations answered from the journal (a resumed run).
+        replayed: evaluations answered from a resumed run's journal (not points this run
+            met twice).
         wall_time_s: seconds spent optimizing.
         starts: with ``optimizer.starts`` > 1, one record per start (its index, loss,
             iterations, evaluations, convergence, message, and the free design parameters
