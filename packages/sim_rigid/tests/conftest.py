@@ -109,6 +109,17 @@ def reference():
     return module
 
 
+@pytest.fixture(scope="session")
+def pressing_gradcheck():
+    """``check_pressing_gradients(simulator, action, *, eps)`` of
+    ``rigid_contact_gradcheck.py``: the task scenes' gradient check through contact."""
+    spec = importlib.util.spec_from_file_location(
+        "sim_rigid_contact_gradcheck", Path(__file__).with_name("rigid_contact_gradcheck.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.check_pressing_gradients
+
+
 def random_point(model, seed: int = 0):
     """Coordinates near the rest pose, rates and accelerations, each (d,)."""
     rng = np.random.default_rng(seed)
