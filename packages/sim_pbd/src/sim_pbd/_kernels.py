@@ -267,6 +267,17 @@ def _acc3(a, i, v):
 
 
 @numba.njit(cache=True)
+def _acc_joint(a, b, p, c, a_p, b_p, a_c, b_c):
+    """A joint's pair of 3-vectors added to its links' rows: (a_c, b_c) to rows ``c`` of
+    ``a`` and ``b``, (a_p, b_p) to rows ``p`` unless the parent is the world (p < 0)."""
+    _acc3(a, c, a_c)
+    _acc3(b, c, b_c)
+    if p >= 0:
+        _acc3(a, p, a_p)
+        _acc3(b, p, b_p)
+
+
+@numba.njit(cache=True)
 def _acc4(a, i, v):
     a[i, 0] += v[0]
     a[i, 1] += v[1]
@@ -990,11 +1001,7 @@ def _joint_velocity_terms(joints, links, order, h, explicit, x, q, v, w, record,
                                                                    w_p, v_c, w_c)
         dv_p, dw_p, dv_c, dw_c = _response(bp, bc, _impulse_correction(lin, ang_c, ang_p,
                                                                        impulse))
-        _acc3(v, c, dv_c)
-        _acc3(w, c, dw_c)
-        if p >= 0:
-            _acc3(v, p, dv_p)
-            _acc3(w, p, dw_p)
+        _acc_joint(v, w, p, c, dv_p, dw_p, dv_c, dw_c)
 
 
 @numba.njit(cache=True)
@@ -1013,11 +1020,8 @@ def _joint_velocity_terms_vjp(joints, links, order, h, explicit, x, q, joint_v, 
         (d_v_p, d_w_p, d_v_c, d_w_c, grad_p, grad_c, g_child_x, g_damping) = _joint_impulse_vjp(
             jd, h, explicit, bp, bc, _row3(rows, 0), _row3(rows, 1), _row3(rows, 2),
             _row3(rows, 3), g_v_p, g_w_p, _row3(g_v, c), _row3(g_w, c))
-        _acc3(g_v, c, d_v_c)
-        _acc3(g_w, c, d_w_c)
+        _acc_joint(g_v, g_w, p, c, d_v_p, d_w_p, d_v_c, d_w_c)
         if p >= 0:
-            _acc3(g_v, p, d_v_p)
-            _acc3(g_w, p, d_w_p)
             _add_body_cotangent(g_x, g_q, g_links, p, _body_cotangent(link_p[1], link_p[2],
                                                                       grad_p))
         _add_body_cotangent(g_x, g_q, g_links, c, _body_cotangent(link_c[1], link_c[2], grad_c))
@@ -1047,11 +1051,8 @@ def _forces(joints, x, q, action, force, torque):
         x_p, r_p = _pose(x, q, p)
         x_c, r_c = _pose(x, q, c)
         lin, ang_c, ang_p = _jacobian(jd, x_p, r_p, x_c, r_c)
-        _acc3(force, c, _mul(action[j], lin))
-        _acc3(torque, c, _mul(action[j], ang_c))
-        if p >= 0:
-            _acc3(force, p, _mul(-action[j], lin))
-            _acc3(torque, p, _mul(-action[j], ang_p))
+        _acc_joint(force, torque, p, c, _mul(-action[j], lin), _mul(-action[j], ang_p),
+                   _mul(action[j], lin), _mul(action[j], ang_c))
 
 
 @numba.njit(cache=True)
@@ -1319,11 +1320,8 @@ def _directions_table_vjp(joints, links, x0, q0, v0, w0, g_table, g_x0, g_q0, g_
         _add_to(g_joints, j, _G_PARENT_X, g_parent_x)
         _add_to(g_joints, j, _G_CHILD_X, g_child_x)
         g_joints[j, _G_COMPLIANCE] += g_compliance
-        _acc3(g_v0, c, g_v_c)
-        _acc3(g_w0, c, g_w_c)
+        _acc_joint(g_v0, g_w0, p, c, g_v_p, g_w_p, g_v_c, g_w_c)
         if p >= 0:
-            _acc3(g_v0, p, g_v_p)
-            _acc3(g_w0, p, g_w_p)
             _add_body_cotangent(g_x0, g_q0, g_links, p, _body_cotangent(link_p[1], link_p[2],
                                                                         grad_p))
         _add_body_cotangent(g_x0, g_q0, g_links, c, _body_cotangent(link_c[1], link_c[2],
@@ -1659,11 +1657,7 @@ def _velocity_passes(joints, links, order, iterations, x, q, v, w, record, veloc
                         _put3(velocities[it, 2 * k + kind], row, value)
                 dv_p, dw_p, dv_c, dw_c = _response(
                     bp, bc, _velocity_constraint(kind, jd, bp, bc, v_p, w_p, v_c, w_c))
-                _acc3(v, c, dv_c)
-                _acc3(w, c, dw_c)
-                if p >= 0:
-                    _acc3(v, p, dv_p)
-                    _acc3(w, p, dw_p)
+                _acc_joint(v, w, p, c, dv_p, dw_p, dv_c, dw_c)
 
 
 @numba.njit(cache=True)
@@ -1689,12 +1683,9 @@ def _velocity_passes_vjp(joints, links, order, iterations, x, q, velocities, bod
                     g_w_p, g_v_c, g_w_c)
                 (more_p, more_c, g_parent_x, g_child_x, d_v_p, d_w_p, d_v_c,
                  d_w_c) = _velocity_constraint_vjp(kind, jd, bp, bc, v_p, w_p, v_c, w_c, g_corr)
-                _acc3(g_v, c, d_v_c)
-                _acc3(g_w, c, d_w_c)
+                _acc_joint(g_v, g_w, p, c, d_v_p, d_w_p, d_v_c, d_w_c)
                 _add_body_grad(body_grad, c, _body_grad_add(grad_c, more_c))
                 if p >= 0:
-                    _acc3(g_v, p, d_v_p)
-                    _acc3(g_w, p, d_w_p)
                     _add_body_grad(body_grad, p, _body_grad_add(grad_p, more_p))
                 _add_to(g_joints, j, _G_PARENT_X, g_parent_x)
                 _add_to(g_joints, j, _G_CHILD_X, g_child_x)
@@ -1897,11 +1888,7 @@ def _jacobi(joints, links, order, x, q, lam, iterations, dx, dphi, count, record
                     corr = _scaled(scale, _project(kind, jd, bound[it, k], bp, bc, lam_j))
                     dx_p, dphi_p, dx_c, dphi_c = _response(bp, bc, corr)
                     dlam = corr.dlam
-                _acc3(dx, c, dx_c)
-                _acc3(dphi, c, dphi_c)
-                if p >= 0:
-                    _acc3(dx, p, dx_p)
-                    _acc3(dphi, p, dphi_p)
+                _acc_joint(dx, dphi, p, c, dx_p, dphi_p, dx_c, dphi_c)
                 if kind != _LIM:  # read by no other constraint of the pass
                     _put3(lam, row, _add(lam_j, dlam))
         for i in range(len(x)):
