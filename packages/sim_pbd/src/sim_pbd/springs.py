@@ -8,8 +8,10 @@ one to calibrate), so the spring's length is x = √(l₁² + l₂² - 2 l₁ l�
 energy E = ½ k (x - x_rest)². The joint torque is τ = -dE/dθ = k (x - x_rest) l₁ l₂ sin γ / x,
 the paper's Eq. 31 (with the law of cosines written out).
 
-The torque is applied at the start of each step from the joint angle there (an explicit
-term, like the action it is added to): the spring changes over the swing, not within a step.
+The torque is an explicit term added to the step's action and held over the step, taken at
+the midpoint angle q + q̇ Δt/2 predicted from the step's start (:meth:`sim_pbd.simulator.
+PBDSimulator.step`): held at q, the Baxter arm's swing under its shoulder spring drifted
+4.7e-4 rad from Pinocchio's RK4 in 0.5 s whatever the substeps; at the midpoint 2.5e-5 rad.
 """
 
 from __future__ import annotations
