@@ -8,7 +8,8 @@ the fit's error per parameter.
 Usage (the workspace's ``.venv``: Pinocchio is a dev dependency)::
 
     .venv/bin/python examples/ros/baxter_identify_offline.py [--seconds 4] [--segment 0.5]
-        [--substeps 100] [--iterations 4] [--scale 1.0] [--fit-iterations 80]
+        [--substeps 100] [--iterations 4] [--amplitude A0,...,A6] [--positions-only]
+        [--fit-iterations 80]
 
 The ros_bridge README's "Model mismatch" numbers (loss at the truth against substeps, the
 fits at 100 x 4 and 200 x 4, the doubled excitation) were measured with it.
@@ -38,11 +39,12 @@ BOUNDS = {"link.mass": {"lower": 0.2, "upper": 10.0},
           "spring.offset": {"lower": -0.5, "upper": 1.0}}
 
 
-def record(seconds: float, scale: float):
-    """The true arm's motion: torques (T, 7) and angles and rates (T + 1, 7) each."""
+def record(seconds: float, amplitude: np.ndarray):
+    """The true arm's motion under sines of ``amplitude`` [N m] (7,): torques (T, 7) and
+    angles and rates (T + 1, 7) each."""
     arm = BaxterArm(TRUE_BAXTER)
     q, qd = arm.rest_pose(HANGING), np.zeros(len(LEFT_ARM))
-    excitation = SineExcitation(scale * EXCITATION_AMPLITUDE, EXCITATION_FREQUENCY, hold=DT)
+    excitation = SineExcitation(amplitude, EXCITATION_FREQUENCY, hold=DT)
     angles, rates, torques = [q], [qd], []
     for k in range(int(round(seconds / DT))):
         torque = excitation.torque(k * DT)
@@ -60,10 +62,14 @@ def main(argv=None) -> None:
     parser.add_argument("--segment", type=float, default=0.5)
     parser.add_argument("--substeps", type=int, default=100)
     parser.add_argument("--iterations", type=int, default=4)
-    parser.add_argument("--scale", type=float, default=1.0, help="excitation amplitude factor")
+    parser.add_argument("--amplitude", type=lambda text: np.array(text.split(","), float),
+                        default=EXCITATION_AMPLITUDE,
+                        help="excitation amplitude per joint [N m], seven comma-separated")
+    parser.add_argument("--positions-only", action="store_true",
+                        help="compare joint angles only (rates still start the segments)")
     parser.add_argument("--fit-iterations", type=int, default=80)
     args = parser.parse_args(argv)
-    torques, angles, rates, arm = record(args.seconds, args.scale)
+    torques, angles, rates, arm = record(args.seconds, args.amplitude)
     print("swing range per joint [rad]", np.ptp(angles, axis=0).round(2))
     spring = {"joint": NOMINAL_SPRING.joint, "stiffness": NOMINAL_SPRING.stiffness,
               "rest_length": NOMINAL_SPRING.rest_length,
@@ -74,8 +80,10 @@ def main(argv=None) -> None:
                          substeps=args.substeps, iterations=args.iterations, springs=[spring])
     design = sim.design_space().defaults()
     steps = int(round(args.segment / DT))
+    compared_rates = np.full_like(rates, np.nan) if args.positions_only else rates
     recordings = [Recording(torques[s:s + steps],
-                            np.concatenate([angles[s:s + steps + 1], rates[s:s + steps + 1]], 1),
+                            np.concatenate([angles[s:s + steps + 1],
+                                            compared_rates[s:s + steps + 1]], 1),
                             name=f"{s * DT:g} s",
                             initial_state=sim.state_at_joints(design, angles[s], rates[s]))
                   for s in range(0, len(torques) - steps + 1, steps)]

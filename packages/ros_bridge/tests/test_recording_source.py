@@ -145,6 +145,22 @@ def test_segments_start_from_their_measured_states_and_replay_the_recording(tmp_
         source(tmp_path, fields=fields, measure=["position", "velocity"], segment=-1.0)
 
 
+def test_compare_keeps_the_rates_for_the_segment_starts_only(tmp_path):
+    actions, q, qd = simulate(steps=45)
+    record(tmp_path / "bag", actions, q, qd)
+    fields = ("joint_q", "joint_qd")
+    segments = source(tmp_path, fields=fields, measure=["position", "velocity"],
+                      segment=0.2, compare=["position"])
+    for first, recording in zip((0, 20, 40), segments, strict=True):
+        np.testing.assert_allclose(recording.initial_state.joint_qd, qd[first], atol=1e-12)
+        np.testing.assert_allclose(recording.measurements[:, :2],
+                                   q[first:first + recording.steps + 1], atol=1e-9)
+        assert np.all(np.isnan(recording.measurements[:, 2:]))
+    with pytest.raises(RecordingSourceError, match=r"options.compare must list fields of "
+                                                   r"options.measure \['position'\]"):
+        source(tmp_path, compare=["velocity"])
+
+
 def test_a_segment_needs_a_simulator_that_starts_at_joint_states(tmp_path):
     actions, q, qd = simulate(steps=10)
     record(tmp_path / "bag", actions, q, qd)

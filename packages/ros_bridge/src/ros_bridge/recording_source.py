@@ -105,6 +105,19 @@ def _segments(recording: Recording, *, steps: int, fields, simulator) -> list[Re
     return segments
 
 
+def _compared(recording: Recording, *, fields, compare) -> Recording:
+    """``recording`` with the columns of the ``fields`` not in ``compare`` NaN (missing)."""
+    if list(compare) == list(fields):
+        return recording
+    n = recording.measurements.shape[1] // len(fields)
+    measurements = recording.measurements.copy()
+    for index, field in enumerate(fields):
+        if field not in compare:
+            measurements[:, index * n:(index + 1) * n] = np.nan
+    return Recording(recording.actions, measurements, name=recording.name,
+                     initial_state=recording.initial_state)
+
+
 def _one_recording(file: Path, *, joints, topics, fields, stamps, step_interval, start,
                    duration, max_gap, action_size) -> Recording:
     where = f"bag {str(file)!r}"
@@ -161,6 +174,7 @@ def rosbag_recordings(
     duration: float | None = None,
     max_gap: float | None = None,
     segment: float | None = None,
+    compare: list[str] | None = None,
     truth: dict | None = None,
 ) -> RecordingSet:
     """Recordings from rosbag2 bags (the ``rosbag`` source), one per bag.
@@ -187,6 +201,12 @@ def rosbag_recordings(
             chaotic or mismodelled motion is compared over short horizons only). Needs
             ``measure: [position, velocity]`` and a simulator with ``state_at_joints(design,
             joint_q, joint_qd)`` (sim_pbd's); the starts do not depend on the fitted design.
+        compare: the measured fields the fit compares, default all of ``measure``; the
+            others are NaN in the recordings (missing values, which the loss skips) once
+            they have started the segments. ``[position]`` when the velocities are the less
+            faithful signal: a robot's differentiated encoders, or a simulator whose rates
+            converge more slowly than its angles (sim_pbd's at 100 substeps, see the
+            ros_bridge README's Baxter demo).
         truth: the parameters behind the data when known (a simulated robot), for the run's
             truth-against-recovered report; not used by the fit.
     """
@@ -208,6 +228,10 @@ def rosbag_recordings(
             f"{len(fields)} field(s) {fields} of {len(joints)} joint(s) = "
             f"{len(fields) * len(joints)}; measure the same joints and fields (e.g. "
             "state_fields of the joint positions)")
+    compared = fields if compare is None else list(compare)
+    if not compared or any(f not in fields for f in compared):
+        raise RecordingSourceError(f"options.compare must list fields of options.measure "
+                                   f"{fields}, got {compared}")
     if not (np.isfinite(start) and start >= 0):
         raise RecordingSourceError(f"options.start must be a number of seconds >= 0, got "
                                    f"{start!r}")
@@ -242,6 +266,7 @@ def rosbag_recordings(
             raise RecordingSourceError(str(exc)) from None
         recordings += [recording] if segment_steps is None else _segments(
             recording, steps=segment_steps, fields=fields, simulator=simulator)
+    recordings = [_compared(r, fields=fields, compare=compared) for r in recordings]
     if len(recordings) > MAX_RECORDINGS:
         raise RecordingSourceError(f"{len(recordings)} recordings, more than "
                                    f"{MAX_RECORDINGS}; use longer options.segment or a "
