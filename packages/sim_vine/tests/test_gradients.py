@@ -22,9 +22,9 @@ EPS = 1e-5
 RATE = np.array([0.1])
 
 
-def _in_contact(runner, obstacles, friction, growth="every_prismatic", steps=150):
+def _in_contact(runner, obstacles, friction, growth="every_prismatic", steps=150, **options):
     sim = VineSimulator(VineModel(body_count=8, length=0.2, obstacles=obstacles,
-                                  friction=friction, growth=growth))
+                                  friction=friction, growth=growth, **options))
     states, design = runner(sim, steps, rate=0.1)
     return sim, states[-1], design
 
@@ -148,3 +148,35 @@ def test_tip_and_keypoint_vjps(count):
     assert np.all(spacing <= arc * (1 + 1e-12))
     if count > 2:
         assert np.max(spacing) == pytest.approx(arc, rel=1e-12)
+
+
+REST_ANGLES = np.array([0.05, -0.1, 0.08, 0.04])
+
+
+@pytest.mark.parametrize("implicit", [True, False])
+def test_rest_angle_gradients_free(runner, implicit):
+    # explicit springs: the soft, lightly damped vine of test_explicit_springs (stable Δt)
+    options = ({"body_count": 8} if implicit else
+               {"body_count": 6, "stiffness": 0.001, "damping": 1e-5})
+    dt = 0.01 if implicit else 0.002
+    rest = REST_ANGLES[: 1 + (options["body_count"] - 1) // 2]
+    sim = VineSimulator(VineModel(initial_angles=0.1, rest_angle=rest, gravity=(0.0, -9.81),
+                                  implicit_springs=implicit, **options))
+    states, design = runner(sim, 5, dt=dt)
+    sim.check_time_step(design, dt)
+    check_step_gradients(sim, dt=dt, steps=3, state=states[-1], action=RATE, design=design,
+                         eps=EPS).assert_ok()
+    _, _, g_design = sim.step_vjp(states[-1], RATE, design, dt, VineState(
+        body_q=np.ones_like(states[-1].body_q), body_qd=np.zeros_like(states[-1].body_q)))
+    assert np.all(np.abs(g_design["joint.rest_angle"][1:]) > 1e-8)  # it moves the vine
+
+
+def test_rest_angle_gradients_in_contact(runner):
+    sim, state, design = _in_contact(runner, (Wall([0.35, -0.2], [0.15, 0.2], 0.02),), 0.2,
+                                     rest_angle=REST_ANGLES)
+    assert _active_contacts(sim, state, design) >= 1
+    check_step_gradients(sim, dt=0.01, steps=1, state=state, action=RATE, design=design,
+                         eps=EPS).assert_ok()
+    report = _tip_gradcheck(sim, state, design, steps=4)
+    report.assert_ok()
+    assert np.max(np.abs(report.pairs["design.joint.rest_angle"][0])) > 1e-6

@@ -40,6 +40,8 @@ def test_configuration_lays_bodies_end_to_end():
     ({"contact": [[12, 0.0]]}, "contact body"),
     ({"contact": [[1, 0.5]]}, "offsets"),
     ({"initial_angles": [0.1]}, "initial_angles"),
+    ({"rest_angle": [0.1, 0.2]}, "rest_angle"),
+    ({"rest_angle": float("nan")}, "rest_angle"),
     ({"obstacles": ("circle",)}, "obstacles"),
 ])
 def test_bad_options_raise(options, message):
@@ -67,3 +69,12 @@ def test_configuration_vjp_matches_finite_differences(bodies):
         lambda p: float(np.sum(weights * model.configuration(p["angles"], p["extensions"]))),
         point, {"angles": g_angles, "extensions": g_ext})
     assert report.passed, str(report)
+
+
+def test_rest_angle_option_gives_the_design_default():
+    from sim_vine import make_simulator
+    sim = make_simulator(bodies=5, rest_angle=[0.1, -0.2, 0.3])
+    np.testing.assert_array_equal(sim.model.rest_angle, [0.1, -0.2, 0.3])
+    np.testing.assert_array_equal(sim.design_space().defaults()["joint.rest_angle"],
+                                  [0.1, -0.2, 0.3])
+    np.testing.assert_array_equal(VineModel(body_count=5).rest_angle, 0.0)

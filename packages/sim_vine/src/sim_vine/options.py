@@ -2,8 +2,9 @@
 
 A YAML ``simulator: {name: vine, options: {...}}`` or a scene file sets these;
 :func:`sim_vine.scene.make_simulator` takes them as keywords. ``stiffness``, ``damping``,
-``friction`` and ``total_mass`` also give the defaults and physical bounds of the design
-parameters ``joint.stiffness``, ``joint.damping``, ``contact.friction`` and ``body.mass``.
+``rest_angle``, ``friction`` and ``total_mass`` also give the defaults and physical bounds of
+the design parameters ``joint.stiffness``, ``joint.damping``, ``joint.rest_angle``,
+``contact.friction`` and ``body.mass``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class VineOptions(Options):
         0.05, unit="N m/rad", lower=0.0, doc="torsional spring stiffness K at each pin joint")
     damping: float | list[float] = option(
         0.002, unit="N m s/rad", lower=0.0, doc="torsional damping C at each pin joint")
+    rest_angle: float | list[float] = option(
+        0.0, unit="rad", doc="spring rest angle φ0 at each pin joint (τ = −K(φ − φ0) − Cφ̇): "
+                             "the bend the vine keeps; 0 pulls it straight")
     friction: float = option(0.0, lower=0.0, upper=5.0,
                              doc="Coulomb friction coefficient at the contact points")
     gravity: list[float] = option([0.0, 0.0], unit="m/s^2", doc="gravity [gx, gy]")

@@ -54,12 +54,14 @@ class StepParameters:
     Attributes:
         stiffness: torsional stiffness per pin [N m/rad], shape (n_pins,).
         damping: torsional damping per pin [N m s/rad], shape (n_pins,).
+        rest_angle: spring rest angle φ0 per pin [rad], shape (n_pins,).
         friction: Coulomb friction coefficient [-].
         mass: body masses [kg], shape (N,).
     """
 
     stiffness: np.ndarray
     damping: np.ndarray
+    rest_angle: np.ndarray
     friction: float
     mass: np.ndarray
 
@@ -73,6 +75,7 @@ class StepGradient:
     rate: float
     stiffness: np.ndarray
     damping: np.ndarray
+    rest_angle: np.ndarray
     friction: float
     mass: np.ndarray
 
@@ -92,7 +95,7 @@ def assemble(model: VineModel, layout: RowLayout, q, v, rate: float,
     """Build the step QP at poses ``q`` and velocities ``v`` (N, 3) for growth rate [m/s]."""
     m_diag = mass_diagonal(model, params.mass)
     phi = joint_angles(model, q)
-    torque = -params.stiffness * phi
+    torque = -params.stiffness * (phi - params.rest_angle)
     if not model.implicit_springs:
         torque = torque - params.damping * joint_rates(model, v)
     rhs = m_diag * v + dt * spread_torques(model, torque)
@@ -117,8 +120,8 @@ def build_problem(arrays: ModelArrays, layout: RowLayout, q, v, rate: float,
                   params: StepParameters, dt: float) -> QPProblem:
     """The step QP of :func:`assemble`, built by the compiled kernel (same numbers)."""
     mass_diag, spring_w, rhs, rows, lower, upper, tangent = assemble_rows(
-        arrays, q, v, rate, params.stiffness, params.damping, params.friction, params.mass,
-        dt, layout.size)
+        arrays, q, v, rate, params.stiffness, params.damping, params.rest_angle,
+        params.friction, params.mass, dt, layout.size)
     return QPProblem(mass_diagonal=mass_diag, spring_weights=spring_w, rhs=rhs,
                      row_values=rows, lower=lower, upper=upper,
                      friction=float(params.friction), tangent_rows=tangent)
@@ -145,12 +148,12 @@ def step_vjp(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: flo
     g_q_next = np.asarray(g_q_next, dtype=np.float64)
     g_vstar = (np.asarray(g_v_next, dtype=np.float64) + dt * g_q_next).reshape(-1)
     w, z = qp.adjoint(problem, solution.active, g_vstar, dual=solution.dual)
-    g_q, g_v, g_rate, g_stiffness, g_damping, g_friction, g_mass = step_backward(
+    g_q, g_v, g_rate, g_stiffness, g_damping, g_rest, g_friction, g_mass = step_backward(
         tuple(arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z, params.stiffness,
-        params.damping, float(params.friction), params.mass, float(dt), layout.row_bodies,
-        problem.row_values, layout.contact.start, g_q_next)
+        params.damping, params.rest_angle, float(params.friction), params.mass, float(dt),
+        layout.row_bodies, problem.row_values, layout.contact.start, g_q_next)
     return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
-                        friction=g_friction, mass=g_mass)
+                        rest_angle=g_rest, friction=g_friction, mass=g_mass)
 
 
 def step_vjp_reference(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
@@ -181,7 +184,8 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     g_mass = w[:, 0] * v[:, 0] + w[:, 1] * v[:, 1] + r2 * w[:, 2] * v[:, 2]
     g_mass += dt * (w[:, :2] @ model.gravity)
     w_rate = joint_rates(model, w)  # Rᵀ w
-    g_stiffness = -dt * assembly.joint_angle * w_rate
+    g_stiffness = -dt * (assembly.joint_angle - params.rest_angle) * w_rate
+    g_rest = dt * params.stiffness * w_rate
     g_damping = np.zeros(model.pin_count)
     g_q += dt * spread_torques(model, -params.stiffness * w_rate)
     if not model.implicit_springs:
@@ -210,4 +214,4 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     g_q -= cq_y + cq_z
     g_friction = -(cmu_y + cmu_z)
     return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
-                        friction=g_friction, mass=g_mass)
+                        rest_angle=g_rest, friction=g_friction, mass=g_mass)
