@@ -165,3 +165,31 @@ def test_one_body_under_gravity_settles_at_the_analytic_angle(runner):
     expected = brentq(lambda phi: stiffness * (phi - rest) + mass * 9.81 * d * np.cos(phi),
                       -np.pi / 2, rest)
     assert state.body_q[0, 2] == pytest.approx(expected, abs=1e-8)
+
+
+@pytest.mark.parametrize("ground, dt, steps", [(5.0, 0.01, 30), (2.0, 0.001, 30),
+                                               (1e4, 0.1, 2)])
+def test_ground_friction_slows_a_free_vine_as_implicit_euler_of_exp_minus_ct(ground, dt, steps):
+    # A straight vine turning rigidly about its base (no springs, no gravity) feels only the
+    # ground: translation and rotation both lose c_g m v, so every velocity follows
+    # v_n = v_0 (1 + c Δt)^(−n), backward Euler's exp(−c t), stable at any c Δt (1000 here,
+    # two steps: the velocity is then 1e-6 of v_0).
+    # ω is small so that the linearized joints' drift (relative (ω Δt)²) stays below 1e-10.
+    from sim_vine import VineState
+
+    model = VineModel(body_count=6, length=0.2, stiffness=0.0, damping=0.0,
+                      ground_friction=ground)
+    sim = VineSimulator(model)
+    design = sim.design_space().defaults()
+    q = model.initial_configuration()
+    v0 = 1e-4 * np.stack([-q[:, 1], q[:, 0], np.ones(6)], axis=1)
+    state = VineState(body_q=q, body_qd=v0)
+    for n in range(1, steps + 1):
+        state = sim.step(state, np.array([0.0]), design, dt)
+        decay = (1.0 + ground * dt) ** -n
+        np.testing.assert_allclose(state.body_qd[:, 2], v0[:, 2] * decay, rtol=1e-9)
+        np.testing.assert_allclose(state.body_qd[:, 1], v0[:, 1] * decay, rtol=1e-9,
+                                   atol=1e-12 * decay)
+    if ground * dt < 0.1:  # and it converges to exp(−c t) as Δt shrinks
+        assert decay == pytest.approx(np.exp(-ground * steps * dt),
+                                      rel=ground**2 * steps * dt**2)

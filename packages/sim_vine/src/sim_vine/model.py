@@ -33,7 +33,7 @@ class ModelError(ValueError):
 
 
 _DECLARED = ("length", "total_mass", "linear_density", "gyration_radius", "stiffness", "damping",
-             "rest_angle", "friction", "growth")
+             "rest_angle", "friction", "ground_friction", "growth")
 """Fields that are options of :class:`VineOptions` by the same name: their bounds and
 choices are checked as declared there."""
 
@@ -67,6 +67,8 @@ class VineModel:
             spring torque is ``−K(φ − φ0)``.
         friction: default Coulomb friction coefficient at contacts [-].
         gravity: gravitational acceleration (gx, gy) [m/s²]; zero for a vine on a table.
+        ground_friction: viscous friction against the ground per body [1/s], scalar or
+            (N,): force ``−c_g m v`` and torque ``−c_g m r² ω`` (integrated implicitly).
         growth: ``"every_prismatic"`` (every prismatic joint extends at an equal share of
             the growth rate) or ``"tip"`` (only the last prismatic joint extends).
         contact: ``"pins"`` (every movable pin and the tip), ``"bodies"`` (the distal end
@@ -91,6 +93,7 @@ class VineModel:
     rest_angle: Any = _DEFAULT.rest_angle
     friction: float = _DEFAULT.friction
     gravity: Sequence[float] = tuple(_DEFAULT.gravity)
+    ground_friction: Any = _DEFAULT.ground_friction
     growth: str = _DEFAULT.growth
     contact: Any = _DEFAULT.contact
     obstacles: tuple[Obstacle, ...] = ()
@@ -105,7 +108,7 @@ class VineModel:
                    linear_density=o.linear_density, gyration_radius=o.gyration_radius,
                    base=o.base, stiffness=o.stiffness, damping=o.damping,
                    rest_angle=o.rest_angle, friction=o.friction, gravity=o.gravity,
-                   growth=o.growth, contact=o.contact, initial_angles=o.initial_angles,
+                   ground_friction=o.ground_friction, growth=o.growth, contact=o.contact, initial_angles=o.initial_angles,
                    obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
                    implicit_springs=o.implicit_springs)
 
@@ -138,6 +141,10 @@ class VineModel:
         if not np.all(np.isfinite(rest_angle)):
             raise ModelError(f"rest_angle must be finite [rad], got {rest_angle}")
         object.__setattr__(self, "rest_angle", rest_angle)
+        ground = _per_entity(self.ground_friction, self.body_count, "ground_friction")
+        if not np.all(np.isfinite(ground) & (ground >= 0)):
+            raise ModelError(f"ground_friction must be finite and >= 0 [1/s], got {ground}")
+        object.__setattr__(self, "ground_friction", ground)
         angles = np.asarray(self.initial_angles, dtype=np.float64)
         angles = np.full(n_pins, float(angles)) if angles.ndim == 0 else angles
         if angles.shape != (n_pins,) or not np.all(np.isfinite(angles)):

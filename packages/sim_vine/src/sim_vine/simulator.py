@@ -3,7 +3,7 @@
 State: :class:`VineState` (body poses and velocities). Action: the growth rate u [m/s],
 shape (1,), to which the design's ``growth.offset`` is added. Design parameters:
 ``joint.stiffness`` and ``joint.damping`` per pin, ``contact.friction``, ``body.mass`` per
-body, ``growth.offset`` and ``joint.rest_angle`` per pin. One step solves one QP (see :mod:`sim_vine.qp`); its VJP
+body, ``growth.offset``, ``joint.rest_angle`` per pin and ``ground.friction`` per body. One step solves one QP (see :mod:`sim_vine.qp`); its VJP
 differentiates the QP's KKT conditions at the active set (see :mod:`sim_vine.step`).
 """
 
@@ -81,8 +81,8 @@ class VineSimulator:
     # -- contract -----------------------------------------------------------------------
 
     def design_space(self) -> DesignSpace:
-        """Pin stiffness and damping, friction, body masses, the growth-rate offset and the
-        pins' rest angles."""
+        """Pin stiffness and damping, friction, body masses, the growth-rate offset, the
+        pins' rest angles and the bodies' ground friction."""
         return self._design_space
 
     def _build_design_space(self) -> DesignSpace:
@@ -104,6 +104,10 @@ class VineSimulator:
                       doc="added to the growth-rate action (a calibration offset)"),
             VineOptions.parameter("rest_angle", name="joint.rest_angle", shape=(m.pin_count,),
                                   default=m.rest_angle, entity="pin", scale=0.1),
+            VineOptions.parameter("ground_friction", name="ground.friction",
+                                  shape=(m.body_count,), default=m.ground_friction,
+                                  entity="body",
+                                  scale=max(float(np.mean(m.ground_friction)), 1.0)),
         ])
 
     def initial_state(self, design) -> VineState:
@@ -170,6 +174,7 @@ class VineSimulator:
             rest_angle=np.asarray(checked["joint.rest_angle"], dtype=np.float64),
             friction=float(checked["contact.friction"]),
             mass=np.asarray(checked["body.mass"], dtype=np.float64),
+            ground_friction=np.asarray(checked["ground.friction"], dtype=np.float64),
         )
         if np.any(params.mass <= 0):
             raise ValueError("body.mass must be positive for every body")
@@ -221,6 +226,7 @@ class VineSimulator:
             "body.mass": g_mass,
             "growth.offset": np.asarray(grad.rate),
             "joint.rest_angle": grad.rest_angle,
+            "ground.friction": grad.ground_friction,
         }
         return VineState(body_q=g_state_q, body_qd=grad.v), np.array([grad.rate]), g_design
 
