@@ -202,8 +202,9 @@ def test_ground_friction_gradients_free(runner, implicit):
     if implicit:  # the kit's random loss over every state leaf
         check_step_gradients(sim, dt=dt, steps=3, state=states[-1], action=RATE,
                              design=design, eps=EPS).assert_ok()
-    # with explicit springs (Δt 2 ms) the ground friction's share of the kit's loss is below that loss's finite-difference round-off (the VJP agrees with
-    # differences at steps 1e-3 to 1e-9 relative); the tip's position-only loss resolves it
+    # with explicit springs (Δt 2 ms) the ground friction's share of the kit's loss is below
+    # that loss's finite-difference round-off (the VJP agrees with differences at steps 1e-3
+    # to 1e-9 relative); the tip's position-only loss resolves it
     report = _tip_gradcheck(sim, states[-1], design, steps=3, dt=dt)
     report.assert_ok()
     _, _, g_design = sim.step_vjp(states[-1], RATE, design, dt, VineState(

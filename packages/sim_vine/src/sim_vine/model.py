@@ -4,8 +4,9 @@ A vine of N rigid bodies in maximal coordinates (x, y, θ per body). Consecutive
 joined by alternating prismatic and pin joints: joint k between bodies k and k+1 is
 prismatic for even k (the pair telescopes, which is how the model grows) and a pin for odd
 k; a first pin fixes body 0's proximal end to the base pose. Torsional springs (about a
-rest angle per pin) and dampers act at the pins. Contact points sit at body ends, by default at every movable pin joint and
-at the tip.
+rest angle per pin) and dampers act at the pins; each body may feel viscous friction
+against the ground. Contact points sit at body ends, by default at every movable pin joint
+and at the tip.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class VineModel:
                    linear_density=o.linear_density, gyration_radius=o.gyration_radius,
                    base=o.base, stiffness=o.stiffness, damping=o.damping,
                    rest_angle=o.rest_angle, friction=o.friction, gravity=o.gravity,
-                   ground_friction=o.ground_friction, growth=o.growth, contact=o.contact, initial_angles=o.initial_angles,
+                   ground_friction=o.ground_friction, growth=o.growth, contact=o.contact,
+                   initial_angles=o.initial_angles,
                    obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
                    implicit_springs=o.implicit_springs)
 

@@ -3,8 +3,9 @@
 State: :class:`VineState` (body poses and velocities). Action: the growth rate u [m/s],
 shape (1,), to which the design's ``growth.offset`` is added. Design parameters:
 ``joint.stiffness`` and ``joint.damping`` per pin, ``contact.friction``, ``body.mass`` per
-body, ``growth.offset``, ``joint.rest_angle`` per pin and ``ground.friction`` per body. One step solves one QP (see :mod:`sim_vine.qp`); its VJP
-differentiates the QP's KKT conditions at the active set (see :mod:`sim_vine.step`).
+body, ``growth.offset``, ``joint.rest_angle`` per pin and ``ground.friction`` per body. One
+step solves one QP (see :mod:`sim_vine.qp`); its VJP differentiates the QP's KKT conditions
+at the active set (see :mod:`sim_vine.step`).
 """
 
 from __future__ import annotations
