@@ -27,6 +27,8 @@ def test_compiled_problem_equals_reference(implicit, friction):
     design = sim.design_space().defaults()
     design["joint.stiffness"] = rng.uniform(0.01, 0.1, model.pin_count)
     design["contact.friction"] = np.asarray(friction)
+    design["joint.rest_angle"] = np.random.default_rng(7).uniform(-0.5, 0.5, model.pin_count)
+    design["ground.friction"] = np.random.default_rng(8).uniform(0.0, 5.0, model.body_count)
     params, _ = sim._parameters(design)
     reference = assemble(model, sim.layout, q, v, 0.07, params, 0.01).problem
     fast = build_problem(sim.arrays, sim.layout, q, v, 0.07, params, 0.01)
@@ -171,6 +173,8 @@ def test_compiled_step_vjp_equals_reference(implicit, friction):
     v = rng.standard_normal(q.shape)
     design = sim.design_space().defaults()
     design["joint.stiffness"] = rng.uniform(0.01, 0.1, model.pin_count)
+    design["joint.rest_angle"] = np.random.default_rng(7).uniform(-0.5, 0.5, model.pin_count)
+    design["ground.friction"] = np.random.default_rng(8).uniform(0.0, 5.0, model.body_count)
     params, _ = sim._parameters(design)
     g_q, g_v = rng.standard_normal(q.shape), rng.standard_normal(q.shape)
     dt = 0.01
@@ -180,8 +184,9 @@ def test_compiled_step_vjp_equals_reference(implicit, friction):
     assert solution.active[sim.layout.contact].sum() >= 3  # contact curvature exercised
     w, z = sim.qp.adjoint(assembly.problem, solution.active, (g_v + dt * g_q).reshape(-1))
     fast = step_backward(tuple(sim.arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z,
-                         params.stiffness, params.damping, float(params.friction),
-                         params.mass, dt, sim.layout.row_bodies, assembly.problem.row_values,
+                         params.stiffness, params.damping, params.rest_angle,
+                         float(params.friction), params.mass, params.ground_friction, dt,
+                         sim.layout.row_bodies, assembly.problem.row_values,
                          sim.layout.contact.start, g_q)
     reference = _backward(model, sim.layout, sim.qp, q, v, params, dt, solution, assembly,
                           g_q, g_v)

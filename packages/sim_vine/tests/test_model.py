@@ -40,6 +40,10 @@ def test_configuration_lays_bodies_end_to_end():
     ({"contact": [[12, 0.0]]}, "contact body"),
     ({"contact": [[1, 0.5]]}, "offsets"),
     ({"initial_angles": [0.1]}, "initial_angles"),
+    ({"rest_angle": [0.1, 0.2]}, "rest_angle"),
+    ({"rest_angle": float("nan")}, "rest_angle"),
+    ({"ground_friction": -1.0}, "ground_friction"),
+    ({"ground_friction": [1.0, 2.0]}, "ground_friction"),
     ({"obstacles": ("circle",)}, "obstacles"),
 ])
 def test_bad_options_raise(options, message):
@@ -67,3 +71,22 @@ def test_configuration_vjp_matches_finite_differences(bodies):
         lambda p: float(np.sum(weights * model.configuration(p["angles"], p["extensions"]))),
         point, {"angles": g_angles, "extensions": g_ext})
     assert report.passed, str(report)
+
+
+def test_rest_angle_option_gives_the_design_default():
+    from sim_vine import make_simulator
+    sim = make_simulator(bodies=5, rest_angle=[0.1, -0.2, 0.3])
+    np.testing.assert_array_equal(sim.model.rest_angle, [0.1, -0.2, 0.3])
+    np.testing.assert_array_equal(sim.design_space().defaults()["joint.rest_angle"],
+                                  [0.1, -0.2, 0.3])
+    np.testing.assert_array_equal(VineModel(body_count=5).rest_angle, 0.0)
+
+
+def test_ground_friction_option_gives_the_design_default():
+    from sim_vine import make_simulator
+    sim = make_simulator(bodies=4, ground_friction=[1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(sim.design_space().defaults()["ground.friction"],
+                                  [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(make_simulator(bodies=3, ground_friction=2.5).model
+                                  .ground_friction, 2.5)
+    assert sim.design_space()["ground.friction"].lower == 0.0

@@ -5,6 +5,7 @@ import pytest
 
 from sim_vine import VineModel, VineSimulator, make_simulator, rectangle
 from sim_vine.constraints import joint_residual
+from sim_vine.dynamics import joint_angles
 from sim_vine.kinematics import tip_position, vine_length
 
 
@@ -95,3 +96,100 @@ def test_coulomb_friction_holds_or_lets_slide(runner):
     assert free > 0.05
     assert 0.01 < partial < free
     assert abs(held) < 1e-6
+
+
+def _settle(runner, sim, seconds, dt):
+    return runner(sim, int(round(seconds / dt)), rate=0.0, dt=dt)[0][-1]
+
+
+def test_vine_without_gravity_settles_to_its_rest_angles(runner):
+    rest = np.array([0.3, -0.4, 0.2])
+    model = VineModel(body_count=5, length=0.2, stiffness=0.05, damping=0.002,
+                      rest_angle=rest)
+    state = _settle(runner, VineSimulator(model), 3.0, 0.01)
+    np.testing.assert_allclose(joint_angles(model, state.body_q), rest, atol=1e-7)
+    # body headings; the positions carry the linearized growth's drift of the extensions
+    # while the vine swings (Known limits), which is not what this test measures
+    np.testing.assert_allclose(state.body_q[:, 2], model.configuration(rest)[:, 2], atol=1e-7)
+    np.testing.assert_allclose(state.body_qd, 0.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("implicit", [True, False])
+def test_a_vine_at_its_rest_angles_stays_at_rest(runner, implicit):
+    rest = np.array([0.3, -0.4, 0.2])
+    model = VineModel(body_count=5, length=0.2, rest_angle=rest, initial_angles=rest,
+                      implicit_springs=implicit, stiffness=0.001, damping=1e-5)
+    states, _ = runner(VineSimulator(model), 3, rate=0.0, dt=0.001)
+    # round-off only: with the springs pulling toward 0 the pins would turn at ~1 rad/s
+    np.testing.assert_allclose(states[-1].body_q, states[0].body_q, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(states[-1].body_qd, 0.0, atol=1e-12)
+
+
+def _gravity_torques(model, q, mass):
+    """Torque [N m] of gravity on the bodies beyond each pin, about that pin."""
+    _, child = model.pins
+    d = model.half_length
+    torques = []
+    for c in child:
+        pin = q[c, :2] - d * np.array([np.cos(q[c, 2]), np.sin(q[c, 2])])
+        arm = q[c:, :2] - pin
+        force = mass[c:, None] * model.gravity
+        torques.append(np.sum(arm[:, 0] * force[:, 1] - arm[:, 1] * force[:, 0]))
+    return np.array(torques)
+
+
+def test_vine_under_gravity_settles_where_springs_balance_gravity(runner):
+    # static equilibrium of the bodies beyond pin j, about pin j: K_j (φ_j − φ0_j) = τ_gravity
+    rest = np.array([0.5, -0.3, 0.4])
+    stiffness = np.array([0.08, 0.05, 0.03])
+    model = VineModel(body_count=5, length=0.2, stiffness=stiffness, damping=0.003,
+                      rest_angle=rest, gravity=(0.0, -9.81), initial_angles=rest)
+    sim = VineSimulator(model)
+    state = _settle(runner, sim, 4.0, 0.01)
+    mass = sim.design_space().defaults()["body.mass"]
+    phi = joint_angles(model, state.body_q)
+    torque = _gravity_torques(model, state.body_q, mass)
+    assert np.all(np.abs(phi - rest) > 0.01)  # gravity bends every pin away from rest
+    np.testing.assert_allclose(stiffness * (phi - rest), torque, rtol=1e-6, atol=1e-10)
+
+
+def test_one_body_under_gravity_settles_at_the_analytic_angle(runner):
+    # K (φ − φ0) = −m g d cos φ for a rod pinned at one end, gravity along −y
+    from scipy.optimize import brentq
+
+    stiffness, mass, rest = 0.02, 0.01, 0.6
+    model = VineModel(body_count=1, length=0.2, total_mass=mass, stiffness=stiffness,
+                      damping=0.002, rest_angle=rest, gravity=(0.0, -9.81))
+    state = _settle(runner, VineSimulator(model), 3.0, 0.01)
+    d = model.half_length
+    expected = brentq(lambda phi: stiffness * (phi - rest) + mass * 9.81 * d * np.cos(phi),
+                      -np.pi / 2, rest)
+    assert state.body_q[0, 2] == pytest.approx(expected, abs=1e-8)
+
+
+@pytest.mark.parametrize("ground, dt, steps", [(5.0, 0.01, 30), (2.0, 0.001, 30),
+                                               (1e4, 0.1, 2)])
+def test_ground_friction_slows_a_free_vine_as_implicit_euler_of_exp_minus_ct(ground, dt, steps):
+    # A straight vine turning rigidly about its base (no springs, no gravity) feels only the
+    # ground: translation and rotation both lose c_g m v, so every velocity follows
+    # v_n = v_0 (1 + c Δt)^(−n), backward Euler's exp(−c t), stable at any c Δt (1000 here,
+    # two steps: the velocity is then 1e-6 of v_0).
+    # ω is small so that the linearized joints' drift (relative (ω Δt)²) stays below 1e-10.
+    from sim_vine import VineState
+
+    model = VineModel(body_count=6, length=0.2, stiffness=0.0, damping=0.0,
+                      ground_friction=ground)
+    sim = VineSimulator(model)
+    design = sim.design_space().defaults()
+    q = model.initial_configuration()
+    v0 = 1e-4 * np.stack([-q[:, 1], q[:, 0], np.ones(6)], axis=1)
+    state = VineState(body_q=q, body_qd=v0)
+    for n in range(1, steps + 1):
+        state = sim.step(state, np.array([0.0]), design, dt)
+        decay = (1.0 + ground * dt) ** -n
+        np.testing.assert_allclose(state.body_qd[:, 2], v0[:, 2] * decay, rtol=1e-9)
+        np.testing.assert_allclose(state.body_qd[:, 1], v0[:, 1] * decay, rtol=1e-9,
+                                   atol=1e-12 * decay)
+    if ground * dt < 0.1:  # and it converges to exp(−c t) as Δt shrinks
+        assert decay == pytest.approx(np.exp(-ground * steps * dt),
+                                      rel=ground**2 * steps * dt**2)

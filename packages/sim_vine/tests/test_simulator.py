@@ -13,7 +13,7 @@ def test_design_space_names_and_shapes():
     sim = make_simulator(bodies=7)
     space = sim.design_space()
     assert space.names == ["joint.stiffness", "joint.damping", "contact.friction", "body.mass",
-                           "growth.offset"]
+                           "growth.offset", "joint.rest_angle", "ground.friction"]
     assert space["joint.stiffness"].shape == (4,) and space["body.mass"].shape == (7,)
     assert sim.action_size == 1
 

@@ -151,15 +151,17 @@ def _contact_point(q, body, offset):
     return -t_y, t_x, q[body, 0] + offset * t_x, q[body, 1] + offset * t_y
 
 @numba.njit(cache=True)
-def _assemble(model, q, v, rate, stiffness, damping, friction, mass, dt, out):
+def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass, ground, dt,
+              out):
     (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w, cp_body,
      cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count) = model
     mass_diag, spring_w, rhs, rows, lower, upper, tangent = out
     n = q.shape[0]
     for i in range(n):
-        mass_diag[i, 0] = mass[i]
-        mass_diag[i, 1] = mass[i]
-        mass_diag[i, 2] = mass[i] * r2
+        drag = mass[i] * (1.0 + dt * ground[i])  # implicit ground friction: P = M (1 + Δt c_g)
+        mass_diag[i, 0] = drag
+        mass_diag[i, 1] = drag
+        mass_diag[i, 2] = drag * r2
         rhs[i, 0] = mass[i] * (v[i, 0] + dt * gravity[0])
         rhs[i, 1] = mass[i] * (v[i, 1] + dt * gravity[1])
         rhs[i, 2] = mass[i] * r2 * v[i, 2]
@@ -174,7 +176,7 @@ def _assemble(model, q, v, rate, stiffness, damping, friction, mass, dt, out):
             parent_angle, parent_rate = q[a, 2], v[a, 2]
             ea_x, ea_y = q[a, 0] + d * ta_x, q[a, 1] + d * ta_y
         tb_x, tb_y = np.cos(q[b, 2]), np.sin(q[b, 2])
-        torque = -stiffness[j] * (q[b, 2] - parent_angle)
+        torque = -stiffness[j] * (q[b, 2] - parent_angle - rest_angle[j])
         if implicit:
             spring_w[j] = dt * dt * stiffness[j] + dt * damping[j]
         else:
@@ -243,16 +245,16 @@ def _assemble(model, q, v, rate, stiffness, damping, friction, mass, dt, out):
             pair += 1
 
 
-def assemble_rows(arrays: ModelArrays, q, v, rate, stiffness, damping, friction, mass, dt,
-                  row_count: int):
+def assemble_rows(arrays: ModelArrays, q, v, rate, stiffness, damping, rest_angle, friction,
+                  mass, ground_friction, dt, row_count: int):
     """``(mass_diag, spring_w, rhs, rows, lower, upper, tangent)`` as in ``step.assemble``."""
     n = q.shape[0]
     pairs = len(arrays.contact_body) * len(arrays.obstacle_type)
     out = (np.empty((n, 3)), np.empty(len(arrays.pin_parent)), np.empty((n, 3)),
            np.empty((row_count, 6)), np.empty(row_count), np.empty(row_count),
            np.empty((pairs, 6)))
-    _assemble(tuple(arrays), q, v, float(rate), stiffness, damping, float(friction), mass,
-              float(dt), out)
+    _assemble(tuple(arrays), q, v, float(rate), stiffness, damping, rest_angle,
+              float(friction), mass, ground_friction, float(dt), out)
     return out
 
 
@@ -392,8 +394,8 @@ def _growth_curvature(model, q, weights, direction, sign, out):
 
 
 @numba.njit(cache=True)
-def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, friction, mass, dt,
-                  row_bodies, rows, contact_start, g_q_next):
+def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, rest_angle, friction, mass,
+                  ground, dt, row_bodies, rows, contact_start, g_q_next):
     """The cotangents of a step's inputs from the KKT adjoint ``(w (N, 3), z (m,))``, in one
     pass: what ``sim_vine.step.step_vjp_reference`` computes with NumPy (its formulas and
     the constraints' curvature terms of :mod:`sim_vine.constraints`).
@@ -404,7 +406,8 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, friction, ma
         constraint rows (m, 6) of ``row_bodies``; g_q_next: ∂L/∂q_next (N, 3).
 
     Returns:
-        ``(g_q, g_v, g_rate, g_stiffness, g_damping, g_friction, g_mass)``.
+        ``(g_q, g_v, g_rate, g_stiffness, g_damping, g_rest_angle, g_friction, g_mass,
+        g_ground_friction)``.
     """
     (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w,
      cp_body, cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count) = model
@@ -412,23 +415,29 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, friction, ma
     g_q = g_q_next.copy()
     g_v = np.empty((n, 3))
     g_mass = np.empty(n)
+    g_ground = np.empty(n)
     for i in range(n):
         g_v[i, 0] = mass[i] * w[i, 0]
         g_v[i, 1] = mass[i] * w[i, 1]
         g_v[i, 2] = mass[i] * r2 * w[i, 2]
-        # ∂L/∂b = w with b = M v_k + Δt m g, and ∂L/∂P = −w v*ᵀ on the mass diagonal
-        g_mass[i] = (w[i, 0] * (v[i, 0] - v_star[i, 0]) + w[i, 1] * (v[i, 1] - v_star[i, 1])
-                     + r2 * w[i, 2] * (v[i, 2] - v_star[i, 2])
+        # ∂L/∂b = w with b = M v_k + Δt m g, and ∂L/∂P = −w v*ᵀ on P's diagonal
+        # M (1 + Δt c_g)
+        w_v_star = w[i, 0] * v_star[i, 0] + w[i, 1] * v_star[i, 1] + r2 * w[i, 2] * v_star[i, 2]
+        g_mass[i] = (w[i, 0] * v[i, 0] + w[i, 1] * v[i, 1] + r2 * w[i, 2] * v[i, 2]
+                     - (1.0 + dt * ground[i]) * w_v_star
                      + dt * (w[i, 0] * gravity[0] + w[i, 1] * gravity[1]))
+        g_ground[i] = -dt * mass[i] * w_v_star
     n_pins = pin_parent.shape[0]
     g_stiffness = np.empty(n_pins)
     g_damping = np.zeros(n_pins)
+    g_rest = np.empty(n_pins)
     for j in range(n_pins):
         a, b = pin_parent[j], pin_child[j]
         angle = q[b, 2] - (q[a, 2] if a >= 0 else base[2])
         w_rate = w[b, 2] - (w[a, 2] if a >= 0 else 0.0)
-        g_stiffness[j] = -dt * angle * w_rate
-        torque = -dt * stiffness[j] * w_rate  # ∂L/∂b through τ = −K φ
+        g_stiffness[j] = -dt * (angle - rest_angle[j]) * w_rate
+        torque = -dt * stiffness[j] * w_rate  # ∂L/∂b through τ = −K (φ − φ0)
+        g_rest[j] = -torque
         g_q[b, 2] += torque
         if a >= 0:
             g_q[a, 2] -= torque
@@ -498,4 +507,4 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, friction, ma
                     g_q[b, 2] -= (s * (nx_b * gx + ny_b * gy)
                                   - lam * s * direction[b, 2] * (ex * tx_b + ey * ty_b))
                     g_friction -= sign * lam * (tx * cx + ty * cy)
-    return g_q, g_v, g_rate, g_stiffness, g_damping, g_friction, g_mass
+    return g_q, g_v, g_rate, g_stiffness, g_damping, g_rest, g_friction, g_mass, g_ground

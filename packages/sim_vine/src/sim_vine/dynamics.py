@@ -1,7 +1,8 @@
 """Mass matrix, gravity and the torsional springs and dampers at the pins.
 
 Pin j's joint angle is ``φ_j = θ_child − θ_parent`` (the base angle for the base pin) and
-its torque ``τ_j = −K_j φ_j − C_j φ̇_j`` acts +τ on the child and −τ on the parent. With
+its torque ``τ_j = −K_j (φ_j − φ0_j) − C_j φ̇_j`` (φ0: the pin's rest angle) acts +τ on the
+child and −τ on the parent. With
 implicit springs the torque uses the end-of-step angle and rate, ``φ + Δt φ̇'`` and ``φ̇'``,
 so the QP's Hessian gains ``R diag(Δt² K + Δt C) Rᵀ`` (backward Euler, stable for any Δt);
 explicit springs (the paper's) use ``φ`` and ``φ̇`` at the start of the step.

@@ -3,9 +3,10 @@
 A vine of N rigid bodies in maximal coordinates (x, y, θ per body). Consecutive bodies are
 joined by alternating prismatic and pin joints: joint k between bodies k and k+1 is
 prismatic for even k (the pair telescopes, which is how the model grows) and a pin for odd
-k; a first pin fixes body 0's proximal end to the base pose. Torsional springs and dampers
-act at the pins. Contact points sit at body ends, by default at every movable pin joint and
-at the tip.
+k; a first pin fixes body 0's proximal end to the base pose. Torsional springs (about a
+rest angle per pin) and dampers act at the pins; each body may feel viscous friction
+against the ground. Contact points sit at body ends, by default at every movable pin joint
+and at the tip.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class ModelError(ValueError):
 
 
 _DECLARED = ("length", "total_mass", "linear_density", "gyration_radius", "stiffness", "damping",
-             "friction", "growth")
+             "rest_angle", "friction", "ground_friction", "growth")
 """Fields that are options of :class:`VineOptions` by the same name: their bounds and
 choices are checked as declared there."""
 
@@ -63,8 +64,12 @@ class VineModel:
         base: base pose ``(x [m], y [m], angle [rad])``; the vine starts along ``angle``.
         stiffness: default torsional stiffness per pin [N m/rad], scalar or (n_pins,).
         damping: default torsional damping per pin [N m s/rad], scalar or (n_pins,).
+        rest_angle: default spring rest angle φ0 per pin [rad], scalar or (n_pins,): the
+            spring torque is ``−K(φ − φ0)``.
         friction: default Coulomb friction coefficient at contacts [-].
         gravity: gravitational acceleration (gx, gy) [m/s²]; zero for a vine on a table.
+        ground_friction: viscous friction against the ground per body [1/s], scalar or
+            (N,): force ``−c_g m v`` and torque ``−c_g m r² ω`` (integrated implicitly).
         growth: ``"every_prismatic"`` (every prismatic joint extends at an equal share of
             the growth rate) or ``"tip"`` (only the last prismatic joint extends).
         contact: ``"pins"`` (every movable pin and the tip), ``"bodies"`` (the distal end
@@ -86,8 +91,10 @@ class VineModel:
     base: Sequence[float] = tuple(_DEFAULT.base)
     stiffness: Any = _DEFAULT.stiffness
     damping: Any = _DEFAULT.damping
+    rest_angle: Any = _DEFAULT.rest_angle
     friction: float = _DEFAULT.friction
     gravity: Sequence[float] = tuple(_DEFAULT.gravity)
+    ground_friction: Any = _DEFAULT.ground_friction
     growth: str = _DEFAULT.growth
     contact: Any = _DEFAULT.contact
     obstacles: tuple[Obstacle, ...] = ()
@@ -101,8 +108,9 @@ class VineModel:
         return cls(body_count=o.bodies, length=o.length, total_mass=o.total_mass,
                    linear_density=o.linear_density, gyration_radius=o.gyration_radius,
                    base=o.base, stiffness=o.stiffness, damping=o.damping,
-                   friction=o.friction, gravity=o.gravity, growth=o.growth,
-                   contact=o.contact, initial_angles=o.initial_angles,
+                   rest_angle=o.rest_angle, friction=o.friction, gravity=o.gravity,
+                   ground_friction=o.ground_friction, growth=o.growth, contact=o.contact,
+                   initial_angles=o.initial_angles,
                    obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
                    implicit_springs=o.implicit_springs)
 
@@ -131,6 +139,14 @@ class VineModel:
         n_pins = self.pin_count
         object.__setattr__(self, "stiffness", _per_entity(self.stiffness, n_pins, "stiffness"))
         object.__setattr__(self, "damping", _per_entity(self.damping, n_pins, "damping"))
+        rest_angle = _per_entity(self.rest_angle, n_pins, "rest_angle")
+        if not np.all(np.isfinite(rest_angle)):
+            raise ModelError(f"rest_angle must be finite [rad], got {rest_angle}")
+        object.__setattr__(self, "rest_angle", rest_angle)
+        ground = _per_entity(self.ground_friction, self.body_count, "ground_friction")
+        if not np.all(np.isfinite(ground) & (ground >= 0)):
+            raise ModelError(f"ground_friction must be finite and >= 0 [1/s], got {ground}")
+        object.__setattr__(self, "ground_friction", ground)
         angles = np.asarray(self.initial_angles, dtype=np.float64)
         angles = np.full(n_pins, float(angles)) if angles.ndim == 0 else angles
         if angles.shape != (n_pins,) or not np.all(np.isfinite(angles)):

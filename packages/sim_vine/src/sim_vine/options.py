@@ -2,8 +2,9 @@
 
 A YAML ``simulator: {name: vine, options: {...}}`` or a scene file sets these;
 :func:`sim_vine.scene.make_simulator` takes them as keywords. ``stiffness``, ``damping``,
-``friction`` and ``total_mass`` also give the defaults and physical bounds of the design
-parameters ``joint.stiffness``, ``joint.damping``, ``contact.friction`` and ``body.mass``.
+``rest_angle``, ``friction``, ``ground_friction`` and ``total_mass`` also give the defaults
+and physical bounds of the design parameters ``joint.stiffness``, ``joint.damping``,
+``joint.rest_angle``, ``contact.friction``, ``ground.friction`` and ``body.mass``.
 """
 
 from __future__ import annotations
@@ -41,9 +42,17 @@ class VineOptions(Options):
         0.05, unit="N m/rad", lower=0.0, doc="torsional spring stiffness K at each pin joint")
     damping: float | list[float] = option(
         0.002, unit="N m s/rad", lower=0.0, doc="torsional damping C at each pin joint")
+    rest_angle: float | list[float] = option(
+        0.0, unit="rad", doc="spring rest angle φ0 at each pin joint (τ = −K(φ − φ0) − Cφ̇): "
+                             "the bend the vine keeps; 0 pulls it straight")
     friction: float = option(0.0, lower=0.0, upper=5.0,
                              doc="Coulomb friction coefficient at the contact points")
     gravity: list[float] = option([0.0, 0.0], unit="m/s^2", doc="gravity [gx, gy]")
+    ground_friction: float | list[float] = option(
+        0.0, unit="1/s", lower=0.0,
+        doc="viscous friction c_g against the ground the vine lies on, a number or one per "
+            "body: force −c_g m v and torque −c_g m r² ω on each body, integrated implicitly "
+            "(stable for any dt); 0: none")
     growth: str = option("every_prismatic", choices=GROWTH_MODES,
                          doc="which prismatic joints extend with the growth rate")
     contact: str | list[list[float]] = option(

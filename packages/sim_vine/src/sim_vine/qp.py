@@ -100,7 +100,8 @@ class QPProblem:
     """The numbers of one step's QP.
 
     Attributes:
-        mass_diagonal: diagonal of P's mass part, shape (N, 3).
+        mass_diagonal: diagonal of P's mass part, ``M (1 + Δt c_g)`` with ground friction
+            c_g (``M`` without), shape (N, 3).
         spring_weights: per-pin weights w of ``R diag(w) Rᵀ`` in P, shape (n_pins,).
         rhs: the linear term b (``M v_k + Δt F``), shape (N, 3).
         row_values: constraint Jacobian values in the two-body layout, shape (m, 6).

@@ -3,8 +3,9 @@
 State: :class:`VineState` (body poses and velocities). Action: the growth rate u [m/s],
 shape (1,), to which the design's ``growth.offset`` is added. Design parameters:
 ``joint.stiffness`` and ``joint.damping`` per pin, ``contact.friction``, ``body.mass`` per
-body and ``growth.offset``. One step solves one QP (see :mod:`sim_vine.qp`); its VJP
-differentiates the QP's KKT conditions at the active set (see :mod:`sim_vine.step`).
+body, ``growth.offset``, ``joint.rest_angle`` per pin and ``ground.friction`` per body. One
+step solves one QP (see :mod:`sim_vine.qp`); its VJP differentiates the QP's KKT conditions
+at the active set (see :mod:`sim_vine.step`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class VineSimulator:
     # -- contract -----------------------------------------------------------------------
 
     def design_space(self) -> DesignSpace:
-        """Pin stiffness and damping, friction, body masses and the growth-rate offset."""
+        """Pin stiffness and damping, friction, body masses, the growth-rate offset, the
+        pins' rest angles and the bodies' ground friction."""
         return self._design_space
 
     def _build_design_space(self) -> DesignSpace:
@@ -101,6 +103,12 @@ class VineSimulator:
                                   doc="mass of each body"),
             Parameter("growth.offset", (), 0.0, unit="m/s", scale=0.01,
                       doc="added to the growth-rate action (a calibration offset)"),
+            VineOptions.parameter("rest_angle", name="joint.rest_angle", shape=(m.pin_count,),
+                                  default=m.rest_angle, entity="pin", scale=0.1),
+            VineOptions.parameter("ground_friction", name="ground.friction",
+                                  shape=(m.body_count,), default=m.ground_friction,
+                                  entity="body",
+                                  scale=max(float(np.mean(m.ground_friction)), 1.0)),
         ])
 
     def initial_state(self, design) -> VineState:
@@ -164,8 +172,10 @@ class VineSimulator:
         params = vine_step.StepParameters(
             stiffness=np.asarray(checked["joint.stiffness"], dtype=np.float64),
             damping=np.asarray(checked["joint.damping"], dtype=np.float64),
+            rest_angle=np.asarray(checked["joint.rest_angle"], dtype=np.float64),
             friction=float(checked["contact.friction"]),
             mass=np.asarray(checked["body.mass"], dtype=np.float64),
+            ground_friction=np.asarray(checked["ground.friction"], dtype=np.float64),
         )
         if np.any(params.mass <= 0):
             raise ValueError("body.mass must be positive for every body")
@@ -216,6 +226,8 @@ class VineSimulator:
             "contact.friction": np.asarray(grad.friction),
             "body.mass": g_mass,
             "growth.offset": np.asarray(grad.rate),
+            "joint.rest_angle": grad.rest_angle,
+            "ground.friction": grad.ground_friction,
         }
         return VineState(body_q=g_state_q, body_qd=grad.v), np.array([grad.rate]), g_design
 

@@ -1,6 +1,7 @@
 """One vine step forward, and its vector-Jacobian product by implicit differentiation.
 
-Forward (Jitosho et al. 2023, Algorithm 1, with friction, gravity and implicit springs):
+Forward (Jitosho et al. 2023, Algorithm 1, with friction, gravity, implicit springs and
+implicit viscous ground friction):
 assemble the QP at (q_k, v_k), solve it for v_{k+1}, and integrate ``q_{k+1} = q_k + Δt
 v_{k+1}`` (semi-implicit Euler).
 
@@ -54,14 +55,18 @@ class StepParameters:
     Attributes:
         stiffness: torsional stiffness per pin [N m/rad], shape (n_pins,).
         damping: torsional damping per pin [N m s/rad], shape (n_pins,).
+        rest_angle: spring rest angle φ0 per pin [rad], shape (n_pins,).
         friction: Coulomb friction coefficient [-].
         mass: body masses [kg], shape (N,).
+        ground_friction: viscous ground friction c_g per body [1/s], shape (N,).
     """
 
     stiffness: np.ndarray
     damping: np.ndarray
+    rest_angle: np.ndarray
     friction: float
     mass: np.ndarray
+    ground_friction: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +78,10 @@ class StepGradient:
     rate: float
     stiffness: np.ndarray
     damping: np.ndarray
+    rest_angle: np.ndarray
     friction: float
     mass: np.ndarray
+    ground_friction: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,8 +98,10 @@ def assemble(model: VineModel, layout: RowLayout, q, v, rate: float,
              params: StepParameters, dt: float) -> Assembly:
     """Build the step QP at poses ``q`` and velocities ``v`` (N, 3) for growth rate [m/s]."""
     m_diag = mass_diagonal(model, params.mass)
+    # ground friction −c_g M v' (implicit): P = M (1 + Δt c_g), b keeps M v_k
+    p_diag = m_diag * (1.0 + dt * params.ground_friction)[:, None]
     phi = joint_angles(model, q)
-    torque = -params.stiffness * phi
+    torque = -params.stiffness * (phi - params.rest_angle)
     if not model.implicit_springs:
         torque = torque - params.damping * joint_rates(model, v)
     rhs = m_diag * v + dt * spread_torques(model, torque)
@@ -105,7 +114,7 @@ def assemble(model: VineModel, layout: RowLayout, q, v, rate: float,
     contact_lower = np.repeat(-frame.phi / dt, 2)
     lower = np.concatenate([joint_target, growth_target, contact_lower])
     upper = np.concatenate([joint_target, growth_target, np.full(len(contact_lower), np.inf)])
-    problem = QPProblem(mass_diagonal=m_diag,
+    problem = QPProblem(mass_diagonal=p_diag,
                         spring_weights=spring_weights(model, params.stiffness, params.damping,
                                                       dt),
                         rhs=rhs, row_values=row_values, lower=lower, upper=upper,
@@ -117,8 +126,8 @@ def build_problem(arrays: ModelArrays, layout: RowLayout, q, v, rate: float,
                   params: StepParameters, dt: float) -> QPProblem:
     """The step QP of :func:`assemble`, built by the compiled kernel (same numbers)."""
     mass_diag, spring_w, rhs, rows, lower, upper, tangent = assemble_rows(
-        arrays, q, v, rate, params.stiffness, params.damping, params.friction, params.mass,
-        dt, layout.size)
+        arrays, q, v, rate, params.stiffness, params.damping, params.rest_angle,
+        params.friction, params.mass, params.ground_friction, dt, layout.size)
     return QPProblem(mass_diagonal=mass_diag, spring_weights=spring_w, rhs=rhs,
                      row_values=rows, lower=lower, upper=upper,
                      friction=float(params.friction), tangent_rows=tangent)
@@ -145,12 +154,14 @@ def step_vjp(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: flo
     g_q_next = np.asarray(g_q_next, dtype=np.float64)
     g_vstar = (np.asarray(g_v_next, dtype=np.float64) + dt * g_q_next).reshape(-1)
     w, z = qp.adjoint(problem, solution.active, g_vstar, dual=solution.dual)
-    g_q, g_v, g_rate, g_stiffness, g_damping, g_friction, g_mass = step_backward(
-        tuple(arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z, params.stiffness,
-        params.damping, float(params.friction), params.mass, float(dt), layout.row_bodies,
-        problem.row_values, layout.contact.start, g_q_next)
+    g_q, g_v, g_rate, g_stiffness, g_damping, g_rest, g_friction, g_mass, g_ground = \
+        step_backward(tuple(arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z,
+                      params.stiffness, params.damping, params.rest_angle,
+                      float(params.friction), params.mass, params.ground_friction, float(dt),
+                      layout.row_bodies, problem.row_values, layout.contact.start, g_q_next)
     return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
-                        friction=g_friction, mass=g_mass)
+                        rest_angle=g_rest, friction=g_friction, mass=g_mass,
+                        ground_friction=g_ground)
 
 
 def step_vjp_reference(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
@@ -172,7 +183,7 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     w = w.reshape(-1, 3)
     y = solution.y
     v_star = solution.v
-    m_diag = problem.mass_diagonal
+    m_diag = mass_diagonal(model, params.mass)
     r2 = model.gyration**2
 
     g_q = g_q_next.copy()
@@ -181,14 +192,17 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     g_mass = w[:, 0] * v[:, 0] + w[:, 1] * v[:, 1] + r2 * w[:, 2] * v[:, 2]
     g_mass += dt * (w[:, :2] @ model.gravity)
     w_rate = joint_rates(model, w)  # Rᵀ w
-    g_stiffness = -dt * assembly.joint_angle * w_rate
+    g_stiffness = -dt * (assembly.joint_angle - params.rest_angle) * w_rate
+    g_rest = dt * params.stiffness * w_rate
     g_damping = np.zeros(model.pin_count)
     g_q += dt * spread_torques(model, -params.stiffness * w_rate)
     if not model.implicit_springs:
         g_damping += -dt * joint_rates(model, v) * w_rate
         g_v += dt * spread_torques(model, -params.damping * w_rate)
-    # ∂L/∂P = −w vᵀ
-    g_mass -= w[:, 0] * v_star[:, 0] + w[:, 1] * v_star[:, 1] + r2 * w[:, 2] * v_star[:, 2]
+    # ∂L/∂P = −w vᵀ, with P's diagonal M (1 + Δt c_g)
+    w_v_star = w[:, 0] * v_star[:, 0] + w[:, 1] * v_star[:, 1] + r2 * w[:, 2] * v_star[:, 2]
+    g_mass -= (1.0 + dt * params.ground_friction) * w_v_star
+    g_ground = -dt * params.mass * w_v_star
     if model.implicit_springs:
         spring = w_rate * joint_rates(model, v_star)
         g_stiffness -= dt * dt * spring
@@ -210,4 +224,5 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     g_q -= cq_y + cq_z
     g_friction = -(cmu_y + cmu_z)
     return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
-                        friction=g_friction, mass=g_mass)
+                        rest_angle=g_rest, friction=g_friction, mass=g_mass,
+                        ground_friction=g_ground)
