@@ -21,6 +21,9 @@ recording, the frame rate when the file has no times), the scene and the fit::
       fit_start: true               # fit the start pose with the parameters
       fit_length: true              # and its length (the first frame's, to start with)
       model_rate: 90                # model steps per second
+      method: least_squares         # or lbfgsb (sim_vine.fit.shooting.METHODS)
+      fit_growth: false             # fit the growth rate of every frame interval
+      growth_smoothing: 0           # λ [mm s/m] on the fitted rates' steps
 
 It reads and checks the file, checks the scene's obstacles against the recorded path, fits
 by shooting (:func:`~sim_vine.fit.shooting.fit_shooting`, tied scalar parameters), computes
@@ -46,7 +49,7 @@ from ..scene import make_simulator
 from .bundle import loss_mm, write_bundle
 from .keypoints_file import read_keypoints_file
 from .scene_check import check_scene
-from .shooting import VideoRecording, fit_shooting, frame_schedule
+from .shooting import METHODS, VideoRecording, fit_shooting, frame_schedule
 from .stopping import FitStop
 from .uncertainty import parameter_errors
 
@@ -55,7 +58,8 @@ __all__ = ["PipelineError", "load_recording_file", "main", "run_recording"]
 SECTIONS = ("keypoints", "scene", "simulator", "growth_rate", "fit", "obstacle_tolerance_mm")
 FIT_OPTIONS = {"free": list, "iterations": int, "time_limit_s": (int, float),
                "stop_file": str, "fit_start": bool, "fit_length": bool,
-               "model_rate": (int, float)}
+               "model_rate": (int, float), "method": str, "fit_growth": bool,
+               "growth_smoothing": (int, float)}
 
 
 class PipelineError(ValueError):
@@ -80,6 +84,10 @@ def _checked_fit(spec: dict, where: str) -> dict:
         if isinstance(value, bool) != (kinds is bool) or not isinstance(value, kinds):
             raise PipelineError(f"{where}: fit.{key} must be {kinds}, got "
                                 f"{type(value).__name__} {value!r}")
+        if key == "method" and value not in METHODS:
+            raise PipelineError(f"{where}: fit.method {value!r} is unknown"
+                                f"{suggest(value, list(METHODS))}; choose one of "
+                                f"{list(METHODS)}")
     return spec
 
 
@@ -144,7 +152,10 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
                        free=fit_options.get("free", ("joint.stiffness", "joint.damping")),
                        model_rate=model_rate, fit_start=fit_options.get("fit_start", True),
                        fit_length=fit_options.get("fit_length", True),
-                       max_iterations=int(fit_options.get("iterations", 50)), callback=stop)
+                       max_iterations=int(fit_options.get("iterations", 50)),
+                       fit_growth=fit_options.get("fit_growth", False),
+                       growth_smoothing=float(fit_options.get("growth_smoothing", 0.0)),
+                       method=fit_options.get("method", "least_squares"), callback=stop)
     elapsed = time.perf_counter() - started
     schedule = frame_schedule(read.keypoints.times, model_rate=model_rate)
     errors = parameter_errors(simulator, fit, recordings, schedule=schedule)
