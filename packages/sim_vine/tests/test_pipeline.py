@@ -146,6 +146,8 @@ def test_recording_file_errors_name_the_fix(tmp_path):
     for change, message in (({"fitt": {}}, r"unknown section\(s\) \['fitt'\]"),
                             ({"fit": {"iteration": 3}}, "unknown fit option 'iteration'"),
                             ({"fit": {"iterations": "ten"}}, "fit.iterations must be"),
+                            ({"fit": {"frame_rate_range": [30, 20]}},
+                             r"fit.frame_rate_range must be \[low, high\]"),
                             ({"fit": {"method": "lbfgs"}},
                              r"fit.method 'lbfgs' is unknown \(did you mean 'lbfgsb'\?\)"),
                             ({"keypoints": {"units": "px"}}, "keypoints.path is required")):
@@ -191,3 +193,45 @@ def test_per_frame_growth_options_are_checked():
         count = options.pop("recordings", 1)
         with pytest.raises(FitError, match=message):
             fit_shooting(sim, [recording] * count, **options)
+
+
+def test_a_wrong_frame_rate_is_estimated_from_the_dynamics(tmp_path, capsys):
+    # the file's times are written at 25 fps where the camera ran at 30: fitted at the
+    # file's rate the loss is 8x the true rate's (35.5 vs 4.4 mm², tip MAE 2.9 vs 0.7 mm,
+    # K 11 % and C 68 % off). Estimated in [20, 40] fps, measured over seeds 0-2: 29.71-30.06
+    # fps (28.9-29.2 with the 5 % scale error, which stretches the pendulum's time scale),
+    # tip MAE 0.54-0.71 mm, K within 1.2 %, C within 8 %, 11-14 fits
+    path = harder_recording(tmp_path, scale_error=0.0, written_fps=25.0,
+                            fit={"frame_rate_range": [20, 40]})
+    summary = run_recording(path, tmp_path / "out", video=False)
+    (note,) = [n for n in summary["notes"] if "estimated from the dynamics" in n]
+    assert "(the file's times give 25 fps)" in note and note in capsys.readouterr().out
+    fps = float(note.split()[2])
+    assert fps == pytest.approx(30.0, rel=0.015)
+    assert summary["optimizer"]["converged"]
+    assert summary["recordings"][0]["tip_error_mm"]["mae"] <= 1.0
+    assert summary["parameters"]["joint.stiffness"]["value"] == pytest.approx(0.03, rel=0.02)
+
+
+@pytest.mark.parametrize("fitted", ["every_prismatic", "tip"])
+def test_a_growth_model_other_than_the_truth_keeps_the_tip_but_not_the_shape(tmp_path, fitted):
+    # the truth grows at its tip (`growth: tip`); the scene fits every prismatic joint's
+    # growth, or the true model. Measured over seeds 0-2 at the true scale: mismatched, tip
+    # MAE 0.66-0.86 mm, shape 2.10-2.19 mm, K +10 %, C -21 %; matched, tip 0.59-0.74 mm,
+    # shape 0.65-0.79 mm, K -0.25 %, C +3.5 % (with the 5 % scale error: mismatched tip
+    # 0.96-1.23 mm, shape 2.38-2.48 mm, K +18.5 %, C -26 %). The tip stays within 3 mm
+    # either way; the shape error tells the models apart, and K and C absorb the mismatch
+    path = harder_recording(tmp_path, scale_error=0.0, truth={"growth": "tip"})
+    spec = yaml.safe_load(path.read_text())
+    spec["simulator"]["growth"] = fitted
+    path.write_text(yaml.safe_dump(spec))
+    summary = run_recording(path, tmp_path / "out", video=False)
+    (recording,) = summary["recordings"]
+    stiffness = summary["parameters"]["joint.stiffness"]["value"]
+    assert summary["optimizer"]["converged"] and recording["tip_error_mm"]["mae"] <= 3.0
+    if fitted == "tip":
+        assert recording["shape_error_mm"]["mean"] <= 1.0
+        assert stiffness == pytest.approx(0.03, rel=0.005)
+    else:
+        assert recording["shape_error_mm"]["mean"] >= 1.8
+        assert stiffness == pytest.approx(0.033, rel=0.01)
