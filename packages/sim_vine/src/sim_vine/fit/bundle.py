@@ -4,7 +4,8 @@
 
 - ``summary.json``: fitted parameters with standard errors and the entries the data cannot
   determine (:mod:`sim_vine.fit.uncertainty`), the Fisher condition number, the loss as an
-  RMS keypoint distance [mm], tip and shape errors [mm], the optimizer's message passed on
+  RMS keypoint distance [mm], tip and shape errors [mm], the growth rate per frame interval
+  the rollout used (fitted with ``fit_growth``) [m/s], the optimizer's message passed on
   whole, iterations, evaluations, why it stopped, time, the reader's notes and the scene
   check's warnings;
 - ``errors_<i>.csv`` per recording: ``time, tip_error_mm, shape_error_mm`` per frame (empty
@@ -159,6 +160,7 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
             "name": recording.name, "frames": recording.keypoints.frame_count,
             "missing_frames": recording.keypoints.missing_frames,
             "tip_error_mm": fit.tip_error_mm[index],
+            "growth_rate": fit.growth_rates[index].tolist(),
             "shape_error_mm": {"mean": float(np.nanmean(shape_mm)),
                                "max": float(np.nanmax(shape_mm))}})
     optimization = fit.optimization

@@ -11,6 +11,10 @@ The penalty: ``2 × (largest loss seen) + 1`` with a zero gradient. Measured wit
 L-BFGS-B (1.17) on a quadratic whose first trial point failed: an infinite or 1e30 loss
 made it report "converged" at its starting point (its interpolation then asks for a
 vanishing step); a penalty of the order of the losses seen makes it backtrack and go on.
+
+A least-squares problem (``residuals``, ``jacobian``: :mod:`sim_vine.fit.least_squares`)
+gets NaN residuals at a failed point instead: SciPy's ``trf`` then shrinks its trust region
+and tries a shorter step; the Jacobian's differences take a failed side from the other.
 """
 
 from __future__ import annotations
@@ -68,11 +72,40 @@ class GuardedProblem:
             penalty = 2.0 * self._worst_loss + 1.0
             return Evaluation(loss=penalty, grad=np.zeros(self.size) if grad else None,
                               constraint_jac=np.zeros((0, self.size)) if grad else None)
-        loss = float(evaluation.loss)
+        self._remember(x, float(evaluation.loss))
+        return evaluation
+
+    def _remember(self, x: np.ndarray, loss: float) -> None:
         self._worst_loss = max(self._worst_loss, abs(loss))
         if loss < self.best_loss:
             self.best_x, self.best_loss = x, loss
-        return evaluation
+
+    def residuals(self, x) -> np.ndarray:
+        """The wrapped problem's residuals (loss ``‖r‖²``), or NaN ones (shape
+        ``(residual_count,)``) where the simulation fails."""
+        x = np.array(x, dtype=np.float64)
+        try:
+            residuals = self.problem.residuals(x)
+        except SimulationError as error:
+            self.failures.append(FailedEvaluation(x=x, message=str(error)))
+            return np.full(self.problem.residual_count, np.nan)
+        self._remember(x, float(residuals @ residuals))
+        return residuals
+
+    def jacobian(self, x, at) -> np.ndarray:
+        """The wrapped problem's Jacobian at ``x`` (residuals ``at``); its perturbed
+        rollouts that fail are recorded (they are not candidates for the best point: a
+        step of 1e-6 is no progress); it raises :class:`codesign.SimulationError` where
+        both sides of an entry failed."""
+
+        def probe(moved):
+            try:
+                return self.problem.residuals(moved)
+            except SimulationError as error:
+                self.failures.append(FailedEvaluation(x=np.array(moved), message=str(error)))
+                raise
+
+        return self.problem.jacobian(np.array(x, dtype=np.float64), at, residuals=probe)
 
     def evaluate_many(self, xs, *, grad: bool = False):
         """:meth:`evaluate` at each point."""

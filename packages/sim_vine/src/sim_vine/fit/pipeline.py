@@ -21,6 +21,11 @@ recording, the frame rate when the file has no times), the scene and the fit::
       fit_start: true               # fit the start pose with the parameters
       fit_length: true              # and its length (the first frame's, to start with)
       model_rate: 90                # model steps per second
+      method: least_squares         # or lbfgsb (sim_vine.fit.shooting.METHODS)
+      fit_growth: false             # fit the growth rate of every frame interval
+      growth_smoothing: 0           # λ [mm s/m] on the fitted rates' steps
+      frame_rate_range: [20, 40]    # estimate the frame rate in this range [fps] from the
+                                    # dynamics (sim_vine.fit.frame_rate); else the file's
 
 It reads and checks the file, checks the scene's obstacles against the recorded path, fits
 by shooting (:func:`~sim_vine.fit.shooting.fit_shooting`, tied scalar parameters), computes
@@ -31,6 +36,7 @@ standard errors (:mod:`~sim_vine.fit.uncertainty`) and writes the bundle
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import time
@@ -38,15 +44,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from codesign.options import suggest
 
 from ..scene import make_simulator
+from ..vision.keypoints import Keypoints
 from .bundle import loss_mm, write_bundle
+from .frame_rate import estimate_frame_rate
 from .keypoints_file import read_keypoints_file
 from .scene_check import check_scene
-from .shooting import VideoRecording, fit_shooting, frame_schedule
+from .shooting import METHODS, VideoRecording, fit_shooting, frame_schedule
 from .stopping import FitStop
 from .uncertainty import parameter_errors
 
@@ -55,7 +64,8 @@ __all__ = ["PipelineError", "load_recording_file", "main", "run_recording"]
 SECTIONS = ("keypoints", "scene", "simulator", "growth_rate", "fit", "obstacle_tolerance_mm")
 FIT_OPTIONS = {"free": list, "iterations": int, "time_limit_s": (int, float),
                "stop_file": str, "fit_start": bool, "fit_length": bool,
-               "model_rate": (int, float)}
+               "model_rate": (int, float), "method": str, "fit_growth": bool,
+               "growth_smoothing": (int, float), "frame_rate_range": list}
 
 
 class PipelineError(ValueError):
@@ -80,6 +90,15 @@ def _checked_fit(spec: dict, where: str) -> dict:
         if isinstance(value, bool) != (kinds is bool) or not isinstance(value, kinds):
             raise PipelineError(f"{where}: fit.{key} must be {kinds}, got "
                                 f"{type(value).__name__} {value!r}")
+        if key == "frame_rate_range" and not (
+                len(value) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                        for v in value) and 0 < value[0] < value[1]):
+            raise PipelineError(f"{where}: fit.frame_rate_range must be [low, high] frames "
+                                f"per second with 0 < low < high, got {value!r}")
+        if key == "method" and value not in METHODS:
+            raise PipelineError(f"{where}: fit.method {value!r} is unknown"
+                                f"{suggest(value, list(METHODS))}; choose one of "
+                                f"{list(METHODS)}")
     return spec
 
 
@@ -104,6 +123,29 @@ def load_recording_file(path: str | Path) -> dict[str, Any]:
     data["simulator"] = _mapping(data.get("simulator"), f"{path}: simulator")
     data["fit"] = _checked_fit(_mapping(data.get("fit"), f"{path}: fit"), str(path))
     return data
+
+
+def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_range,
+                               settings) -> tuple[Keypoints, str]:
+    """``keypoints`` with their times at the frame rate the dynamics fit best in
+    ``frame_rate_range`` [fps] (:func:`~sim_vine.fit.frame_rate.estimate_frame_rate`, each
+    candidate fitted with ``settings``), and a note saying what it found."""
+    times = np.asarray(keypoints.times, dtype=np.float64)
+    file_fps = 1.0 / float(np.mean(np.diff(times)))
+
+    def at(fps: float) -> Keypoints:
+        return dataclasses.replace(keypoints, times=times[0] + (times - times[0]) * file_fps / fps)
+
+    def fitted_loss(fps: float) -> float:
+        recording = VideoRecording(at(fps), growth_rate=growth_rate)
+        return fit_shooting(simulator, [recording], **settings).loss
+
+    low, high = (float(v) for v in frame_rate_range)
+    estimate = estimate_frame_rate(fitted_loss, low=low, high=high)
+    return at(estimate.fps), (
+        f"frame rate {estimate.fps:.4g} fps estimated from the dynamics in [{low:g}, "
+        f"{high:g}] fps over {len(estimate.losses)} fits (the file's times give "
+        f"{file_fps:.4g} fps); the fit uses it")
 
 
 def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
@@ -136,22 +178,32 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
         stop_file = fit_options.get("stop_file")
         stop = FitStop(time_limit_s=fit_options.get("time_limit_s"),
                        stop_file=None if stop_file is None else out / stop_file)
-    recordings = [VideoRecording(read.keypoints, growth_rate=spec.get("growth_rate", 0.0),
-                                 name=file.name)]
     model_rate = float(fit_options.get("model_rate", 90.0))
+    settings = {"free": fit_options.get("free", ("joint.stiffness", "joint.damping")),
+                "model_rate": model_rate, "fit_start": fit_options.get("fit_start", True),
+                "fit_length": fit_options.get("fit_length", True),
+                "max_iterations": int(fit_options.get("iterations", 50)),
+                "fit_growth": fit_options.get("fit_growth", False),
+                "growth_smoothing": float(fit_options.get("growth_smoothing", 0.0)),
+                "method": fit_options.get("method", "least_squares")}
+    keypoints, notes = read.keypoints, list(read.notes)
     started = time.perf_counter()
-    fit = fit_shooting(simulator, recordings,
-                       free=fit_options.get("free", ("joint.stiffness", "joint.damping")),
-                       model_rate=model_rate, fit_start=fit_options.get("fit_start", True),
-                       fit_length=fit_options.get("fit_length", True),
-                       max_iterations=int(fit_options.get("iterations", 50)), callback=stop)
+    if "frame_rate_range" in fit_options:
+        keypoints, note = _with_estimated_frame_rate(
+            simulator, keypoints, spec.get("growth_rate", 0.0), fit_options["frame_rate_range"],
+            settings)
+        notes.append(note)
+        print(f"{file.name}: {note}")
+    recordings = [VideoRecording(keypoints, growth_rate=spec.get("growth_rate", 0.0),
+                                 name=file.name)]
+    fit = fit_shooting(simulator, recordings, callback=stop, **settings)
     elapsed = time.perf_counter() - started
-    schedule = frame_schedule(read.keypoints.times, model_rate=model_rate)
+    schedule = frame_schedule(keypoints.times, model_rate=model_rate)
     errors = parameter_errors(simulator, fit, recordings, schedule=schedule)
     summary = write_bundle(out, simulator=simulator, fit=fit, recordings=recordings,
                            errors=errors, stop_reason=stop.reason, time_s=elapsed,
-                           notes=read.notes, warnings=check.warnings, video=video)
-    points = read.keypoints.point_count
+                           notes=notes, warnings=check.warnings, video=video)
+    points = keypoints.point_count
     print(f"{file.name}: loss {loss_mm(fit.initial_loss, points):.3f} → "
           f"{loss_mm(fit.loss, points):.3f} mm RMS per keypoint, tip MAE "
           f"{fit.tip_error_mm[0]['mae']:.3f} mm; optimizer: {fit.optimization.message}"

@@ -8,9 +8,17 @@ keypoint error over every frame of every recording,
     L(θ) = mean_recordings mean_frames Σ_points ‖p_j(q_f(θ)) − p̂_fj‖²   [mm²],
 
 by rolling the simulator out from each recording's first frame with the recorded growth
-input (open loop) and differentiating through every step's QP. It uses the core's
-:mod:`codesign.identification` (one :class:`~codesign.identification.IdentificationProblem`
-per recording, averaged) and a SciPy optimizer from :mod:`codesign.optim`.
+input (open loop). It uses the core's :mod:`codesign.identification` (one
+:class:`~codesign.identification.IdentificationProblem` per recording, averaged) for the
+parameter vector and, with ``method="lbfgsb"``, the loss gradient through every step's QP
+for L-BFGS-B; the default ``method="least_squares"`` hands the keypoint residuals and their
+Jacobian by forward differences of rollouts to SciPy's trust-region reflective method
+(:mod:`sim_vine.fit.least_squares`), which converges in a few Gauss-Newton iterations where
+L-BFGS-B ran to its iteration limit.
+
+Per-frame growth (``fit_growth``): the growth rate of every frame interval becomes a free
+parameter (the core's ``fit_actions``, bounded below by zero), with an optional penalty on
+the steps between consecutive rates (:class:`GrowthSmoothing`).
 
 Frames and model steps: one control step of the rollout is one video frame interval, split
 into ``substeps`` model steps of ``dt = frame_interval / substeps`` with ``substeps =
@@ -50,6 +58,7 @@ from ..terms import KeypointObserver
 from ..vision.keypoints import Keypoints, check_point_counts
 from .guarded import FailedEvaluation, GuardedProblem, best_result
 from .identifiability import Identifiability, LeastSquaresPoint, residual_jacobian
+from .least_squares import ResidualProblem, TrustRegionLeastSquares
 from .start_pose import FixedStart, StartPose, StartPoses, start_pose_from_keypoints
 
 __all__ = [
@@ -59,13 +68,20 @@ __all__ = [
     "VideoRecording",
     "growth_rates",
     "ShootingFit",
+    "KeypointResiduals",
+    "METHODS",
     "fit_shooting",
     "simulate_states",
     "simulate_keypoints",
     "tip_errors_mm",
     "unit_scales",
     "check_gradient",
+    "growth_scale",
+    "GrowthSmoothing",
 ]
+
+METHODS = ("least_squares", "lbfgsb")
+"""The optimizers :func:`fit_shooting` offers (its ``method``)."""
 
 LOSS_SCALE = 1e6
 """The fit's loss is in mm² (m² × 1e6) so that optimizer tolerances are meaningful."""
@@ -207,6 +223,9 @@ class ShootingFit:
             search, see :mod:`sim_vine.fit.guarded`) with the simulator's messages.
         least_squares: the keypoint residuals [mm] and their Jacobian in the fitted
             parameters at the result (:meth:`identifiability` reads them).
+        growth_rates: per recording, the growth rate of every frame interval the result's
+            rollout used [m/s] (before ``growth.offset``), shape (frames − 1,): fitted with
+            ``fit_growth``, else the recording's.
     """
 
     design: dict[str, np.ndarray]
@@ -219,6 +238,7 @@ class ShootingFit:
     optimization: OptimizeResult
     failed_evaluations: list[FailedEvaluation] = dataclasses.field(default_factory=list)
     least_squares: LeastSquaresPoint | None = None
+    growth_rates: list[np.ndarray] = dataclasses.field(default_factory=list)
 
     def identifiability(self, *, noise_mm: float | None = None,
                         relative_limit: float = 0.5) -> Identifiability:
@@ -234,23 +254,51 @@ class ShootingFit:
                                                   relative_limit=relative_limit)
 
 
-class _MeanProblem:
-    """Mean of per-recording identification problems (same free parameters), loss in mm²."""
+class GrowthSmoothing:
+    """Rows ``λ (a_{t+1} − a_t)`` [mm] over consecutive fitted growth rates ``a`` [m/s] of a
+    fit's vector (``fit_growth``): added to the loss, a rate step of ``1 / λ`` m/s costs as
+    much as 1 mm of keypoint error. No rows without fitted rates or with ``λ = 0``.
 
-    def __init__(self, problems: Sequence[IdentificationProblem]):
+    Args:
+        weight: λ [mm s/m].
+        first: the vector's index of the first fitted rate; count: how many rates.
+        scale: rate per scaled unit [m/s].
+        size: the vector's length.
+    """
+
+    def __init__(self, *, weight: float, first: int, count: int, scale: float, size: int):
+        rows = count - 1 if weight > 0 and count > 1 else 0
+        self.jacobian = np.zeros((rows, size))
+        for row in range(rows):
+            self.jacobian[row, first + row : first + row + 2] = [-weight * scale,
+                                                                 weight * scale]
+
+    def __call__(self, x) -> np.ndarray:
+        """The rows at the scaled point ``x``, shape (rows,)."""
+        return self.jacobian @ np.asarray(x, dtype=np.float64)
+
+
+class _MeanProblem:
+    """Mean of per-recording identification problems (same free parameters), loss in mm²,
+    plus the ``smoothing`` rows' sum of squares."""
+
+    def __init__(self, problems: Sequence[IdentificationProblem], smoothing: GrowthSmoothing,
+                 *, lower):
         self.problems = list(problems)
+        self.smoothing = smoothing
         first = self.problems[0]
-        self.size, self.lower, self.upper = first.size, first.lower, first.upper
+        self.size, self.lower, self.upper = first.size, lower, first.upper
         self.constraint_lower = np.zeros(0)
         self.constraint_upper = np.zeros(0)
 
     def evaluate(self, x, *, grad: bool = True) -> Evaluation:
         parts = [p.evaluate(x, grad=grad) for p in self.problems]
         scale = LOSS_SCALE / len(parts)
-        loss = scale * sum(e.loss for e in parts)
+        rows = self.smoothing(x)
+        loss = scale * sum(e.loss for e in parts) + float(rows @ rows)
         if not grad:
             return Evaluation(loss=loss)
-        grad = scale * sum(e.grad for e in parts)
+        grad = scale * sum(e.grad for e in parts) + 2.0 * self.smoothing.jacobian.T @ rows
         check_gradient(grad, loss, x)
         return Evaluation(loss=loss, grad=grad, constraint_jac=np.zeros((0, self.size)))
 
@@ -312,33 +360,69 @@ def simulate_keypoints(simulator, design, *, initial_state: VineState, growth_ra
     return np.stack([observer.observe(s, design).reshape(points, 2) for s in states])
 
 
-def _least_squares_point(simulator, recordings, problems, x, *, schedule,
-                         points) -> LeastSquaresPoint:
-    """Keypoint residuals [mm] of every seen frame of every recording at ``x`` and their
-    Jacobian in the scaled parameters (central differences of forward rollouts)."""
+class KeypointResiduals:
+    """A shooting fit's keypoint residuals [mm] by forward rollouts: every measured
+    coordinate of every recording's frames, at a scaled point ``x`` of the fit's
+    identification ``problems`` (one per recording).
 
-    def residuals(x):
-        parts = []
-        for recording, part in zip(recordings, problems, strict=True):
+    Attributes:
+        weights: per residual, ``1 / √(recordings × measured frames of its recording)``,
+            so that ``‖weights ⊙ r‖²`` is the fit's loss [mm²] (a mean over frames and
+            recordings), shape (m,).
+    """
+
+    def __init__(self, simulator, recordings: Sequence[VideoRecording], problems, *,
+                 schedule: FrameSchedule, points: int):
+        self.simulator, self.recordings, self.problems = simulator, list(recordings), problems
+        self.schedule, self.points = schedule, points
+        self.seen = [np.isfinite(r.keypoints.points) for r in self.recordings]
+        weights = []
+        for seen in self.seen:
+            frames = np.count_nonzero(np.any(seen.reshape(len(seen), -1), axis=1))
+            weights.append(np.full(np.count_nonzero(seen),
+                                   1.0 / math.sqrt(len(self.recordings) * frames)))
+        self.weights = np.concatenate(weights)
+
+    def predicted(self, x) -> list[np.ndarray]:
+        """Per recording, the simulated keypoints at every frame [m], (frames, points, 2)."""
+        result = []
+        for recording, part in zip(self.recordings, self.problems, strict=True):
             design = part.design(x)
-            simulated = simulate_keypoints(
-                simulator, part.simulator.expand(design),
+            result.append(simulate_keypoints(
+                self.simulator, part.simulator.expand(design),
                 initial_state=part.simulator.initial_state(design),
-                growth_rate=recording.growth_table()[:, 0], schedule=schedule,
-                frames=recording.keypoints.frame_count, points=points)
-            seen = np.isfinite(recording.keypoints.points)
-            parts.append(1e3 * (simulated - recording.keypoints.points)[seen])
-        return np.concatenate(parts)
+                growth_rate=part.actions(x, 0)[:, 0],
+                schedule=self.schedule, frames=recording.keypoints.frame_count,
+                points=self.points))
+        return result
 
-    space = problems[0].free_space
+    def __call__(self, x) -> np.ndarray:
+        """The residuals [mm], shape (m,): simulated minus measured, seen entries only."""
+        x = np.asarray(x, dtype=np.float64)
+        return np.concatenate([
+            1e3 * (simulated - recording.keypoints.points)[seen]
+            for simulated, recording, seen in zip(self.predicted(x), self.recordings,
+                                                  self.seen, strict=True)])
+
+
+def _least_squares_point(residuals: KeypointResiduals, x, *, lower,
+                         upper) -> LeastSquaresPoint:
+    """Keypoint residuals [mm] of every seen frame of every recording at ``x`` and their
+    Jacobian in the scaled parameters (central differences of forward rollouts, one-sided
+    at the ``lower`` and ``upper`` bounds)."""
+    problems = residuals.problems
     names, scales = [], []
-    for p in space:
+    for p in problems[0].free_space:
         label = p.name.removeprefix("design.")
         size = int(np.prod(p.shape, dtype=np.int64))
         names.extend([label] if size == 1 else [f"{label}[{i}]" for i in range(size)])
         scales.extend(np.broadcast_to(np.asarray(p.scale, dtype=np.float64), p.shape).ravel())
+    if problems[0].fit_actions:  # fit_growth: the rates of one recording
+        count = problems[0].recordings[0].steps
+        names.extend(f"growth.rate[{i}]" for i in range(count))
+        scales.extend(np.full(count, float(problems[0].action_scale[0])))
     scales = np.asarray(scales)
-    jacobian = residual_jacobian(residuals, x, lower=problems[0].lower, upper=problems[0].upper)
+    jacobian = residual_jacobian(residuals, x, lower=lower, upper=upper)
     return LeastSquaresPoint(jacobian=jacobian, residuals=residuals(np.asarray(x, np.float64)),
                              names=names, values=np.asarray(x, np.float64) * scales,
                              scales=scales)
@@ -363,6 +447,30 @@ def tip_errors_mm(predicted, measured) -> dict[str, float]:
             "mae_y": float(np.abs(diff[:, 1]).mean()), "max": float(distance.max())}
 
 
+def growth_scale(rates) -> float:
+    """The fitted growth rates' unit in a fit's vector [m/s]: the mean magnitude of the
+    recorded ``rates`` (the rates then start near one), 0.1 m/s where they are all zero."""
+    magnitude = float(np.mean(np.abs(np.asarray(rates, dtype=np.float64))))
+    return magnitude if magnitude > 0 else 0.1
+
+
+def _check_growth_options(fit_growth: bool, growth_smoothing: float, free, recordings) -> None:
+    if not (np.isfinite(growth_smoothing) and growth_smoothing >= 0):
+        raise FitError(f"growth_smoothing must be a non-negative number [mm s/m], got "
+                       f"{growth_smoothing!r}")
+    if not fit_growth:
+        if growth_smoothing:
+            raise FitError("growth_smoothing smooths fitted growth rates: set fit_growth=True "
+                           "or leave growth_smoothing at 0")
+        return
+    if "growth.offset" in free:
+        raise FitError("fit_growth frees every frame interval's growth rate, which includes "
+                       "a constant offset: drop growth.offset from free")
+    if len(recordings) != 1:
+        raise FitError(f"fit_growth fits one recording's growth rates; got {len(recordings)} "
+                       "recordings: fit them one at a time")
+
+
 def fit_shooting(
     simulator,
     recordings: Sequence[VideoRecording],
@@ -373,7 +481,10 @@ def fit_shooting(
     model_rate: float = 90.0,
     fit_length: bool = False,
     fit_start: bool = False,
+    fit_growth: bool = False,
+    growth_smoothing: float = 0.0,
     max_iterations: int = 50,
+    method: str = "least_squares",
     optimizer=None,
     callback=None,
 ) -> ShootingFit:
@@ -397,8 +508,20 @@ def fit_shooting(
         fit_start: fit each recording's start pose (pin angles, and with ``fit_length``
             its extension) to all frames together with ``free``, starting from the pose
             that matches the first frame; otherwise that pose is kept.
+        fit_growth: fit the growth rate of every frame interval (per-frame growth) with the
+            parameters, starting at the recording's ``growth_rate`` (the core's
+            ``fit_actions``; the rates scaled by :func:`growth_scale`). One recording at a
+            time, and not with ``growth.offset`` free (the same freedom twice).
+        growth_smoothing: λ [mm s/m] of :class:`GrowthSmoothing` on the fitted rates' steps
+            (with ``fit_growth``); 0: none.
         max_iterations: optimizer iterations.
-        optimizer: a :mod:`codesign.optim` optimizer (default L-BFGS-B).
+        method: ``"least_squares"``: SciPy's trust-region reflective method on the keypoint
+            residuals with their Jacobian by forward differences of rollouts
+            (:mod:`sim_vine.fit.least_squares`); ``"lbfgsb"``: L-BFGS-B on the loss with
+            its gradient through the simulator's adjoint. The package README compares them.
+        optimizer: the method's optimizer with other settings: a
+            :class:`~sim_vine.fit.least_squares.TrustRegionLeastSquares`, or for
+            ``"lbfgsb"`` any :mod:`codesign.optim` optimizer.
         callback: called after every iteration with an ``IterationInfo``.
 
     Returns:
@@ -407,6 +530,8 @@ def fit_shooting(
     recordings = list(recordings)
     if not recordings:
         raise FitError("fit_shooting needs at least one recording")
+    if method not in METHODS:
+        raise FitError(f"unknown fit method {method!r}; choose one of {list(METHODS)}")
     points = check_point_counts([r.keypoints for r in recordings])
     schedules = [frame_schedule(r.keypoints.times, model_rate=model_rate) for r in recordings]
     schedule = schedules[0]
@@ -423,6 +548,7 @@ def fit_shooting(
     stray = [name for name in per_joint if name not in free]
     if stray:
         raise FitError(f"per_joint names {stray} are not in free {free}")
+    _check_growth_options(fit_growth, growth_smoothing, free, recordings)
     ties = [Tie(name) for name in free if name not in per_joint and space[name].shape != ()]
     overrides = unit_scales(TiedSimulator(simulator, ties=ties).design_space(), free,
                             overrides)
@@ -443,31 +569,47 @@ def fit_shooting(
             wrapped, [Recording(actions=recording.growth_table(), measurements=measured,
                                 name=recording.name)],
             measurement=KeypointObserver(simulator=wrapped, count=points), free=fitted_names,
-            overrides=overrides, substeps=schedule.substeps, dt=schedule.dt))
-    problem = GuardedProblem(_MeanProblem(problems))
+            overrides=overrides, fit_actions=fit_growth,
+            action_scale=growth_scale(recording.growth_table()[:, 0]),
+            substeps=schedule.substeps, dt=schedule.dt))
+    residuals = KeypointResiduals(simulator, recordings, problems, schedule=schedule,
+                                  points=points)
+    first = problems[0].free_space.size
+    smoothing = GrowthSmoothing(weight=growth_smoothing, first=first,
+                                count=problems[0].size - first,
+                                scale=float(problems[0].action_scale[0]),
+                                size=problems[0].size)
+    lower = problems[0].lower.copy()
+    lower[first:] = 0.0  # fitted growth rates: a vine cannot shrink
+    if method == "least_squares":
+        rows = len(smoothing(problems[0].x0()))
+        problem = GuardedProblem(ResidualProblem(
+            lambda x: np.concatenate([residuals(x), smoothing(x)]),
+            np.concatenate([residuals.weights, np.ones(rows)]),
+            lower=lower, upper=problems[0].upper))
+        optimizer = optimizer or TrustRegionLeastSquares()
+    else:
+        problem = GuardedProblem(_MeanProblem(problems, smoothing, lower=lower))
+        optimizer = optimizer or LBFGSB(function_tolerance=1e-12, gradient_tolerance=1e-9)
     x0 = problems[0].x0()
     initial_loss = problem.evaluate(x0, grad=False).loss
     if problem.failures:
         raise FitError(f"the fit's starting point cannot be simulated: "
                        f"{problem.failures[0].message}; start from other values (overrides)")
-    optimizer = optimizer or LBFGSB(function_tolerance=1e-12, gradient_tolerance=1e-9)
     result = best_result(optimizer.minimize(problem, x0, max_iterations=max_iterations,
                                             callback=callback), problem)
     design = problems[0].design(result.x)
     full_design = problems[0].simulator.expand(design)
     fitted = {name: np.asarray(design[name]).copy() for name in free}
-    predicted, tips = [], []
-    for recording, part in zip(recordings, problems, strict=True):
-        simulated = simulate_keypoints(
-            simulator, full_design, initial_state=part.simulator.initial_state(design),
-            growth_rate=recording.growth_table()[:, 0], schedule=schedule,
-            frames=recording.keypoints.frame_count, points=points)
-        predicted.append(simulated)
-        tips.append(tip_errors_mm(simulated, recording.keypoints.points))
+    predicted = residuals.predicted(result.x)
+    tips = [tip_errors_mm(simulated, recording.keypoints.points)
+            for simulated, recording in zip(predicted, recordings, strict=True)]
     return ShootingFit(design=full_design, fitted=fitted, loss=float(result.loss),
                        initial_loss=float(initial_loss), predicted=predicted, tip_error_mm=tips,
                        start_poses=[p.simulator.start.pose(design) for p in problems],
                        optimization=result, failed_evaluations=list(problem.failures),
-                       least_squares=_least_squares_point(simulator, recordings, problems,
-                                                          result.x, schedule=schedule,
-                                                          points=points))
+                       least_squares=_least_squares_point(residuals, result.x,
+                                                          lower=lower,
+                                                          upper=problems[0].upper),
+                       growth_rates=[part.actions(result.x, 0)[:, 0].copy()
+                                     for part in problems])

@@ -1,8 +1,9 @@
 """Ending a fit cleanly: a time limit, a stop file, or a signal, checked after every iteration.
 
 :class:`FitStop` is an optimizer callback (:mod:`codesign.optim` stops when a callback returns
-true, keeping the last accepted iterate, which for L-BFGS-B is the best point so far). The
-checks run between iterations, so an iteration in progress finishes first.
+true, keeping the last accepted iterate, which for L-BFGS-B and for the least-squares
+method's trust region, which accepts only steps that lower the loss, is the best point so
+far). The checks run between iterations, so an iteration in progress finishes first.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ direction of the relative-change Fisher matrix ``J_reláµ€ J_rel`` (``J_rel = J Â
 eigenvalue is below ``1e-10`` of the largest; :attr:`ParameterErrors.condition_number` is that
 matrix's condition number.
 
-The start poses of a fit (``fit_start``) are held at their fitted values: the errors are
-conditional on them.
+The start poses of a fit (``fit_start``) and its growth rates (fitted with ``fit_growth``)
+are held at their fitted values: the errors are conditional on them.
 """
 
 from __future__ import annotations
@@ -121,10 +121,10 @@ def parameter_errors(simulator, fit: ShootingFit, recordings: Sequence[VideoReco
     points = recordings[0].keypoints.point_count
 
     def predict(design):
-        return [simulate_keypoints(simulator, design, initial_state=start,
-                                   growth_rate=r.growth_table()[:, 0], schedule=schedule,
-                                   frames=r.keypoints.frame_count, points=points)
-                for start, r in zip(starts, recordings, strict=True)]
+        return [simulate_keypoints(simulator, design, initial_state=start, growth_rate=rate,
+                                   schedule=schedule, frames=r.keypoints.frame_count,
+                                   points=points)
+                for start, rate, r in zip(starts, fit.growth_rates, recordings, strict=True)]
 
     residuals = keypoint_residuals_mm(fit.predicted, recordings)
     entries = _entries(fit)
