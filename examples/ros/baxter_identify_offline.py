@@ -9,7 +9,7 @@ Usage (the workspace's ``.venv``: Pinocchio is a dev dependency)::
 
     .venv/bin/python examples/ros/baxter_identify_offline.py [--seconds 4] [--segment 0.5]
         [--substeps 100] [--iterations 4] [--amplitude A0,...,A6] [--positions-only]
-        [--fit-iterations 80]
+        [--fit-iterations 80] [--optimizer lbfgsb|least_squares]
 
 The ros_bridge README's "Model mismatch" numbers (loss at the truth against substeps, the
 fits at 100 x 4 and 200 x 4, the doubled excitation) were measured with it.
@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from codesign.identification import IdentificationProblem, Recording, identify
-from codesign.optim import LBFGSB
+from codesign.optim import LBFGSB, TrustRegionLeastSquares
 from ros_bridge.baxter import LEFT_ARM, NOMINAL_SPRING, TRUE_BAXTER, BaxterArm
 from ros_bridge.torque_schedule import SineExcitation
 from sim_pbd.scene import make_simulator
@@ -68,6 +68,7 @@ def main(argv=None) -> None:
     parser.add_argument("--positions-only", action="store_true",
                         help="compare joint angles only (rates still start the segments)")
     parser.add_argument("--fit-iterations", type=int, default=80)
+    parser.add_argument("--optimizer", choices=("lbfgsb", "least_squares"), default="lbfgsb")
     args = parser.parse_args(argv)
     torques, angles, rates, arm = record(args.seconds, args.amplitude)
     print("swing range per joint [rad]", np.ptp(angles, axis=0).round(2))
@@ -98,7 +99,8 @@ def main(argv=None) -> None:
           f"{problem.evaluate(at_truth, grad=False).loss:.3g}, at the nominal parameters "
           f"{problem.evaluate(problem.x0(), grad=False).loss:.3g}")
     started = time.perf_counter()
-    result = identify(problem, optimizer=LBFGSB(), max_iterations=args.fit_iterations)
+    optimizer = LBFGSB() if args.optimizer == "lbfgsb" else TrustRegionLeastSquares()
+    result = identify(problem, optimizer=optimizer, max_iterations=args.fit_iterations)
     print(f"fit: {time.perf_counter() - started:.0f} s, {result.optimization.message}, "
           f"{result.optimization.iterations} iterations, loss {result.loss:.3g}")
     for name, value in truth.items():

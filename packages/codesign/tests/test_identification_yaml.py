@@ -315,6 +315,17 @@ def test_identification_run_recovers_the_truth_and_writes_it(tmp_path, manager, 
     assert "identification with simulator 'spring', 3 recording(s)" in capsys.readouterr().out
 
 
+def test_an_identification_run_with_least_squares_converges(tmp_path, manager):
+    path = write(tmp_path, **{"  name: lbfgsb\n": "  name: least_squares\n"})
+    out = tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out), "--no-progress"],
+                plugin_manager=manager) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["converged"], summary["message"]
+    row = summary["identification"]["parameters"]["stiffness"]
+    assert row["recovered"] == pytest.approx(6.0, rel=1e-6)
+
+
 def test_a_run_that_fits_actions_writes_them_and_replays_recording_0_with_them(tmp_path,
                                                                               manager, capsys):
     path = write(tmp_path, **{"design:\n  stiffness: {init: 3.0, lower: 0.5, upper: 20.0}\n":

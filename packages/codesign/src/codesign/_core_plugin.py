@@ -50,10 +50,21 @@ def codesign_register_recordings(register):
 
 @hookimpl
 def codesign_register_optimizers(register):
-    from .optim import CMAES, LBFGSB, SLSQP, Adam, EvaluateOnly, OnePlusOneES, TrustConstr
+    from .optim import (
+        CMAES,
+        LBFGSB,
+        SLSQP,
+        Adam,
+        EvaluateOnly,
+        OnePlusOneES,
+        TrustConstr,
+        TrustRegionLeastSquares,
+    )
 
     register("adam", Adam, description="projected Adam with bounds")
     register("lbfgsb", LBFGSB, description="SciPy L-BFGS-B with bounds")
+    register("least_squares", TrustRegionLeastSquares,
+             description="SciPy trust-region least squares on the residuals (identification)")
     register("slsqp", SLSQP, description="SciPy SLSQP with rollout constraints")
     register("trust_constr", TrustConstr, description="SciPy trust-constr with rollout constraints")
     register("cmaes", CMAES, description="CMA-ES, gradient-free baseline")

@@ -6,7 +6,9 @@ Single shooting through the simulator: each recording's actions are replayed ope
 map (an :class:`~codesign.Observer`) compares the simulated states with the recorded
 measurements through :class:`~codesign.TrajectoryTracking`. The loss
 is the mean over recordings, so it can be minimized full-batch by any optimizer or
-stochastically over minibatches of recordings with Adam.
+stochastically over minibatches of recordings with Adam. It is a sum of squares, so the
+problem also gives its residuals and their Jacobian (forward differences) for a
+Gauss-Newton method (:class:`~codesign.optim.TrustRegionLeastSquares`, ``least_squares``).
 
 With ``fit_initial_state`` every recording gets its own offset added to the simulator's
 initial state, flattened from the state tree's float leaves; its gradient is the rollout's
@@ -41,6 +43,7 @@ from .controllers import OpenLoopController
 from .design import DesignSpace, Parameter
 from .optim.adam import Adam
 from .optim.base import Callback, Evaluation, IterationInfo, Optimizer, OptimizeResult
+from .optim.least_squares import forward_jacobian
 from .problem import VectorProblem, apply_overrides
 from .rollout import Rollout
 from .terms import Objective, TrajectoryTracking
@@ -155,6 +158,18 @@ def _evaluate_recording(problem: IdentificationProblem, x: np.ndarray, index: in
     return float(result.values[0]), design_grad, own
 
 
+def _recording_residuals(problem: IdentificationProblem, x: np.ndarray,
+                         index: int) -> np.ndarray:
+    """Recording ``index``'s weighted tracking residuals at ``x`` (its rollout recorded)."""
+    design = problem.design(x)
+    recording = problem.recordings[index]
+    result = problem.rollouts[index].forward(
+        design, {"table": problem.actions(x, index)}, problem.objectives[index],
+        initial_offset=problem.initial_offset(x, index),
+        initial_state=recording.initial_state, record=True)
+    return problem.trackings[index].residuals(result.states, design)
+
+
 class IdentificationProblem(VectorProblem):
     """Mean tracking loss over recordings as an :class:`~codesign.optim.ObjectiveFunction`.
 
@@ -260,9 +275,9 @@ class IdentificationProblem(VectorProblem):
                                                  control_steps=r.steps),
                     steps=r.steps, substeps=substeps, dt=dt, checkpoint_every=checkpoint_every)
             for r in self.recordings]
-        self.objectives = [Objective.of(TrajectoryTracking(observer=measurement,
-                                                           targets=r.measurements))
-                           for r in self.recordings]
+        self.trackings = [TrajectoryTracking(observer=measurement, targets=r.measurements)
+                          for r in self.recordings]
+        self.objectives = [Objective.of(tracking) for tracking in self.trackings]
         self.executor = executor
 
     def _values(self, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -335,6 +350,20 @@ class IdentificationProblem(VectorProblem):
         """Evaluate several points; every (point, recording) rollout is one executor job."""
         indices = list(range(len(self.recordings)))
         return [self._combine(parts, indices, grad) for parts in self._run(xs, indices, grad)]
+
+    def residuals(self, x: np.ndarray) -> np.ndarray:
+        """Every recording's weighted tracking residuals at ``x``, one after another and
+        divided by √(recordings), so that their squares sum to :meth:`evaluate`'s loss;
+        each recording's rollout is one executor job."""
+        parts = self._map(_recording_residuals, [(np.asarray(x, dtype=float), i)
+                                                 for i in range(len(self.recordings))])
+        return np.concatenate(parts) / np.sqrt(len(self.recordings))
+
+    def jacobian(self, x: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """∂(residuals)/∂x at ``x`` whose residuals are ``at``, shape (residuals, size), by
+        forward differences (:func:`codesign.optim.least_squares.forward_jacobian`): one
+        set of rollouts per entry of ``x``, so for a few dozen unknowns, not action tables."""
+        return forward_jacobian(self.residuals, x, at, lower=self.lower, upper=self.upper)
 
 
 @dataclasses.dataclass(frozen=True)

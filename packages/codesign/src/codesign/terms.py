@@ -176,6 +176,14 @@ class TrajectoryTracking:
         r = self._residual(state, design, control_step)
         return 0.0 if r is None else float(self.weights[control_step] * np.dot(r, r))
 
+    def residuals(self, states, design) -> np.ndarray:
+        """The weighted residuals ``√w_t (obs(s_t) − y_t)`` of the rows with weight, one
+        after another (missing points 0), so that their squares sum to the term's value over
+        ``states`` (s_0 … s_T, one per control step)."""
+        rows = [np.sqrt(self.weights[t]) * r for t, state in enumerate(states)
+                if (r := self._residual(state, design, t)) is not None]
+        return np.concatenate(rows) if rows else np.zeros(0)
+
     def grad(self, state, action, design, control_step):
         r = self._residual(state, design, control_step)
         if r is None:

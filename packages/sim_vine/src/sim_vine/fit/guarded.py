@@ -12,7 +12,7 @@ L-BFGS-B (1.17) on a quadratic whose first trial point failed: an infinite or 1e
 made it report "converged" at its starting point (its interpolation then asks for a
 vanishing step); a penalty of the order of the losses seen makes it backtrack and go on.
 
-A least-squares problem (``residuals``, ``jacobian``: :mod:`sim_vine.fit.least_squares`)
+A least-squares problem (``residuals``, ``jacobian``: :mod:`codesign.optim.least_squares`)
 gets NaN residuals at a failed point instead: SciPy's ``trf`` then shrinks its trust region
 and tries a shorter step; the Jacobian's differences take a failed side from the other.
 """

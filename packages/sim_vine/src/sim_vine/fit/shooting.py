@@ -13,7 +13,7 @@ input (open loop). It uses the core's :mod:`codesign.identification` (one
 parameter vector and, with ``method="lbfgsb"``, the loss gradient through every step's QP
 for L-BFGS-B; the default ``method="least_squares"`` hands the keypoint residuals and their
 Jacobian by forward differences of rollouts to SciPy's trust-region reflective method
-(:mod:`sim_vine.fit.least_squares`), which converges in a few Gauss-Newton iterations where
+(:mod:`codesign.optim.least_squares`), which converges in a few Gauss-Newton iterations where
 L-BFGS-B ran to its iteration limit.
 
 Per-frame growth (``fit_growth``): the growth rate of every frame interval becomes a free
@@ -50,7 +50,13 @@ import numpy as np
 
 from codesign import Objective, OpenLoopController, Rollout
 from codesign.identification import IdentificationProblem, Recording
-from codesign.optim import LBFGSB, Evaluation, OptimizeResult
+from codesign.optim import (
+    LBFGSB,
+    Evaluation,
+    OptimizeResult,
+    ResidualProblem,
+    TrustRegionLeastSquares,
+)
 from codesign.tying import Tie, TiedSimulator
 
 from ..state import VineState
@@ -58,7 +64,6 @@ from ..terms import KeypointObserver
 from ..vision.keypoints import Keypoints, check_point_counts
 from .guarded import FailedEvaluation, GuardedProblem, best_result
 from .identifiability import Identifiability, LeastSquaresPoint, residual_jacobian
-from .least_squares import ResidualProblem, TrustRegionLeastSquares
 from .start_pose import FixedStart, StartPose, StartPoses, start_pose_from_keypoints
 
 __all__ = [
@@ -517,10 +522,10 @@ def fit_shooting(
         max_iterations: optimizer iterations.
         method: ``"least_squares"``: SciPy's trust-region reflective method on the keypoint
             residuals with their Jacobian by forward differences of rollouts
-            (:mod:`sim_vine.fit.least_squares`); ``"lbfgsb"``: L-BFGS-B on the loss with
+            (:mod:`codesign.optim.least_squares`); ``"lbfgsb"``: L-BFGS-B on the loss with
             its gradient through the simulator's adjoint. The package README compares them.
         optimizer: the method's optimizer with other settings: a
-            :class:`~sim_vine.fit.least_squares.TrustRegionLeastSquares`, or for
+            :class:`~codesign.optim.TrustRegionLeastSquares`, or for
             ``"lbfgsb"`` any :mod:`codesign.optim` optimizer.
         callback: called after every iteration with an ``IterationInfo``.
 

@@ -1,24 +1,24 @@
-"""A shooting fit as nonlinear least squares: SciPy's trust-region reflective method on the
-keypoint residuals.
+"""Nonlinear least squares: SciPy's trust-region reflective method on a problem's residuals.
 
-The fit's loss is a sum of squares, ``L(x) = ‖r(x)‖²`` with ``r`` the keypoint errors [mm]
-weighted per recording (:class:`ResidualProblem`). L-BFGS-B sees only ``L`` and its gradient
-and builds its curvature from them one iteration at a time; on the harder synthetic
-recordings of the package README it stopped at 100 iterations with the loss still creeping
-down. A Gauss-Newton method gets the curvature ``JᵀJ`` at every iterate from the Jacobian
-``J = ∂r/∂x`` and converges in a few iterations where the residuals are small.
+A fit whose loss is a sum of squares, ``L(x) = ‖r(x)‖²`` (a tracking loss: keypoint or joint
+errors), has more to give than ``L`` and its gradient. L-BFGS-B builds its curvature from
+gradients one iteration at a time and creeps along the flat directions such fits have (a
+vine's stiffness against damping, a link's mass against a spring); a Gauss-Newton method
+gets the curvature ``JᵀJ`` from the Jacobian ``J = ∂r/∂x`` at every iterate and converges in
+a few iterations where the residuals are small.
 
-``J`` comes from forward differences of whole forward rollouts (one per free entry): with
-the handful of parameters a shooting fit frees (K, C, the growth offset, a start pose) that
-is cheaper than one reverse sweep per residual, and each step's exact KKT solve makes a
-rollout smooth to round-off inside one contact active set, so a small relative step
-(:data:`JACOBIAN_STEP`) stays accurate. A perturbed rollout that fails (raises
-:class:`codesign.SimulationError` or gives non-finite residuals) is taken on the other side;
-where both fail the Jacobian cannot be formed and the fit stops there, saying so.
+``J`` comes from forward differences of the residuals (one evaluation per free entry): for
+the handful to a few dozen parameters a fit frees, that is cheaper than one reverse sweep
+per residual, and smooth rollouts keep a small relative step (:data:`JACOBIAN_STEP`)
+accurate. A perturbed evaluation that fails (raises :class:`codesign.SimulationError` or
+gives non-finite residuals) is taken on the other side; where both fail the Jacobian cannot
+be formed and the fit stops there, saying so. SciPy's ``trf`` answers a trial point whose
+residuals are not finite by shrinking its trust region.
 
-SciPy's ``trf`` answers a trial point whose residuals are not finite by shrinking its trust
-region, so :class:`~sim_vine.fit.guarded.GuardedProblem` hands it NaN residuals where a
-rollout fails.
+A problem for :class:`TrustRegionLeastSquares` has ``residuals(x)`` and
+``jacobian(x, at)`` beside the optimizers' interface: :class:`ResidualProblem` (from a
+residual function), :class:`codesign.identification.IdentificationProblem`, or sim_vine's
+shooting fits.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from codesign import SimulationError
-from codesign.optim import Evaluation, IterationInfo, OptimizeResult
+from ..simulator import SimulationError
+from .base import Evaluation, IterationInfo, OptimizeResult
 
 __all__ = ["JACOBIAN_STEP", "ResidualProblem", "TrustRegionLeastSquares", "forward_jacobian"]
 
@@ -86,7 +86,7 @@ class ResidualProblem:
     :class:`~codesign.optim.ObjectiveFunction` that also gives its residuals and Jacobian.
 
     Args:
-        residuals: x (n,) -> r (m,) [mm], e.g. every measured keypoint coordinate's error.
+        residuals: x (n,) -> r (m,), e.g. every measured keypoint coordinate's error [mm].
         weights: per residual, shape (m,), so that the loss is the fit's (per-recording
             means: ``1 / √(recordings × frames)``).
         lower, upper: bounds of x, shape (n,).
@@ -137,7 +137,7 @@ class TrustRegionLeastSquares:
     """SciPy's ``least_squares(method="trf")`` (trust-region reflective with box bounds,
     Branch, Coleman & Li 1999) behind the :class:`~codesign.optim.Optimizer` interface, for
     a problem with ``residuals(x)`` and ``jacobian(x, residuals)`` (:class:`ResidualProblem`,
-    or one wrapped by :class:`~sim_vine.fit.guarded.GuardedProblem`).
+    an identification problem, or sim_vine's fits wrapped by its ``GuardedProblem``).
 
     An iteration is one accepted step (one Jacobian); the callback gets the loss
     ``‖r‖²``; evaluations count the residual evaluations and one per Jacobian column.
@@ -151,8 +151,8 @@ class TrustRegionLeastSquares:
         step_tolerance: ``xtol``, relative step below which it converges.
         gradient_tolerance: ``gtol``, scaled gradient below which it converges.
         x_scale: SciPy's ``x_scale``: 1 where the parameters are already scaled to unit
-            order (a shooting fit's are: :func:`~sim_vine.fit.shooting.unit_scales`), or
-            ``"jac"`` to rescale by the Jacobian's column norms.
+            order (a design's scales, sim_vine's ``unit_scales``), or ``"jac"`` to rescale
+            by the Jacobian's column norms.
     """
 
     def __init__(self, *, function_tolerance: float = 1e-8, step_tolerance: float = 1e-8,
@@ -169,6 +169,11 @@ class TrustRegionLeastSquares:
 
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+        if not (callable(getattr(function, "residuals", None))
+                and callable(getattr(function, "jacobian", None))):
+            raise TypeError("least_squares fits residuals (residuals(x), jacobian(x, at)) "
+                            "and this objective has none: use it for identification runs (a "
+                            "tracking loss), or pick lbfgsb for an optimization objective")
         lower, upper = np.asarray(function.lower, float), np.asarray(function.upper, float)
         x_start = np.clip(np.asarray(x0, dtype=float), lower, upper)
         seen: dict[bytes, np.ndarray] = {}
