@@ -221,7 +221,7 @@ def test_the_least_squares_fit_converges_from_far_off_defaults_too(release):
         assert float(np.mean(fit.fitted[name])) == pytest.approx(truth, rel=0.02), name
 
 
-def test_the_joint_estimation_refuses_growing_masses(release):
+def test_the_joint_estimation_refuses_what_it_does_not_model(release):
     from sim_vine.fit.estimation import EstimationError, casadi_available, estimate
 
     if not casadi_available():
@@ -229,3 +229,8 @@ def test_the_joint_estimation_refuses_growing_masses(release):
     sim = make_simulator(bodies=4, length=0.2, linear_density=0.05, initial_angles=0.15)
     with pytest.raises(EstimationError, match="linear_density"):
         estimate(sim, release)
+    for option, name in (("rest_angle", "joint.rest_angle"),
+                         ("ground_friction", "ground.friction")):
+        sim = make_simulator(bodies=4, length=0.2, initial_angles=0.15, **{option: 0.1})
+        with pytest.raises(EstimationError, match=rf"sets \['{name}'\]: fit them by shooting"):
+            estimate(sim, release)

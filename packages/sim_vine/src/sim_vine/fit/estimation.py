@@ -313,6 +313,12 @@ def estimate(
             "the joint estimation models fixed body masses; the simulator's masses grow with "
             "the everted length (linear_density): fit it by shooting (fit_shooting), or build "
             "the simulator with total_mass instead")
+    unmodelled = [name for name in ("joint.rest_angle", "ground.friction")
+                  if np.any(np.asarray(base_design[name]) != 0.0)]
+    if unmodelled:
+        raise EstimationError(
+            f"the joint estimation models straight spring rests and no ground friction; the "
+            f"design sets {unmodelled}: fit them by shooting (fit_shooting), or set them to 0")
     keypoints = recording.keypoints
     schedule = frame_schedule(keypoints.times, model_rate=model_rate)
     steps = (keypoints.frame_count - 1) * schedule.substeps
