@@ -187,9 +187,9 @@ def test_compiled_step_vjp_equals_reference(implicit, friction):
                          params.stiffness, params.damping, params.rest_angle,
                          float(params.friction), params.mass, params.ground_friction, dt,
                          sim.layout.row_bodies, assembly.problem.row_values,
-                         sim.layout.contact.start, g_q)
+                         sim.layout.contact.start, g_q, 0.1)
     reference = _backward(model, sim.layout, sim.qp, q, v, params, dt, solution, assembly,
-                          g_q, g_v)
+                          g_q, g_v, 0.1)
     for value, field in zip(fast, dataclasses.fields(reference), strict=True):
         expected = np.asarray(getattr(reference, field.name))
         # the mass cotangent w·(v − v*) cancels: compare at the size of its terms

@@ -24,7 +24,8 @@ _CIRCLE, _POLYGON, _WALL = 0, 1, 2
 
 
 class ModelArrays(NamedTuple):
-    """A model flattened into arrays for the kernels (obstacles encoded by type), which take
+    """A model flattened into arrays for the kernels (obstacles encoded by type; ``evert``:
+    the vine grows by eversion, :mod:`sim_vine.evert`, and its pins are every joint), which take
     it as a plain ``tuple(arrays)`` unpacked in field order: numba types a named tuple by its
     field names on every call (1 µs here), a plain tuple as fast as separate arguments."""
 
@@ -45,6 +46,7 @@ class ModelArrays(NamedTuple):
     polygon_vertices: np.ndarray
     polygon_normals: np.ndarray
     polygon_count: np.ndarray
+    evert: bool
 
 
 def model_arrays(model: VineModel) -> ModelArrays:
@@ -80,7 +82,7 @@ def model_arrays(model: VineModel) -> ModelArrays:
         pin_child=child, prism_a=a, prism_b=b, growth_weights=model.growth_weights,
         contact_body=bodies, contact_offset=offsets, obstacle_type=kinds,
         obstacle_params=params, polygon_vertices=vertices, polygon_normals=normals,
-        polygon_count=counts)
+        polygon_count=counts, evert=bool(model.evert))
 
 
 @numba.njit(cache=True)
@@ -151,10 +153,72 @@ def _contact_point(q, body, offset):
     return -t_y, t_x, q[body, 0] + offset * t_x, q[body, 1] + offset * t_y
 
 @numba.njit(cache=True)
+def _everted_length(q, d):
+    """E [m]: the length everted beyond body 0, ``Σ_{j≥1} (2d + σ_j)``
+    (``evert.everted_length``)."""
+    total = 0.0
+    for j in range(1, q.shape[0]):
+        tax, tay = np.cos(q[j - 1, 2]), np.sin(q[j - 1, 2])
+        tbx, tby = np.cos(q[j, 2]), np.sin(q[j, 2])
+        dx = q[j, 0] - d * tbx - q[j - 1, 0] - d * tax
+        dy = q[j, 1] - d * tby - q[j - 1, 1] - d * tay
+        total += 2.0 * d + tax * dx + tay * dy
+    return total
+
+
+@numba.njit(cache=True)
+def _evert_frame(d, base, q, j):
+    """(t_a, n_a, t_b, n_b, δ) of everting joint j: the parent's axis and normal (the
+    base's for j = 0), the child's, and the child's proximal end minus the parent's distal
+    end (the base point for j = 0)."""
+    if j == 0:
+        tax, tay = np.cos(base[2]), np.sin(base[2])
+        ox, oy = base[0], base[1]
+    else:
+        tax, tay = np.cos(q[j - 1, 2]), np.sin(q[j - 1, 2])
+        ox, oy = q[j - 1, 0] + d * tax, q[j - 1, 1] + d * tay
+    tbx, tby = np.cos(q[j, 2]), np.sin(q[j, 2])
+    return (tax, tay, -tay, tax, tbx, tby, -tby, tbx, q[j, 0] - d * tbx - ox,
+            q[j, 1] - d * tby - oy)
+
+
+@numba.njit(cache=True)
+def _evert_rows(d, base, q, grown, dt, rows, lower, upper):
+    """The joint rows ``(ν_j, lock_j)`` (rows 0 … 2N − 1) and slot rows σ_j (2N … 3N − 1)
+    of a vine that everts, with their bounds, after which ``grown`` [m] is everted beyond
+    body 0 (``evert.joint_rows``, ``evert.joint_bounds``)."""
+    n = q.shape[0]
+    full = 2.0 * d
+    for j in range(n):
+        tax, tay, nax, nay, tbx, tby, nbx, nby, dx, dy = _evert_frame(d, base, q, j)
+        r0, r1, r2 = 2 * j, 2 * n + j, 2 * j + 1
+        along = tax * dx + tay * dy
+        across = nax * dx + nay * dy
+        mover = 1.0 if j > 0 else 0.0  # the base does not move
+        rows[r0, 0], rows[r0, 1] = -nax * mover, -nay * mover
+        rows[r0, 2] = (-along - d) * mover
+        rows[r0, 3], rows[r0, 4], rows[r0, 5] = nax, nay, -d * (nax * nbx + nay * nby)
+        rows[r1, 0], rows[r1, 1], rows[r1, 2] = -tax * mover, -tay * mover, across * mover
+        rows[r1, 3], rows[r1, 4], rows[r1, 5] = tax, tay, -d * (tax * nbx + tay * nby)
+        rows[r2, 0], rows[r2, 1], rows[r2, 2] = 0.0, 0.0, -mover
+        rows[r2, 3], rows[r2, 4], rows[r2, 5] = 0.0, 0.0, 1.0
+        lower[r0], upper[r0] = -across / dt, -across / dt
+        target = 0.0
+        if j > 0:
+            target = min(max(grown - full * (j - 1), 0.0), full) - full
+        lower[r1], upper[r1] = (target - along) / dt, (target - along) / dt
+        if target < 0.0:  # not out after this step: held straight
+            angle = q[j, 2] - (q[j - 1, 2] if j > 0 else base[2])
+            lower[r2], upper[r2] = -angle / dt, -angle / dt
+        else:
+            lower[r2], upper[r2] = -np.inf, np.inf
+
+
+@numba.njit(cache=True)
 def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass, ground, dt,
               out):
     (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w, cp_body,
-     cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count) = model
+     cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count, evert) = model
     mass_diag, spring_w, rhs, rows, lower, upper, tangent = out
     n = q.shape[0]
     for i in range(n):
@@ -165,17 +229,11 @@ def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass,
         rhs[i, 0] = mass[i] * (v[i, 0] + dt * gravity[0])
         rhs[i, 1] = mass[i] * (v[i, 1] + dt * gravity[1])
         rhs[i, 2] = mass[i] * r2 * v[i, 2]
-    row = 0
     for j in range(pin_parent.shape[0]):
         a, b = pin_parent[j], pin_child[j]
-        ta_x, ta_y = 0.0, 0.0
         parent_angle, parent_rate = base[2], 0.0
-        ea_x, ea_y = base[0], base[1]
         if a >= 0:
-            ta_x, ta_y = np.cos(q[a, 2]), np.sin(q[a, 2])
             parent_angle, parent_rate = q[a, 2], v[a, 2]
-            ea_x, ea_y = q[a, 0] + d * ta_x, q[a, 1] + d * ta_y
-        tb_x, tb_y = np.cos(q[b, 2]), np.sin(q[b, 2])
         torque = -stiffness[j] * (q[b, 2] - parent_angle - rest_angle[j])
         if implicit:
             spring_w[j] = dt * dt * stiffness[j] + dt * damping[j]
@@ -185,6 +243,51 @@ def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass,
         rhs[b, 2] += dt * torque
         if a >= 0:
             rhs[a, 2] -= dt * torque
+    grown = np.inf  # everted length after the step (a vine that everts): bodies beyond it
+    if evert:       # have no contact rows
+        grown = _everted_length(q, d) + dt * rate
+        _evert_rows(d, base, q, grown, dt, rows, lower, upper)
+        row = 3 * n
+    else:
+        row = _pin_and_prismatic_rows(d, base, q, rate, growth_w, pin_parent, pin_child,
+                                      prism_a, prism_b, dt, rows, lower, upper)
+    n_obs = obs_type.shape[0]
+    pair = 0
+    for i in range(cp_body.shape[0]):
+        b, s = cp_body[i], cp_offset[i]
+        n_x, n_y, px, py = _contact_point(q, b, s)
+        out_now = b == 0 or grown - 2.0 * d * (b - 1) > 0.0
+        for o in range(n_obs):
+            phi, nx, ny, _, _, _ = _distance(obs_type[o], obs_params[o], poly_vertices[o],
+                                             poly_normals[o], poly_count[o], px, py)
+            tx, ty = -ny, nx
+            for k in range(2):
+                sign = 1.0 if k == 0 else -1.0
+                ex, ey = nx + sign * friction * tx, ny + sign * friction * ty
+                r = row + 2 * pair + k
+                rows[r, 0], rows[r, 1], rows[r, 2] = 0.0, 0.0, 0.0
+                rows[r, 3], rows[r, 4], rows[r, 5] = ex, ey, s * (ex * n_x + ey * n_y)
+                lower[r], upper[r] = (-phi / dt if out_now else -np.inf), np.inf
+            tangent[pair, 0], tangent[pair, 1], tangent[pair, 2] = 0.0, 0.0, 0.0
+            tangent[pair, 3], tangent[pair, 4] = tx, ty
+            tangent[pair, 5] = s * (tx * n_x + ty * n_y)
+            pair += 1
+
+
+@numba.njit(cache=True)
+def _pin_and_prismatic_rows(d, base, q, rate, growth_w, pin_parent, pin_child, prism_a,
+                            prism_b, dt, rows, lower, upper):
+    """The pin, prismatic and growth rows with their bounds (every_prismatic and tip
+    growth); returns the first contact row."""
+    row = 0
+    for j in range(pin_parent.shape[0]):
+        a, b = pin_parent[j], pin_child[j]
+        ta_x, ta_y = 0.0, 0.0
+        ea_x, ea_y = base[0], base[1]
+        if a >= 0:
+            ta_x, ta_y = np.cos(q[a, 2]), np.sin(q[a, 2])
+            ea_x, ea_y = q[a, 0] + d * ta_x, q[a, 1] + d * ta_y
+        tb_x, tb_y = np.cos(q[b, 2]), np.sin(q[b, 2])
         for k in range(2):
             for c in range(6):
                 rows[row + k, c] = 0.0
@@ -222,27 +325,7 @@ def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass,
         rows[g, 0], rows[g, 1], rows[g, 2] = -ta_x, -ta_y, na_x * dx + na_y * dy
         rows[g, 3], rows[g, 4], rows[g, 5] = ta_x, ta_y, 0.0
         lower[g], upper[g] = rate * growth_w[j], rate * growth_w[j]
-    row = growth_row + n_pr
-    n_obs = obs_type.shape[0]
-    pair = 0
-    for i in range(cp_body.shape[0]):
-        b, s = cp_body[i], cp_offset[i]
-        n_x, n_y, px, py = _contact_point(q, b, s)
-        for o in range(n_obs):
-            phi, nx, ny, _, _, _ = _distance(obs_type[o], obs_params[o], poly_vertices[o],
-                                             poly_normals[o], poly_count[o], px, py)
-            tx, ty = -ny, nx
-            for k in range(2):
-                sign = 1.0 if k == 0 else -1.0
-                ex, ey = nx + sign * friction * tx, ny + sign * friction * ty
-                r = row + 2 * pair + k
-                rows[r, 0], rows[r, 1], rows[r, 2] = 0.0, 0.0, 0.0
-                rows[r, 3], rows[r, 4], rows[r, 5] = ex, ey, s * (ex * n_x + ey * n_y)
-                lower[r], upper[r] = -phi / dt, np.inf
-            tangent[pair, 0], tangent[pair, 1], tangent[pair, 2] = 0.0, 0.0, 0.0
-            tangent[pair, 3], tangent[pair, 4] = tx, ty
-            tangent[pair, 5] = s * (tx * n_x + ty * n_y)
-            pair += 1
+    return growth_row + n_pr
 
 
 def assemble_rows(arrays: ModelArrays, q, v, rate, stiffness, damping, rest_angle, friction,
@@ -298,7 +381,7 @@ def osqp_data(mass_diag, spring_w, rhs, rows, lower, upper, pin_parent, pin_chil
     lo = np.empty(m)
     up = np.empty(m)
     for i in range(m):
-        lo[i] = lower[i] * row_scale[i]
+        lo[i] = max(lower[i] * row_scale[i], -1e30)
         up[i] = min(upper[i] * row_scale[i], 1e30)
     return px, ax, q, lo, up, col_scale, row_scale
 
@@ -319,14 +402,14 @@ def rows_times_fast(row_bodies, rows, v):
 @numba.njit(cache=True)
 def guess_active(row_bodies, rows, v, lower, row_scale, scaled_y, equality_count,
                  contact_start, friction_zero, tangent_rows):
-    """Active rows from OSQP's iterate: equalities, and contact rows whose scaled slack is
+    """Active rows from OSQP's iterate: bounded equalities, and contact rows whose scaled slack is
     below minus their scaled multiplier (the rule of OSQP's polishing). At μ = 0 a pair's
     two coinciding cone edges collapse onto the one opposing the sliding (``T·v_c``).
     Same as ``VineQP.guess_active_reference``."""
     m = row_bodies.shape[0]
     active = np.zeros(m, dtype=np.bool_)
     for r in range(equality_count):
-        active[r] = True
+        active[r] = lower[r] > -np.inf  # a free row (an everted joint's lock) is inactive
     values = rows_times_fast(row_bodies, rows, v)
     for r in range(contact_start, m):
         active[r] = (values[r] - lower[r]) * row_scale[r] < -scaled_y[r]
@@ -394,8 +477,73 @@ def _growth_curvature(model, q, weights, direction, sign, out):
 
 
 @numba.njit(cache=True)
+def _evert_curvature(d, base, q, weights, direction, sign, out):
+    """``out += sign · ∂/∂q [λᵀ J(q) w]`` for the joint and slot rows of a vine that everts
+    (``evert.joint_curvature``; λ over the rows 0 … 3N − 1 of the layout)."""
+    n = q.shape[0]
+    for j in range(n):
+        tax, tay, nax, nay, tbx, tby, nbx, nby, dx, dy = _evert_frame(d, base, q, j)
+        l0, l1 = weights[2 * j], weights[2 * n + j]
+        if l0 == 0.0 and l1 == 0.0:
+            continue
+        om_a = direction[j - 1, 2] if j > 0 else 0.0
+        om_b = direction[j, 2]
+        dwx = direction[j, 0] - (direction[j - 1, 0] if j > 0 else 0.0)
+        dwy = direction[j, 1] - (direction[j - 1, 1] if j > 0 else 0.0)
+        t_dw, n_dw = tax * dwx + tay * dwy, nax * dwx + nay * dwy
+        t_delta, n_delta = tax * dx + tay * dy, nax * dx + nay * dy
+        ta_nb, na_nb = tax * nbx + tay * nby, nax * nbx + nay * nby
+        na_tb, ta_tb = nax * tbx + nay * tby, tax * tbx + tay * tby
+        out[j, 2] += sign * (l0 * (d * ta_nb * om_a + d * na_tb * om_b)
+                             + l1 * (-d * na_nb * om_a + d * ta_tb * om_b))
+        px = -l0 * om_a * tax + l1 * om_a * nax  # ∂/∂p_child = −∂/∂p_parent
+        py = -l0 * om_a * tay + l1 * om_a * nay
+        out[j, 0] += sign * px
+        out[j, 1] += sign * py
+        if j > 0:
+            out[j - 1, 2] += sign * (l0 * (-t_dw - n_delta * om_a + d * ta_nb * om_b)
+                                     + l1 * (n_dw - (t_delta + d) * om_a - d * na_nb * om_b))
+            out[j - 1, 0] -= sign * px
+            out[j - 1, 1] -= sign * py
+
+
+@numba.njit(cache=True)
+def _rows_transpose_add(row_bodies, rows, weights, scale, start, stop, out):
+    """``out += scale · Aᵀ λ`` over the rows start … stop − 1 (two-body layout)."""
+    for r in range(start, stop):
+        for side in range(2):
+            body = row_bodies[r, side]
+            if body >= 0:
+                for k in range(3):
+                    out[body, k] += scale * rows[r, 3 * side + k] * weights[r]
+
+
+@numba.njit(cache=True)
+def _evert_targets_backward(d, q, z, rows, row_bodies, dt, rate, g_q):
+    """``g_q += ∂/∂q`` of ``zᵀ r`` for the joint and slot targets of a vine that everts
+    (``evert.target_vjp``): ``−Aᵀz/Δt`` over those rows, plus ``(Σ_j z_j S_j') ∂E/∂q / Δt``
+    for the body that emerges; returns ``∂L/∂rate = Σ_j z_j S_j'``."""
+    n = q.shape[0]
+    _rows_transpose_add(row_bodies, rows, z, -1.0 / dt, 0, 3 * n, g_q)
+    grown = _everted_length(q, d) + dt * rate
+    full = 2.0 * d
+    emerging = 0.0
+    for j in range(1, n):
+        reach = grown - full * (j - 1)
+        if 0.0 < reach < full:
+            emerging += z[2 * n + j]
+    if emerging != 0.0:  # ∂E/∂q = Σ_{j≥1} ∂σ_j/∂q, the slot rows but the base's
+        for j in range(1, n):
+            for side in range(2):
+                body = row_bodies[2 * n + j, side]
+                for k in range(3):
+                    g_q[body, k] += emerging / dt * rows[2 * n + j, 3 * side + k]
+    return emerging
+
+
+@numba.njit(cache=True)
 def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, rest_angle, friction, mass,
-                  ground, dt, row_bodies, rows, contact_start, g_q_next):
+                  ground, dt, row_bodies, rows, contact_start, g_q_next, rate):
     """The cotangents of a step's inputs from the KKT adjoint ``(w (N, 3), z (m,))``, in one
     pass: what ``sim_vine.step.step_vjp_reference`` computes with NumPy (its formulas and
     the constraints' curvature terms of :mod:`sim_vine.constraints`).
@@ -403,14 +551,16 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, rest_angle, 
     Args:
         model: ``tuple(ModelArrays)``; q, v: the step's input poses and velocities (N, 3);
         v_star: its solution (N, 3); y: the solution's multipliers (m,); rows: the
-        constraint rows (m, 6) of ``row_bodies``; g_q_next: ∂L/∂q_next (N, 3).
+        constraint rows (m, 6) of ``row_bodies``; g_q_next: ∂L/∂q_next (N, 3); rate: the
+        step's growth rate [m/s].
 
     Returns:
         ``(g_q, g_v, g_rate, g_stiffness, g_damping, g_rest_angle, g_friction, g_mass,
         g_ground_friction)``.
     """
     (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w,
-     cp_body, cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count) = model
+     cp_body, cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count,
+     evert) = model
     n = q.shape[0]
     g_q = g_q_next.copy()
     g_v = np.empty((n, 3))
@@ -451,22 +601,22 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, rest_angle, 
             g_v[b, 2] += push
             if a >= 0:
                 g_v[a, 2] -= push
-    # ∂L/∂r = z: joint targets −c(q)/Δt, growth targets rate·weights
-    n_joint = 2 * (n_pins + prism_a.shape[0])
-    for r in range(n_joint):
-        for side in range(2):
-            body = row_bodies[r, side]
-            if body >= 0:
-                for k in range(3):
-                    g_q[body, k] -= rows[r, 3 * side + k] * z[r] / dt
-    g_rate = 0.0
-    for j in range(prism_a.shape[0]):
-        g_rate += z[n_joint + j] * growth_w[j]
-    # ∂L/∂A = −(y wᵀ + z v*ᵀ) through the rows' dependence on q (and μ)
-    _joint_curvature(model, q, y, w, -1.0, g_q)
-    _joint_curvature(model, q, z, v_star, -1.0, g_q)
-    _growth_curvature(model, q, y[n_joint:], w, -1.0, g_q)
-    _growth_curvature(model, q, z[n_joint:], v_star, -1.0, g_q)
+    if evert:
+        g_rate = _evert_targets_backward(d, q, z, rows, row_bodies, dt, rate, g_q)
+        _evert_curvature(d, base, q, y, w, -1.0, g_q)
+        _evert_curvature(d, base, q, z, v_star, -1.0, g_q)
+    else:
+        # ∂L/∂r = z: joint targets −c(q)/Δt, growth targets rate·weights
+        n_joint = 2 * (n_pins + prism_a.shape[0])
+        _rows_transpose_add(row_bodies, rows, z, -1.0 / dt, 0, n_joint, g_q)
+        g_rate = 0.0
+        for j in range(prism_a.shape[0]):
+            g_rate += z[n_joint + j] * growth_w[j]
+        # ∂L/∂A = −(y wᵀ + z v*ᵀ) through the rows' dependence on q (and μ)
+        _joint_curvature(model, q, y, w, -1.0, g_q)
+        _joint_curvature(model, q, z, v_star, -1.0, g_q)
+        _growth_curvature(model, q, y[n_joint:], w, -1.0, g_q)
+        _growth_curvature(model, q, z[n_joint:], v_star, -1.0, g_q)
     g_friction = 0.0
     n_obs = obs_type.shape[0]
     pair = 0

@@ -12,6 +12,8 @@ Rows, in this order:
 - prismatic joints (2 each): ``n_a·(p_b − p_a) = 0`` and ``n_b·(p_b − p_a) = 0``, the bodies
   stay collinear (n: a body's normal);
 - growth (1 per prismatic joint): extension rate ``d/dt [t_a·(p_b − p_a)] = rate``;
+- a vine that everts (:mod:`sim_vine.evert`) has instead, per joint, the rows (ν, lock) in
+  place of a pin's and a slot row σ as its growth row;
 - contacts (2 per contact point and obstacle): ``(N ± μ T)·v_c ≥ −Φ/Δt``, the two edges of
   the polyhedral friction cone (Anitescu's convex relaxation), with N the obstacle normal
   and T its tangent at the contact point; with μ = 0 both are the non-penetration row.
@@ -57,7 +59,8 @@ class RowLayout:
 
     Attributes:
         row_bodies: the two bodies each row touches, shape (m, 2), ``-1`` for none.
-        joint: slice of the joint rows (pins then prismatic), all equalities.
+        joint: slice of the joint rows (pins then prismatic), equalities (a lock row of a
+            vine that everts has infinite bounds, is free, once its joint has everted).
         growth: slice of the growth rows, equalities.
         contact: slice of the contact rows, inequalities, ordered (point, obstacle, ±).
         pair_count: contact point × obstacle pairs.
@@ -84,18 +87,20 @@ def row_layout(model: VineModel) -> RowLayout:
     """The row structure of ``model``'s constraints."""
     pin_a, pin_b = model.pins
     pr_a, pr_b = model.prismatics
+    # a vine that everts grows at every joint (sim_vine.evert): one slot row per pin
+    grow_a, grow_b = (pin_a, pin_b) if model.evert else (pr_a, pr_b)
     cp_body = model.contact_points[0]
     n_obs = len(model.obstacles)
     parts = [
         np.repeat(np.stack([pin_a, pin_b], axis=1), 2, axis=0),
         np.repeat(np.stack([pr_a, pr_b], axis=1), 2, axis=0),
-        np.stack([pr_a, pr_b], axis=1),
+        np.stack([grow_a, grow_b], axis=1),
         np.stack([np.full(2 * n_obs * len(cp_body), -1),
                   np.repeat(cp_body, 2 * n_obs)], axis=1),
     ]
     bodies = np.concatenate([p.reshape(-1, 2) for p in parts]).astype(np.int64)
     n_joint = 2 * (len(pin_a) + len(pr_a))
-    n_growth = len(pr_a)
+    n_growth = len(grow_a)
     return RowLayout(
         row_bodies=bodies,
         joint=slice(0, n_joint),

@@ -13,15 +13,33 @@ where ``mass_i`` is the design's ``body.mass`` (default ρ · 2d, the mass of th
 length). Inertia stays m_i r² with the body's radius of gyration, so it grows with the mass
 (linearly in the everted length). A step uses the masses at its input poses, and its VJP
 adds their dependence on the poses (:func:`everted_masses_vjp`).
+
+A vine that everts (``growth: evert``, :mod:`sim_vine.evert`) always carries its masses
+this way: body j carries ``ℓ_j = 2d + σ_j`` (σ_j its slot offset, −2d before it everts)
+and weighs ``mass_j (f + (1 − f) ℓ_j / (2d))`` with ``f`` = :data:`UNEVERTED_MASS_FRACTION`:
+a body not yet everted keeps that small share of its mass (it rides on the tip, held
+there by its joint rows; a zero mass would make the step's Hessian singular).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import evert
+from .constraints import rows_transpose_times
 from .model import VineModel
 
-__all__ = ["material_lengths", "everted_masses", "everted_masses_vjp"]
+__all__ = ["UNEVERTED_MASS_FRACTION", "material_lengths", "everted_masses",
+           "everted_masses_vjp", "masses_grow"]
+
+UNEVERTED_MASS_FRACTION = 0.01
+"""Share of its mass a body of a vine that everts has before it everts."""
+
+
+def masses_grow(model: VineModel) -> bool:
+    """True when the model's body masses follow the everted material (``linear_density``
+    set, or a vine that everts)."""
+    return model.linear_density is not None or model.evert
 
 
 def _pair_geometry(model: VineModel, body_q):
@@ -34,8 +52,12 @@ def _pair_geometry(model: VineModel, body_q):
 
 def material_lengths(model: VineModel, body_q) -> np.ndarray:
     """Length of vine material each body carries [m], shape (N,): 2d, plus the pair's
-    extension for the distal body of each prismatic pair."""
+    extension for the distal body of each prismatic pair; ``2d + σ_j`` for body j ≥ 1 of a
+    vine that everts."""
     lengths = np.full(model.body_count, model.body_length)
+    if model.evert:
+        lengths[1:] += evert.slot_offsets(model, body_q)[1:]
+        return lengths
     _, b, axis, gap = _pair_geometry(model, body_q)
     lengths[b] = np.sum(axis * gap, axis=1)  # 2d + e_p
     return lengths
@@ -43,15 +65,28 @@ def material_lengths(model: VineModel, body_q) -> np.ndarray:
 
 def everted_masses(model: VineModel, mass, body_q) -> np.ndarray:
     """Body masses [kg] at poses ``body_q`` (N, 3) from the design's ``mass`` (N,) [kg]."""
-    return np.asarray(mass, dtype=np.float64) * material_lengths(model, body_q) \
-        / model.body_length
+    return np.asarray(mass, dtype=np.float64) * _mass_factors(model, body_q)
+
+
+def _mass_factors(model: VineModel, body_q) -> np.ndarray:
+    share = material_lengths(model, body_q) / model.body_length
+    if model.evert:
+        return UNEVERTED_MASS_FRACTION + (1.0 - UNEVERTED_MASS_FRACTION) * share
+    return share
 
 
 def everted_masses_vjp(model: VineModel, mass, body_q, g_masses) -> tuple[np.ndarray, np.ndarray]:
     """``(∂L/∂mass (N,), ∂L/∂body_q (N, 3))`` of :func:`everted_masses` given ∂L/∂m (N,)."""
     mass = np.asarray(mass, dtype=np.float64)
     g_masses = np.asarray(g_masses, dtype=np.float64)
-    g_mass = g_masses * material_lengths(model, body_q) / model.body_length
+    g_mass = g_masses * _mass_factors(model, body_q)
+    if model.evert:  # ∂m_j/∂σ_j = mass_j (1 − f) / (2d), and σ_j's gradient is its slot row
+        g_sigma = g_masses * mass * (1.0 - UNEVERTED_MASS_FRACTION) / model.body_length
+        g_sigma[0] = 0.0
+        parent, child = model.pins
+        slot_values = evert.joint_rows(model, body_q)[1]
+        return g_mass, rows_transpose_times(np.stack([parent, child], axis=1), slot_values,
+                                            g_sigma, model.body_count)
     a, b, axis, gap = _pair_geometry(model, body_q)
     g_length = g_masses[b] * mass[b] / model.body_length  # ∂L/∂ℓ_b
     g_q = np.zeros((model.body_count, 3))

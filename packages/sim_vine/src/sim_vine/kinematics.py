@@ -1,7 +1,8 @@
 """Points on the vine from body poses, with VJPs: tip, centreline vertices, keypoints.
 
 The vine's centreline is the polyline from the base through every pin joint to the tip
-(each telescoping prismatic pair is straight). Keypoints are n points evenly spaced by arc
+(each telescoping prismatic pair is straight; a vine that everts passes through every
+body's distal end). Keypoints are n points evenly spaced by arc
 length along it, the model side of the paper's measurement map p(q).
 """
 
@@ -23,8 +24,11 @@ __all__ = [
 
 
 def _ends(model: VineModel):
-    """(body index, signed offset) of the centreline vertices: base end, pins, tip."""
+    """(body index, signed offset) of the centreline vertices: base end, pins, tip (every
+    body's distal end when the vine everts: those not yet everted lie at the tip)."""
     n = model.body_count
+    if model.evert:
+        return np.arange(-1, n).clip(0), np.array([-model.half_length] + [model.half_length] * n)
     bodies = [0] + list(range(1, n - 1, 2)) + [n - 1]
     offsets = [-model.half_length] + [model.half_length] * (len(bodies) - 1)
     return np.asarray(bodies), np.asarray(offsets)

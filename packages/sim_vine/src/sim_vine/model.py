@@ -34,7 +34,7 @@ class ModelError(ValueError):
 
 
 _DECLARED = ("length", "total_mass", "linear_density", "gyration_radius", "stiffness", "damping",
-             "rest_angle", "friction", "ground_friction", "growth")
+             "rest_angle", "friction", "ground_friction", "growth", "max_length")
 """Fields that are options of :class:`VineOptions` by the same name: their bounds and
 choices are checked as declared there."""
 
@@ -71,7 +71,11 @@ class VineModel:
         ground_friction: viscous friction against the ground per body [1/s], scalar or
             (N,): force ``−c_g m v`` and torque ``−c_g m r² ω`` (integrated implicitly).
         growth: ``"every_prismatic"`` (every prismatic joint extends at an equal share of
-            the growth rate) or ``"tip"`` (only the last prismatic joint extends).
+            the growth rate), ``"tip"`` (only the last prismatic joint extends) or
+            ``"evert"`` (a chain of pins whose bodies evert one after another at the tip,
+            :mod:`sim_vine.evert`).
+        max_length: with ``growth="evert"``, the length with every body everted [m]: each
+            body is ``max_length / N`` long and ``length`` is the everted length at t = 0.
         contact: ``"pins"`` (every movable pin and the tip), ``"bodies"`` (the distal end
             of every body) or a list of ``[body_index, offset_m]`` along the body axis.
         obstacles: the environment's obstacles.
@@ -96,6 +100,7 @@ class VineModel:
     gravity: Sequence[float] = tuple(_DEFAULT.gravity)
     ground_friction: Any = _DEFAULT.ground_friction
     growth: str = _DEFAULT.growth
+    max_length: float | None = _DEFAULT.max_length
     contact: Any = _DEFAULT.contact
     obstacles: tuple[Obstacle, ...] = ()
     initial_angles: Any = _DEFAULT.initial_angles
@@ -109,7 +114,8 @@ class VineModel:
                    linear_density=o.linear_density, gyration_radius=o.gyration_radius,
                    base=o.base, stiffness=o.stiffness, damping=o.damping,
                    rest_angle=o.rest_angle, friction=o.friction, gravity=o.gravity,
-                   ground_friction=o.ground_friction, growth=o.growth, contact=o.contact,
+                   ground_friction=o.ground_friction, growth=o.growth,
+                   max_length=o.max_length, contact=o.contact,
                    initial_angles=o.initial_angles,
                    obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
                    implicit_springs=o.implicit_springs)
@@ -125,7 +131,7 @@ class VineModel:
         object.__setattr__(self, "body_count", int(self.body_count))
         for name in ("length", "total_mass", "friction"):
             object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("gyration_radius", "linear_density"):
+        for name in ("gyration_radius", "linear_density", "max_length"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, float(getattr(self, name)))
         base = np.asarray(self.base, dtype=np.float64)
@@ -136,6 +142,16 @@ class VineModel:
         if gravity.shape != (2,) or not np.all(np.isfinite(gravity)):
             raise ModelError(f"gravity must be (gx, gy) in m/s², got {self.gravity!r}")
         object.__setattr__(self, "gravity", gravity)
+        if self.evert:
+            if self.max_length is None:
+                raise ModelError("growth: evert needs max_length, the vine's length with all "
+                                 "its bodies everted [m] (each body is max_length / bodies "
+                                 "long)")
+            if not self.body_length * (1 - 1e-12) <= self.length \
+                    <= self.max_length * (1 + 1e-12):
+                raise ModelError(
+                    f"growth: evert needs one body length ({self.body_length:g} m) <= length "
+                    f"<= max_length ({self.max_length:g} m), got length {self.length:g} m")
         n_pins = self.pin_count
         object.__setattr__(self, "stiffness", _per_entity(self.stiffness, n_pins, "stiffness"))
         object.__setattr__(self, "damping", _per_entity(self.damping, n_pins, "damping"))
@@ -163,8 +179,16 @@ class VineModel:
     # -- geometry -------------------------------------------------------------------------
 
     @property
+    def evert(self) -> bool:
+        """True when the vine grows by eversion at the tip (``growth="evert"``)."""
+        return self.growth == "evert"
+
+    @property
     def body_length(self) -> float:
-        """Length of each rigid body [m]."""
+        """Length of each rigid body [m]: ``length / N``, or ``max_length / N`` when the
+        vine everts."""
+        if self.evert:
+            return self.max_length / self.body_count
         return self.length / self.body_count
 
     @property
@@ -188,24 +212,30 @@ class VineModel:
 
     @property
     def pin_count(self) -> int:
-        """Number of pin joints, the base pin included."""
+        """Number of pin joints, the base pin included (every joint when the vine everts)."""
+        if self.evert:
+            return self.body_count
         return 1 + (self.body_count - 1) // 2
 
     @property
     def prismatic_count(self) -> int:
-        """Number of prismatic joints."""
+        """Number of prismatic joints (none when the vine everts)."""
+        if self.evert:
+            return 0
         return self.body_count // 2
 
     @functools.cached_property
     def pins(self) -> tuple[np.ndarray, np.ndarray]:
         """(parent, child) body indices of each pin, shape (n_pins,); parent -1 is the base."""
+        if self.evert:
+            return np.arange(-1, self.body_count - 1), np.arange(self.body_count)
         parents = np.array([-1] + list(range(1, self.body_count - 1, 2)), dtype=np.int64)
         return parents, parents + 1
 
     @functools.cached_property
     def prismatics(self) -> tuple[np.ndarray, np.ndarray]:
         """(proximal, distal) body indices of each prismatic joint, shape (n_prismatic,)."""
-        proximal = np.arange(0, self.body_count - 1, 2, dtype=np.int64)
+        proximal = np.arange(0, 2 * self.prismatic_count, 2, dtype=np.int64)
         return proximal, proximal + 1
 
     @functools.cached_property
@@ -223,7 +253,9 @@ class VineModel:
     def _contact_points(self) -> tuple[np.ndarray, np.ndarray]:
         n, d = self.body_count, self.half_length
         if isinstance(self.contact, str):
-            if self.contact == "pins":
+            if self.contact == "pins" and self.evert:  # every body's distal end is a pin
+                bodies = list(range(n))
+            elif self.contact == "pins":
                 bodies = sorted(set(range(1, n - 1, 2)) | {n - 1})
             elif self.contact == "bodies":
                 bodies = list(range(n))
@@ -258,8 +290,13 @@ class VineModel:
         """Body poses (N, 3) of a vine with the given pin angles [rad], shape (n_pins,).
 
         ``extensions`` are the prismatic joint extensions beyond touching ends [m], shape
-        (n_prismatic,), default zero. Every body is laid end to end from the base.
+        (n_prismatic,), default zero. Every body is laid end to end from the base. A vine
+        that everts takes no extensions (None or empty): its bodies evert to ``length`` as
+        the growth schedule (:meth:`evert_schedule`) places them, and the joints
+        not yet everted stay straight whatever their angle.
         """
+        if self.evert:
+            return self._everted_configuration(joint_angles, extensions)
         angles = np.asarray(joint_angles, dtype=np.float64).reshape(self.pin_count)
         ext = np.zeros(self.prismatic_count) if extensions is None else np.asarray(
             extensions, dtype=np.float64).reshape(self.prismatic_count)
@@ -277,6 +314,37 @@ class VineModel:
             point = point + 2 * d * direction
         return q
 
+    def evert_schedule(self, everted_length: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(S (N,) [m], slope (N,))`` of a vine that everts: the slot offset
+        ``S_j = clip(E − 2d(j − 1), 0, 2d) − 2d`` that the length E [m] everted beyond
+        body 0 gives joint j (bodies evert in order, each up to its full 2d; the base joint
+        is always a pin) and ``∂S_j/∂E`` (1 for the body emerging at E, else 0)."""
+        full = self.body_length
+        reach = everted_length - full * np.arange(-1, self.body_count - 1)  # E − 2d(j − 1)
+        reach[0] = full
+        offsets = np.clip(reach, 0.0, full) - full
+        slope = ((reach > 0.0) & (reach < full)).astype(np.float64)
+        return offsets, slope
+
+    def _everted_configuration(self, joint_angles, extensions) -> np.ndarray:
+        if extensions is not None and np.size(extensions):
+            raise ModelError("a vine that everts (growth: evert) has no prismatic extensions; "
+                             "set its everted length with the length option")
+        angles = np.asarray(joint_angles, dtype=np.float64).reshape(self.pin_count)
+        offsets, _ = self.evert_schedule(self.length - self.body_length)
+        d = self.half_length
+        q = np.zeros((self.body_count, 3))
+        end = self.base[:2].copy()  # the parent's distal end
+        heading = self.base[2]
+        for j in range(self.body_count):
+            if j == 0 or offsets[j] == 0.0:  # a joint that has everted bends
+                heading = heading + angles[j]
+            direction = np.array([np.cos(heading), np.sin(heading)])
+            start = end + offsets[j] * direction
+            q[j] = (*(start + d * direction), heading)
+            end = start + 2 * d * direction
+        return q
+
     def configuration_vjp(self, joint_angles, extensions, g_q) -> tuple[np.ndarray, np.ndarray]:
         """``(∂L/∂joint_angles (n_pins,), ∂L/∂extensions (n_prismatic,))`` of
         :meth:`configuration` given ``∂L/∂q`` (N, 3).
@@ -286,6 +354,9 @@ class VineModel:
         ``(e_i + d) dir(h_i)``, with ``ℓ_j = 2d + e_j`` and e_j the extension a distal body
         of a prismatic pair slides out by (0 for the others).
         """
+        if self.evert:
+            raise ModelError("configuration_vjp of a vine that everts (growth: evert) is not "
+                             "implemented: fit start poses with every_prismatic or tip growth")
         angles = np.asarray(joint_angles, dtype=np.float64).reshape(self.pin_count)
         ext = np.zeros(self.prismatic_count) if extensions is None else np.asarray(
             extensions, dtype=np.float64).reshape(self.prismatic_count)

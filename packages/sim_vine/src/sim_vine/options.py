@@ -17,7 +17,7 @@ from codesign.options import Options, option
 
 __all__ = ["GROWTH_MODES", "VineOptions"]
 
-GROWTH_MODES = ("every_prismatic", "tip")
+GROWTH_MODES = ("every_prismatic", "tip", "evert")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -54,7 +54,15 @@ class VineOptions(Options):
             "body: force −c_g m v and torque −c_g m r² ω on each body, integrated implicitly "
             "(stable for any dt); 0: none")
     growth: str = option("every_prismatic", choices=GROWTH_MODES,
-                         doc="which prismatic joints extend with the growth rate")
+                         doc="how the vine grows: every_prismatic (every prismatic joint "
+                             "extends at an equal share of the rate), tip (only the last "
+                             "one) or evert (bodies evert one after another at the tip, up "
+                             "to max_length)")
+    max_length: float | None = option(
+        None, unit="m", lower=1e-9,
+        doc="growth: evert: the vine's length with all its bodies everted (each body "
+            "max_length / bodies long; length is the everted length at t = 0); required "
+            "for evert, unused otherwise")
     contact: str | list[list[float]] = option(
         "pins", doc="contact points: pins, bodies or a list of [body, offset m]")
     obstacles: list[dict] = option([], doc="obstacle mappings (see sim_vine.obstacles)")

@@ -251,7 +251,8 @@ class VineQP:
         Ax_scaled *= row_scale[self._a_rows]
         q = -problem.rhs.reshape(-1) * col_scale
         upper = np.minimum(problem.upper * row_scale, _INFINITY)
-        return Px_scaled, Ax_scaled, q, problem.lower * row_scale, upper, col_scale, row_scale
+        lower = np.maximum(problem.lower * row_scale, -_INFINITY)
+        return Px_scaled, Ax_scaled, q, lower, upper, col_scale, row_scale
 
     # -- solving ----------------------------------------------------------------------
 
@@ -354,7 +355,8 @@ class VineQP:
         return solution
 
     def guess_active_reference(self, problem: QPProblem, x, row_scale, scaled_y) -> np.ndarray:
-        """Rows held with equality according to OSQP's iterate (the rule of OSQP's polishing).
+        """Rows held with equality according to OSQP's iterate (the rule of OSQP's polishing):
+        the bounded equality rows and the contact rows it finds active.
 
         At μ = 0 each contact pair's coinciding cone edges collapse to the one that would
         bind for μ > 0, the edge opposing the sliding. NumPy reference of the compiled
@@ -364,7 +366,8 @@ class VineQP:
                                    np.asarray(x).reshape(-1, 3)) - problem.lower) * row_scale
         contact = self.layout.contact
         active = np.zeros(self.layout.size, dtype=bool)
-        active[: self.layout.equality_count] = True
+        equality = slice(0, self.layout.equality_count)
+        active[equality] = problem.lower[equality] > -np.inf  # free rows: everted joints' locks
         active[contact] = (scaled_slack < -scaled_y)[contact]
         if problem.friction == 0.0:
             either = active[contact.start::2] | active[contact.start + 1::2]

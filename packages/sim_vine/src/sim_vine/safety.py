@@ -14,6 +14,7 @@ import numpy as np
 
 from codesign.simulator import SimulationError, UnstableTimeStepError
 
+from . import evert
 from .constraints import joint_residual
 from .model import VineModel
 from .state import VineState
@@ -57,7 +58,8 @@ def check_step_inputs(model: VineModel, state: VineState, action, dt: float, *,
                       offset: float) -> float:
     """The growth rate [m/s] of a step: the action (shape (1,)) plus ``offset``; raise for
     a state of the wrong shape (ValueError) or holding NaN (SimulationError), a bad action,
-    dt [s] or a negative growth rate (ValueError). Runs every step, so it stays cheap."""
+    dt [s] or a negative growth rate (ValueError), growth beyond a vine's ``max_length``
+    when it everts (SimulationError). Runs every step, so it stays cheap."""
     n = model.body_count
     for name in ("body_q", "body_qd"):
         value = np.asarray(getattr(state, name))
@@ -78,6 +80,12 @@ def check_step_inputs(model: VineModel, state: VineState, action, dt: float, *,
         raise ValueError(f"the growth rate is negative ({rate:.4g} m/s): vine robots grow "
                          "by eversion and cannot shrink; bound the controller's output "
                          "at 0 or raise growth.offset")
+    if model.evert:
+        grown = evert.everted_length(model, np.asarray(state.body_q)) + dt * rate
+        if grown > model.body_length * (n - 1) * (1 + 1e-9):
+            raise SimulationError(
+                f"the vine has everted all its {n} bodies (max_length {model.max_length:g} m) "
+                f"and cannot grow further at {rate:.4g} m/s; raise max_length and bodies")
     return rate
 
 
@@ -89,7 +97,8 @@ def check_state(model: VineModel, state: VineState, step_index: int, *,
     q = np.asarray(state.body_q)
     if not (np.all(np.isfinite(q)) and np.all(np.isfinite(state.body_qd))):
         raise SimulationError(f"step {step_index}: the vine state holds NaN or inf")
-    error = float(np.max(np.abs(joint_residual(model, q)), initial=0.0))
+    residual = evert.joint_residual(model, q) if model.evert else joint_residual(model, q)
+    error = float(np.max(np.abs(residual), initial=0.0))
     if error > joint_tolerance:
         raise SimulationError(
             f"step {step_index}: joint constraints are violated by {error:.3g} m "

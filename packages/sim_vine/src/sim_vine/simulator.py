@@ -22,7 +22,7 @@ from . import safety
 from . import step as vine_step
 from ._kernels import model_arrays
 from .constraints import row_layout
-from .everted_mass import everted_masses, everted_masses_vjp
+from .everted_mass import everted_masses, everted_masses_vjp, masses_grow
 from .kinematics import tip_position
 from .model import VineModel
 from .options import VineOptions
@@ -55,6 +55,10 @@ class VineSimulator:
                  check_initial_pose: bool = True):
         self.model = model
         self.settings = settings or SolverSettings()
+        if model.evert and self.settings.contact_smoothing > 0:
+            raise ValueError("contact_smoothing is not implemented for growth: evert (its "
+                             "free lock rows and switched-off contacts); use hard contact "
+                             "(contact_smoothing: 0) or every_prismatic / tip growth")
         self.layout = row_layout(model)
         self.qp = VineQP(model, self.layout, self.settings)
         self.arrays = model_arrays(model)
@@ -217,7 +221,7 @@ class VineSimulator:
                 f"{self._where(state, q, rate, dt, ' (its gradient, in the reverse sweep)')}: "
                 f"{exc}") from exc
         g_mass, g_state_q = grad.mass, grad.q
-        if self.model.linear_density is not None:
+        if masses_grow(self.model):
             g_mass, g_q_masses = everted_masses_vjp(self.model, params.mass, q, grad.mass)
             g_state_q = g_state_q + g_q_masses
         g_design = {
@@ -233,7 +237,7 @@ class VineSimulator:
 
     def _step_masses(self, params: vine_step.StepParameters, q) -> vine_step.StepParameters:
         """``params`` with the masses at poses ``q`` when they grow with the everted length."""
-        if self.model.linear_density is None:
+        if not masses_grow(self.model):
             return params
         return dataclasses.replace(params, mass=everted_masses(self.model, params.mass, q))
 

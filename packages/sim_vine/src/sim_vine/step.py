@@ -25,6 +25,7 @@ import dataclasses
 
 import numpy as np
 
+from . import evert
 from ._kernels import ModelArrays, assemble_rows, step_backward
 from .constraints import (
     ContactFrame,
@@ -108,12 +109,21 @@ def assemble(model: VineModel, layout: RowLayout, q, v, rate: float,
     rhs[:, :2] += dt * params.mass[:, None] * model.gravity
     frame = contact_frame(model, q)
     c_rows, phi_rows = contact_rows(frame, params.friction)
-    row_values = np.concatenate([joint_rows(model, q), growth_rows(model, q), c_rows])
-    joint_target = -joint_residual(model, q) / dt
-    growth_target = rate * model.growth_weights
     contact_lower = np.repeat(-frame.phi / dt, 2)
-    lower = np.concatenate([joint_target, growth_target, contact_lower])
-    upper = np.concatenate([joint_target, growth_target, np.full(len(contact_lower), np.inf)])
+    if model.evert:
+        joint_values, slot_values = evert.joint_rows(model, q)
+        row_values = np.concatenate([joint_values, slot_values, c_rows])
+        joint_lower, joint_upper, _ = evert.joint_bounds(model, q, rate, dt)
+        grown = evert.everted_length(model, q) + dt * rate
+        out = evert.emerged_bodies(model, grown)[np.repeat(frame.body, 2)]
+        contact_lower = np.where(out, contact_lower, -np.inf)  # bodies not yet everted
+    else:
+        row_values = np.concatenate([joint_rows(model, q), growth_rows(model, q), c_rows])
+        joint_lower = np.concatenate([-joint_residual(model, q) / dt,
+                                      rate * model.growth_weights])
+        joint_upper = joint_lower
+    lower = np.concatenate([joint_lower, contact_lower])
+    upper = np.concatenate([joint_upper, np.full(len(contact_lower), np.inf)])
     problem = QPProblem(mass_diagonal=p_diag,
                         spring_weights=spring_weights(model, params.stiffness, params.damping,
                                                       dt),
@@ -158,7 +168,8 @@ def step_vjp(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: flo
         step_backward(tuple(arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z,
                       params.stiffness, params.damping, params.rest_angle,
                       float(params.friction), params.mass, params.ground_friction, float(dt),
-                      layout.row_bodies, problem.row_values, layout.contact.start, g_q_next)
+                      layout.row_bodies, problem.row_values, layout.contact.start, g_q_next,
+                      float(rate))
     return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
                         rest_angle=g_rest, friction=g_friction, mass=g_mass,
                         ground_friction=g_ground)
@@ -171,11 +182,12 @@ def step_vjp_reference(model: VineModel, layout: RowLayout, qp: VineQP, q, v, ra
     assembly = assemble(model, layout, q, v, rate, params, dt)
     solution = qp.solve(assembly.problem, warm_v=v)
     return _backward(model, layout, qp, q, v, params, dt, solution, assembly,
-                     np.asarray(g_q_next, dtype=np.float64), np.asarray(g_v_next, dtype=np.float64))
+                     np.asarray(g_q_next, dtype=np.float64), np.asarray(g_v_next, dtype=np.float64),
+                     rate)
 
 
 def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembly: Assembly,
-              g_q_next, g_v_next) -> StepGradient:
+              g_q_next, g_v_next, rate: float) -> StepGradient:
     problem = assembly.problem
     n_body = model.body_count
     g_vstar = (g_v_next + dt * g_q_next).reshape(-1)
@@ -209,16 +221,25 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
         g_damping -= dt * spring
     # ∂L/∂r = z
     joint, growth, contact = layout.joint, layout.growth, layout.contact
-    g_q -= rows_transpose_times(layout.row_bodies[joint], problem.row_values[joint],
-                                z[joint], n_body) / dt
-    g_rate = float(z[growth] @ model.growth_weights)
+    if model.evert:
+        g_targets, g_rate = evert.target_vjp(model, q, rate, dt, z[joint], z[growth])
+        g_q += g_targets
+    else:
+        g_q -= rows_transpose_times(layout.row_bodies[joint], problem.row_values[joint],
+                                    z[joint], n_body) / dt
+        g_rate = float(z[growth] @ model.growth_weights)
     z_pairs = z[contact].reshape(-1, 2).sum(axis=1)
     pair_bodies = np.stack([np.full(len(z_pairs), -1), assembly.frame.body], axis=1)
     g_q -= rows_transpose_times(pair_bodies, assembly.phi_rows, z_pairs, n_body) / dt
     # ∂L/∂A = −(y wᵀ + z vᵀ) through the constraint Jacobians' dependence on q and μ
-    g_q -= joint_curvature(model, q, y[joint], w) + joint_curvature(model, q, z[joint], v_star)
-    g_q -= growth_curvature(model, q, y[growth], w) + growth_curvature(model, q, z[growth],
-                                                                        v_star)
+    if model.evert:
+        g_q -= evert.joint_curvature(model, q, y[joint], y[growth], w)
+        g_q -= evert.joint_curvature(model, q, z[joint], z[growth], v_star)
+    else:
+        g_q -= joint_curvature(model, q, y[joint], w) + joint_curvature(model, q, z[joint],
+                                                                          v_star)
+        g_q -= growth_curvature(model, q, y[growth], w) + growth_curvature(model, q,
+                                                                            z[growth], v_star)
     cq_y, cmu_y = contact_curvature(assembly.frame, params.friction, y[contact], w, n_body)
     cq_z, cmu_z = contact_curvature(assembly.frame, params.friction, z[contact], v_star, n_body)
     g_q -= cq_y + cq_z
