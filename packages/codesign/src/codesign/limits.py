@@ -31,7 +31,8 @@ messages: ``MAX_ECHO_CHARS`` characters of a value (or a YAML path) shown in an 
 from __future__ import annotations
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_DT", "MAX_ECHO_CHARS", "MAX_ITERATIONS", "MAX_MESSAGE_CHARS",
-           "MAX_POPULATION", "MAX_RECORDINGS", "MAX_STARTS", "MAX_REPORTED_ISSUES", "MAX_STAGES", "MAX_STEPS",
+           "MAX_POPULATION", "MAX_RECORDINGS", "MAX_STARTS", "MAX_REPORTED_ISSUES", "MAX_STAGES",
+           "MAX_STEPS",
            "MAX_UNKNOWN_KEYS_LISTED", "RUN_RANGES", "VIDEO_RANGES", "YAML_MAX_DEPTH",
            "YAML_MAX_INTEGER", "YAML_MAX_NODES"]
 

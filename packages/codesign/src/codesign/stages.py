@@ -72,8 +72,8 @@ def warm_start(previous, x: np.ndarray, problem) -> np.ndarray:
 def stage_record(index: int, config: ExperimentConfig, problem,
                  optimized: Optimization) -> dict[str, Any]:
     """What the run's summary and history keep of stage ``index`` of ``config`` (optimized
-    over ``problem``): its ``set`` keys, its start and final loss, iterations, evaluations, convergence, message and free design
-    parameters at its end."""
+    over ``problem``): its ``set`` keys, its start and final loss, iterations, evaluations,
+    convergence, message, wall time and free design parameters at its end."""
     result = optimized.result
     return {"stage": index, "set": config.data["stages"][index]["set"],
             "initial_loss": optimized.initial_loss, "final_loss": float(result.loss),

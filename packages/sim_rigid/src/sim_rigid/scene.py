@@ -117,8 +117,8 @@ def robot_description(robot: dict) -> dict:
                          "{...} or several as fingers: [{prefix: left_, ...}, ...]")
     unknown = sorted(set(robot) - {"finger", "fingers", "links", "joints"})
     if unknown:
-        raise SceneError(f"robot: unknown keys {unknown} beside the fingers; allowed: finger "
-                         f"or fingers, links, joints (the fingers' gravity is the gravity "
+        raise SceneError(f"robot: unknown keys {unknown} beside finger or fingers; allowed: "
+                         f"finger or fingers, links, joints (the fingers' gravity is the gravity "
                          f"option's)")
     specs = [robot["finger"]] if "finger" in robot else robot["fingers"]
     if not isinstance(specs, list) or not specs:
