@@ -14,8 +14,8 @@ from sim_rigid.scene import SceneError, build_model, make_simulator, robot_path
 def test_every_option_is_declared_with_a_doc_and_listed():
     specs = RigidOptions.specs()
     assert {"robot", "design_space", "initial_positions", "gravity", "damping", "obstacles",
-            "contact_stiffness", "contact_damping", "friction", "friction_stiffness",
-            "friction_sharpness",
+            "contact_stiffness", "contact_damping", "contact_scale", "friction",
+            "friction_stiffness", "friction_sharpness",
             "actuation",
             "servo_stiffness", "servo_damping", "newton_tolerance", "newton_iterations",
             "kernels", "view", "view_window", "base_dir"} == {s.name for s in specs}

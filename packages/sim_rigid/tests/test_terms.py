@@ -112,6 +112,20 @@ def test_joint_target_is_the_squared_error_of_one_coordinate(simulator):
     assert term.grad(state, None, design, 0) == (None, None, None)
 
 
+def test_joint_target_relative_to_scores_the_difference_of_two_coordinates(simulator):
+    term = JointTarget(simulator=simulator, joint="phalanx2_joint", target=0.1,
+                       relative_to="phalanx1_joint")
+    state, design = _moved(simulator, 1)
+    q = state.joint_q
+    assert term.value(state, None, design, 4) == pytest.approx((q[1] - q[0] - 0.1) ** 2,
+                                                               abs=1e-15)
+    _check_gradient(term, state, design, 4)
+    with pytest.raises(ValueError, match="joint_target: relative_to 'lid' is not one of"):
+        JointTarget(simulator=simulator, joint="phalanx2_joint", relative_to="lid")
+    with pytest.raises(ValueError, match="relative_to is the joint itself"):
+        JointTarget(simulator=simulator, joint="phalanx2_joint", relative_to="phalanx2_joint")
+
+
 def test_joint_target_at_end_scores_the_last_state_once(simulator):
     term = JointTarget(simulator=simulator, joint="phalanx2_joint", target=0.3, at_end=True)
     assert term.kind == "final"

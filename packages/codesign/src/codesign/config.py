@@ -22,6 +22,7 @@ The sections (``*`` marks required keys; defaults in parentheses)::
                  ("inline" | "process" | "dask" | {kind*, <the kind's options>}), workers,
                  video: {fps (30), width (480), height (360), every (1)}}
     quick:      a partial experiment merged over the rest by --quick
+    stages:     [{set*: {<dotted key>: value, ...}}, ...]   # a run of several stages
     identification: {recordings*: {source*, options}, measurement*: {name*, options},
                      batch_size (null: every recording), fit_initial_state (false),
                      fit_actions (false), action_scale (1: a number or one per action)}
@@ -47,6 +48,11 @@ keeps the best (:mod:`codesign.multistart`); every start is recorded in history.
 ``run.executor`` names the engine that runs batches (population members, recordings,
 starts): a registered executor kind, with ``run.workers``, or a mapping of the kind and its
 options, e.g. ``{kind: dask, address: tcp://host:8786, workers: 4}`` (:mod:`codesign.executors`).
+
+``stages`` makes the run a sequence of optimizations (a continuation, e.g. the contact forces
+scaled 0.01, 0.1, then 1): stage k is the experiment with its ``set`` keys set (dotted keys,
+as ``codesign sweep --set``: ``simulator.options.contact_scale``, ``optimizer.iterations``),
+started from stage k - 1's result (:mod:`codesign.stages`).
 
 ``run.seed`` is the default ``seed`` option of the controller, optimizer and recording-source
 factories that take one, so a run is reproducible (and resumable) unless a seed is set
@@ -94,11 +100,12 @@ __all__ = [
     "parse_config",
     "source_folder",
     "with_settings",
+    "with_stage",
     "without",
 ]
 
 SECTIONS = ("simulator", "design", "controller", "observer", "objective", "optimizer", "run",
-            "identification", "quick")
+            "identification", "quick", "stages")
 REQUIRED_SECTIONS = ("simulator", "controller", "objective", "optimizer", "run")
 """The sections a co-design experiment needs (an identification experiment needs fewer)."""
 RECORDING_INJECTED = ("simulator", "measurement", "dt", "substeps", "base_dir")
@@ -535,9 +542,15 @@ def parse_config(text: str, *, source: str = "<experiment>", quick: bool = False
     return RawConfig(tree=tree, source=source, quick=quick, base=base)
 
 
-def with_settings(raw: RawConfig, settings: Mapping[str, Any]) -> RawConfig:
+def with_settings(raw: RawConfig, settings: Mapping[str, Any], *,
+                  origin: str = SETTING_ORIGIN,
+                  lines: Mapping[str, int | None] | None = None) -> RawConfig:
     """``raw`` with each ``"dotted.key": value`` of ``settings`` set (``codesign sweep
     --set``), over the quick section too; mappings on the way are created as needed.
+
+    ``origin`` names where the settings came from in errors about them (default ``--set``,
+    no line); another origin (``stages[1].set``) is put in front of their paths, with the
+    line ``lines`` gives each key.
 
     Raises ConfigError when a key crosses a value that is not a mapping.
     """
@@ -559,14 +572,27 @@ def with_settings(raw: RawConfig, settings: Mapping[str, Any]) -> RawConfig:
                                                f"cannot set {key}: {where} is not a mapping")],
                                   source=raw.source)
         override: Any = value
+        line = (lines or {}).get(key)
         for depth in reversed(range(len(parts))):
             set_here = depth == len(parts) - 1 or not in_file[depth]
             override = _LineMapping({parts[depth]: override},
-                                    lines={parts[depth]: None} if set_here else {},
-                                    origins={parts[depth]: SETTING_ORIGIN} if set_here else {})
-        tree = deep_merge(tree, override, origin=SETTING_ORIGIN)
-        base = deep_merge(base, override, origin=SETTING_ORIGIN)
+                                    lines={parts[depth]: line} if set_here else {},
+                                    origins={parts[depth]: origin} if set_here else {})
+        tree = deep_merge(tree, override, origin=origin)
+        base = deep_merge(base, override, origin=origin)
     return dataclasses.replace(raw, tree=tree, base=base)
+
+
+def with_stage(raw: RawConfig, index: int) -> RawConfig:
+    """``raw`` as its stage ``index`` runs: without the ``stages`` section, with that stage's
+    ``set`` keys set (:func:`with_settings`; an error about one names it
+    ``stages[<index>].set.<key>`` at its line). The section must have been checked
+    (:func:`codesign.validation.validate_config`)."""
+    settings = raw.tree["stages"][index]["set"]
+    staged = dataclasses.replace(raw, tree=without(raw.tree, "stages"),
+                                 base=without(raw.base, "stages"))
+    return with_settings(staged, settings, origin=f"stages[{index}].set",
+                         lines=getattr(settings, "lines", {}))
 
 
 def load_config(path: str | Path, *, quick: bool = False) -> RawConfig:
@@ -604,12 +630,16 @@ class ExperimentConfig:
         tree: the parsed tree with line records, for errors found while building.
         source: the file name for messages.
         quick: whether the quick section was applied.
+        stages: with a ``stages`` section, each stage's validated experiment (the
+            experiment with the stage's ``set`` keys set, :func:`with_stage`), in order;
+            empty otherwise.
     """
 
     data: dict
     tree: dict
     source: str
     quick: bool = False
+    stages: list[ExperimentConfig] = dataclasses.field(default_factory=list)
 
     def issue(self, path: Sequence[str | int], message: str) -> ConfigIssue:
         """A :class:`ConfigIssue` at ``path`` with its line (:func:`issue_at`)."""

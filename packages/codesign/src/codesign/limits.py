@@ -16,8 +16,8 @@ YAML documents (checked while loading, :mod:`codesign.config`):
 run sizes (checked by :mod:`codesign.validation`): ``RUN_RANGES`` and ``VIDEO_RANGES`` map a
 key of ``run`` / ``run.video`` to its inclusive ``(lowest, highest)``; ``MAX_DT`` is the
 largest ``run.dt`` [s], ``MAX_ITERATIONS`` the largest ``optimizer.iterations``,
-``MAX_STARTS`` the largest ``optimizer.starts`` and ``MAX_BATCH_SIZE`` the largest
-``identification.batch_size``; component sizes
+``MAX_STARTS`` the largest ``optimizer.starts``, ``MAX_STAGES`` the most ``stages`` and
+``MAX_BATCH_SIZE`` the largest ``identification.batch_size``; component sizes
 (``MAX_POPULATION``: CMA-ES ``population_size``, ``MAX_RECORDINGS``: the synthetic source's
 ``count``) are annotated on their factory's keyword (:class:`codesign.options.Range`);
 
@@ -31,7 +31,8 @@ messages: ``MAX_ECHO_CHARS`` characters of a value (or a YAML path) shown in an 
 from __future__ import annotations
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_DT", "MAX_ECHO_CHARS", "MAX_ITERATIONS", "MAX_MESSAGE_CHARS",
-           "MAX_POPULATION", "MAX_RECORDINGS", "MAX_STARTS", "MAX_REPORTED_ISSUES", "MAX_STEPS",
+           "MAX_POPULATION", "MAX_RECORDINGS", "MAX_STARTS", "MAX_REPORTED_ISSUES", "MAX_STAGES",
+           "MAX_STEPS",
            "MAX_UNKNOWN_KEYS_LISTED", "RUN_RANGES", "VIDEO_RANGES", "YAML_MAX_DEPTH",
            "YAML_MAX_INTEGER", "YAML_MAX_NODES"]
 
@@ -57,6 +58,7 @@ MAX_DT = 3600.0  # s: one hour
 MAX_ITERATIONS = 1_000_000
 MAX_BATCH_SIZE = 1_000_000
 MAX_STARTS = 100_000  # starting points of one multi-start optimization
+MAX_STAGES = 100  # stages of one run (each a whole optimization)
 MAX_POPULATION = 100_000  # candidates of one evolution-strategy generation
 MAX_RECORDINGS = 100_000  # trajectories a recording source makes
 

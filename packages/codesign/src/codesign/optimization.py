@@ -222,6 +222,8 @@ class Optimization:
         starts: with ``optimizer.starts`` > 1, one record per start (its index, loss,
             iterations, evaluations, convergence, message, and the free design parameters
             where it began and ended); the result and history are the best start's.
+        stages: with ``stages``, one record per stage (:mod:`codesign.stages`); the result
+            is the last stage's with the iterations and evaluations of all.
     """
 
     result: OptimizeResult
@@ -230,11 +232,14 @@ class Optimization:
     replayed: int
     wall_time_s: float
     starts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    stages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def optimize_experiment(experiment: Experiment | IdentificationExperiment, journal_folder: Path,
-                        *, progress: bool, log: Callable[[str], None]) -> Optimization:
-    """Optimize ``experiment`` journaling every evaluation in ``journal_folder``.
+                        *, progress: bool, log: Callable[[str], None],
+                        x0: np.ndarray | None = None) -> Optimization:
+    """Optimize ``experiment`` journaling every evaluation in ``journal_folder``, from ``x0``
+    (scaled; default the problem's starting point).
 
     Evaluations already in the journal (a killed run's) are answered from it; ``progress``
     shows the progress on stderr (:func:`codesign.progress.progress_display`: a bar on a
@@ -253,14 +258,15 @@ def optimize_experiment(experiment: Experiment | IdentificationExperiment, journ
     function = JournaledFunction(experiment.problem, EvaluationJournal(journal_folder))
     if function.journal.entries:
         log(f"resuming: {len(function.journal)} evaluation(s) in the journal")
+    start_x = experiment.problem.x0() if x0 is None else np.asarray(x0, dtype=np.float64)
     started = time.perf_counter()
     with progress_display(sys.stderr, total=experiment.iterations, enabled=progress,
                           desc=Path(experiment.config.source).stem) as display, \
             reporting_tasks(display.tasks):
         tracker = _Progress(experiment.problem, display)
-        result = solver(function, experiment.problem.x0(), tracker)
+        result = solver(function, start_x, tracker)
     wall_time = time.perf_counter() - started
-    start = function.journal.get(experiment.problem.x0(), grad=False)
+    start = function.journal.get(start_x, grad=False)
     return Optimization(result=result, history=tracker.history,
                         initial_loss=None if start is None else start.loss,
                         replayed=function.replayed, wall_time_s=wall_time)

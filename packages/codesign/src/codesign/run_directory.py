@@ -13,14 +13,18 @@
   parameters (fields of more than 64 entries as shape and min/mean/max, controller weights
   as their norm; the final values of both are in parameters.npz); with
   ``optimizer.starts`` > 1 the best start's iterations and, under ``starts``, every start's
-  loss, iterations, evaluations and first and last design,
+  loss, iterations, evaluations and first and last design; with ``stages`` every stage's
+  iterations (each record with its ``stage``) and, under ``stages``, the stage records,
 - ``parameters.npz``: the final design (``design.<name>``), controller weights
   (``controller.<name>``) and the scaled vector ``x``; numeric arrays only, no pickle,
 - ``loss.png``: the loss curve,
 - ``result.mp4`` (H.264) or ``result.gif`` (without an H.264 encoder): the optimized rollout
   drawn by the simulator's ``render``,
 - ``summary.json``: final loss, iterations, evaluations, wall time, convergence, files, notes
-  (and, with several starts, their count and the best one's index),
+  (and, with several starts, their count and the best one's index; with ``stages``, one
+  record per stage: its ``set`` keys, start and final loss, iterations, evaluations,
+  convergence and design, :func:`codesign.stages.stage_record`, while the totals count
+  every stage and the final loss and design are the last stage's),
 - the reports of the run's components: an objective term (or an identification's recording
   set) with a ``report(folder, context)`` method writes its own files (an experiment's plots)
   into the folder and returns numbers that ``summary.json`` keeps under ``reports.<name>``
@@ -280,6 +284,8 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
     history = {"iterations": optimized.history}
     if optimized.starts:
         history["starts"] = optimized.starts
+    if optimized.stages:
+        history["stages"] = optimized.stages
     write_json(folder / "history.json", history)
     write_npz(folder / "parameters.npz", _result_arrays(experiment, result.x))
     losses = [h["loss"] for h in optimized.history] or [result.loss]
@@ -328,6 +334,8 @@ def write_run_files(folder: Path, experiment: Experiment | IdentificationExperim
         summary["starts"] = len(optimized.starts)
         summary["best_start"] = min(optimized.starts, key=lambda s: (s["loss"], s["start"]))[
             "start"]
+    if optimized.stages:
+        summary["stages"] = optimized.stages
     if identification:
         problem = experiment.problem
         summary["identification"] = {

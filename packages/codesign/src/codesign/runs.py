@@ -6,7 +6,8 @@
 2. validate: :func:`codesign.validation.validate_config` checks the sections and options,
 3. build: :func:`codesign.experiment.build_experiment` constructs the components and checks
    what needs them (every check happens before any directory exists),
-4. optimize: :func:`codesign.optimization.optimize_experiment` on a journaled objective,
+4. optimize: :func:`codesign.optimization.optimize_experiment` on a journaled objective
+   (with ``stages``, once per stage, each from the last one's result: :mod:`codesign.stages`),
 5. write: :func:`codesign.run_directory.write_run_files` (the files are listed there).
 
 This module keeps the run directory whole and leaves nothing else: the evaluations are
@@ -38,6 +39,7 @@ from .inputs import input_changes, input_files, plugin_changes
 from .optimization import optimize_experiment
 from .outputs import write_json, write_text
 from .run_directory import plugin_table, write_run_files
+from .stages import check_stage_experiments, optimized_stages
 from .validation import validate_config
 
 __all__ = ["RunError", "RunInterrupted", "partial_dir", "run_experiment"]
@@ -105,15 +107,25 @@ def run_experiment(path: str | Path, registry, *, out: str | Path, quick: bool =
                         plugin_table(plugin_manager, registry=registry))
     if journal_dir.exists():
         _refuse_a_changed_run(journal_dir, record)
+    if config.stages:
+        check_stage_experiments(config, registry)
     # taken before optimizing: the git state of the code that runs, not of later edits
     environment = run_environment(command=command, experiment_folder=config.base_dir)
-    with build_experiment(config, registry, executor=executor) as experiment, \
-            _journal_kept_on_interrupt(journal_dir, record):
-        optimized = optimize_experiment(experiment, journal_dir / "evaluations",
-                                        progress=progress, log=log)
+    with contextlib.ExitStack() as stack:
+        if config.stages:  # each stage is built when its turn comes, inside the journal
+            stack.enter_context(_journal_kept_on_interrupt(journal_dir, record))
+            experiment, optimized = stack.enter_context(optimized_stages(
+                config, registry, journal_dir / "stages", executor=executor,
+                progress=progress, log=log))
+        else:
+            experiment = stack.enter_context(build_experiment(config, registry,
+                                                              executor=executor))
+            stack.enter_context(_journal_kept_on_interrupt(journal_dir, record))
+            optimized = optimize_experiment(experiment, journal_dir / "evaluations",
+                                            progress=progress, log=log)
         with _renamed_when_complete(journal_dir / "output", out) as folder:
             return write_run_files(folder, experiment, optimized, record.plugins,
-                                    inputs=record.inputs, environment=environment, log=log)
+                                   inputs=record.inputs, environment=environment, log=log)
 
 
 def partial_dir(out: str | Path) -> Path:
@@ -179,10 +191,9 @@ def _missing_folders(folder: Path) -> list[Path]:
 
 
 def _journaled(journal_dir: Path) -> int:
-    """How many evaluations the journal in ``journal_dir`` holds."""
-    folder = journal_dir / "evaluations"
-    return sum(1 for p in folder.glob("*.npz") if ".tmp" not in p.name) \
-        if folder.exists() else 0
+    """How many evaluations the journal in ``journal_dir`` holds (every stage's)."""
+    entries = [*journal_dir.glob("evaluations/*.npz"), *journal_dir.glob("stages/*/*.npz")]
+    return sum(1 for p in entries if ".tmp" not in p.name)
 
 
 @contextlib.contextmanager

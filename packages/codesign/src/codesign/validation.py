@@ -11,6 +11,7 @@ Phase two, which needs the built simulator, is :func:`codesign.experiment.build_
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,12 +30,14 @@ from .config import (
     deep_merge,
     issue_at,
     source_folder,
+    with_stage,
     without,
 )
 from .limits import (
     MAX_BATCH_SIZE,
     MAX_DT,
     MAX_ITERATIONS,
+    MAX_STAGES,
     MAX_STARTS,
     MAX_UNKNOWN_KEYS_LISTED,
     RUN_RANGES,
@@ -416,6 +419,65 @@ def _action_scale(ck: _Checker, value: Any, path: tuple) -> float | list | None:
     return [ck.number(item, (*path, k), positive=True) for k, item in enumerate(value)]
 
 
+def _check_stages(ck: _Checker, node: Any) -> list[dict]:
+    """``stages``: a list of ``{set: {<dotted key>: value, ...}}``, each key naming a value of
+    the experiment's sections (checked when the stage's experiment is validated)."""
+    path = ("stages",)
+    example = "[{set: {simulator.options.<name>: value}}, ...]"
+    if not isinstance(node, list) or not node:
+        ck.error(path, f"stages must be a non-empty list of stages, each {{set: {{<dotted "
+                       f"key>: value}}}}, e.g. {example}")
+        return []
+    if len(node) > MAX_STAGES:
+        ck.error(path, f"{len(node)} stages; at most {MAX_STAGES}")
+        return []
+    stages = []
+    for k, stage in enumerate(node):
+        section = ck.mapping(stage, (*path, k), ("set",), required=("set",),
+                             what="a stage") or {}
+        settings = section.get("set")
+        if "set" in section and (not isinstance(settings, dict) or not settings):
+            ck.error((*path, k, "set"), f"a stage's set must be a non-empty mapping of dotted "
+                                        f"keys to values, e.g. {example}")
+            continue
+        for key in settings or {}:
+            section_name = key.split(".")[0] if isinstance(key, str) else None
+            if section_name not in SECTIONS or section_name in ("stages", "quick"):
+                allowed = [name for name in SECTIONS if name not in ("stages", "quick")]
+                ck.error((*path, k, "set", key),
+                         f"{key!r} does not name a value of the experiment; a stage sets "
+                         f"dotted keys under one of the sections {allowed}, e.g. "
+                         f"simulator.options.<name> or optimizer.iterations")
+        stages.append({"set": dict(settings or {})})
+    return stages
+
+
+def _validate_stages(raw: RawConfig, registry, issues: list[ConfigIssue]
+                     ) -> list[ExperimentConfig]:
+    """Each stage's experiment validated (its problems added to ``issues``, those also
+    found without the stage once)."""
+    configs, seen = [], {str(issue) for issue in issues}
+    for k in range(len(raw.tree["stages"])):
+        try:
+            config = validate_config(with_stage(raw, k), registry)
+        except ConfigError as exc:
+            issues += [issue for issue in exc.errors if str(issue) not in seen]
+            seen |= {str(issue) for issue in exc.errors}
+            continue
+        where = issue_at(raw.tree, ("stages", k), "")
+        if config.identification:
+            issues.append(dataclasses.replace(where, message=(
+                "stages continue a co-design optimization; an identification experiment "
+                "runs in one stage: remove the stages section")))
+        elif config.data["optimizer"]["starts"] > 1:
+            issues.append(dataclasses.replace(where, message=(
+                f"optimizer.starts is {config.data['optimizer']['starts']}: each stage "
+                f"continues from the one result of the stage before it, so a run with "
+                f"stages has one start; remove optimizer.starts or the stages")))
+        configs.append(config)
+    return configs
+
+
 def _validate_tree(tree: dict, registry, base_dir: Path) -> tuple[dict, list[ConfigIssue]]:
     ck = _Checker(tree, registry)
     identification = "identification" in tree
@@ -446,6 +508,8 @@ def _validate_tree(tree: dict, registry, base_dir: Path) -> tuple[dict, list[Con
             if "objective" in tree else {}
     data["optimizer"] = _check_optimizer(ck, tree, seed)
     data["run"] = run
+    if "stages" in tree:
+        data["stages"] = _check_stages(ck, tree["stages"])
     return _to_plain(data), ck.issues
 
 
@@ -465,7 +529,10 @@ def validate_config(raw: RawConfig, registry) -> ExperimentConfig:
     if "quick" in raw.base and not isinstance(raw.base["quick"], dict | None):
         issues.append(issue_at(raw.base, ("quick",),
                                "quick must be a mapping (a partial experiment)"))
+    stages = _validate_stages(raw, registry, issues) if data.get("stages") and not issues \
+        else []
     if issues:
         issues.sort(key=lambda issue: issue.line or 0)  # file order; whole-file issues first
         raise ConfigError(issues, source=raw.source)
-    return ExperimentConfig(data=data, tree=raw.tree, source=raw.source, quick=raw.quick)
+    return ExperimentConfig(data=data, tree=raw.tree, source=raw.source, quick=raw.quick,
+                            stages=stages)

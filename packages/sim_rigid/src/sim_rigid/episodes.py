@@ -2,8 +2,8 @@
 an optimization (the initial design with the controller's initial weights) and its end (the
 run directory's saved design and open-loop table), each replayed step by step.
 
-Used by :mod:`sim_rigid.reach` (Finger Reach) and :mod:`sim_rigid.flip` (Flip Box, Rotate
-Rubik's Cube).
+Used by :mod:`sim_rigid.reach` (Finger Reach), :mod:`sim_rigid.flip` (Flip Box, Rotate
+Rubik's Cube) and :mod:`sim_rigid.assemble` (Assemble).
 """
 
 from __future__ import annotations
@@ -43,16 +43,19 @@ class RunEpisodes:
     final: tuple[dict, np.ndarray]
 
 
-def run_episodes(run_dir: str | Path, term_type: type, *, needs: str) -> RunEpisodes:
+def run_episodes(run_dir: str | Path, term_type: type, *, needs: str,
+                 name: str | None = None) -> RunEpisodes:
     """The start and the end of the run in ``run_dir``, whose experiment must have one term
-    of ``term_type`` and an open-loop controller (else a ValueError ending in ``needs``,
-    e.g. "one reach_targets term and an open-loop controller (a finger_reach
-    experiment)")."""
+    of ``term_type`` (named ``name`` in the objective, when given) and an open-loop
+    controller (else a ValueError ending in ``needs``, e.g. "one reach_targets term and an
+    open-loop controller (a finger_reach experiment)"). A run of several stages is replayed
+    as its experiment without them: make its last stage the experiment's own settings."""
     run_dir = Path(run_dir)
     registry = get_registry()
     config = validate_config(load_config(run_dir / "config.yaml"), registry)
     with build_experiment(config, registry) as experiment:
-        terms = [t.term for t in experiment.objective.terms if isinstance(t.term, term_type)]
+        terms = [t.term for t in experiment.objective.terms if isinstance(t.term, term_type)
+                 and name in (None, t.name)]
         problem = experiment.problem
         if len(terms) != 1 or "table" not in problem.weight_space.names:
             raise ValueError(f"{run_dir}: the metric needs {needs}")

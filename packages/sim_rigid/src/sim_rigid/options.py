@@ -69,6 +69,10 @@ class RigidOptions(Options):
     contact_damping: float = option(1.0e3, unit="N s/m^2", lower=0.0,
                                     doc="normal damping: the force kd d ḋ grows with the "
                                         "penetration d (continuous at first contact)")
+    contact_scale: float = option(
+        1.0, lower=1e-6,
+        doc="multiplies every contact force (each contact point's area weight): the "
+            "continuation of the paper's Assemble task scales them 0.01, 0.1, 1 in stages")
     friction: float = option(0.5, lower=0.0, doc="Coulomb friction coefficient μ")
     friction_stiffness: float = option(
         1.0e3, unit="N s/m", lower=0.0,

@@ -34,6 +34,12 @@ EXAMPLES = {
     "rubik_rotate_codesign": "Rotate Rubik's Cube co-design through the cage parameters "
                              "(phalanx lengths, station widths, the tip's height) and the "
                              "controls by L-BFGS-B",
+    "assemble": "two fingers on a hand that slides in the horizontal plane push a small box "
+                "into a movable mount's hole; L-BFGS-B on the open-loop forces and torques "
+                "(Xu et al., Assemble, control only)",
+    "assemble_codesign": "Assemble co-design: the fingers' link lengths and the controls by "
+                         "L-BFGS-B in three stages, the contact forces scaled 0.01, 0.1, 1 "
+                         "(the paper's continuation)",
 }
 """Example name -> description; each is ``sim_rigid/examples/<name>.yaml`` (package data)."""
 
@@ -60,7 +66,8 @@ def codesign_register_terms(register):
     register("joint_target", JointTarget,
              description="one coordinate against its target: Σ (q − q̂)² (Xu et al., Flip "
                          "Box's hinge angle to 90°), or after the last step only with at_end "
-                         "(Rotate Rubik's Cube's layer angle)")
+                         "(Rotate Rubik's Cube's layer angle), or of two coordinates' "
+                         "difference with relative_to (Assemble's mount against box turn)")
     register("touch_point", TouchPoint,
              description="a point on one link against a point on another until a time: "
                          "Σ ‖p − p_touch‖² (Xu et al., Flip Box's touch term, t < T/2)")

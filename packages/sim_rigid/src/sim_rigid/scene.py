@@ -9,7 +9,8 @@ parameters θ.
 ``sim_rigid/robots/<name>.yaml`` (``arm4``), or ``{finger: {phalanges: 4, ...}}``: a finger
 assembled from the cage-based components at their rest shape (:func:`finger_description`),
 with, optionally, more ``links`` and ``joints`` beside it (a carriage the finger rides on,
-an object it handles: :func:`robot_description`).
+an object it handles: :func:`robot_description`), or ``{fingers: [...]}``: several such
+fingers, each named by its ``prefix``.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def robot_path(robot: str, *, base_dir: str | Path | None = None) -> Path:
     return named_file("robot", robot, base_dir=base_dir, bundled=bundled, error=SceneError)
 
 
-_FINGER_JOINT_KEYS = ("damping", "initial", "gear", "parent")
-"""Keys of ``robot.finger`` for its joints and weld; the others are the shape's."""
+_FINGER_JOINT_KEYS = ("damping", "initial", "gear", "parent", "prefix")
+"""Keys of ``robot.finger`` for its joints, weld and names; the others are the shape's."""
 
 
 def finger_morphology(spec: dict) -> FingerMorphology:
@@ -67,7 +68,7 @@ def finger_morphology(spec: dict) -> FingerMorphology:
         raise SceneError(f"robot.finger: {exc}; it takes assemble_finger's keywords "
                          f"(phalanges, base_length, phalanx_length, tip_length, width, "
                          f"height, density, cage_margin, divisions, mount) and damping, "
-                         f"initial, gear, parent") from exc
+                         f"initial, gear, parent, prefix") from exc
     except ValueError as exc:
         raise SceneError(f"robot.finger: {exc}") from exc
 
@@ -77,8 +78,10 @@ def finger_description(spec: dict) -> dict:
     assemble_finger`'s keywords (``phalanges``, ``base_length``, ``phalanx_length``,
     ``tip_length``, ``width``, ``height`` [m], ``density`` [kg/m³], ``mount`` [m], ...) at
     the rest shape (:func:`finger_morphology`), plus ``damping`` [N m s/rad], ``initial``
-    [rad] and ``gear`` [N m per unit of action] of its joints and ``parent``, the link its
-    base is welded to at ``mount`` (default the world)."""
+    [rad] and ``gear`` [N m per unit of action] of its joints, ``parent``, the link its
+    base is welded to at ``mount`` (default the world), and ``prefix``, put before every
+    link and joint name (``left_`` gives ``left_base``, ``left_tip_joint``: several fingers
+    in one robot)."""
     finger = finger_morphology(spec)
     joints = {key: spec[key] for key in ("damping", "initial") if key in spec}
     robot = description(finger, finger.parameter_defaults, **joints)
@@ -87,6 +90,17 @@ def finger_description(spec: dict) -> dict:
         for joint in robot["joints"]:
             if joint["type"] == "revolute":
                 joint["gear"] = spec["gear"]
+    prefix = spec.get("prefix", "")
+    if not isinstance(prefix, str):
+        raise SceneError(f"robot.finger prefix must be a string put before the finger's link "
+                         f"and joint names (e.g. left_), got {prefix!r}")
+    own = set(finger.link_names)
+    for link in robot["links"]:
+        link["name"] = prefix + link["name"]
+    for joint in robot["joints"]:
+        joint["name"], joint["child"] = prefix + joint["name"], prefix + joint["child"]
+        if joint["parent"] in own and joint is not robot["joints"][0]:
+            joint["parent"] = prefix + joint["parent"]
     return robot
 
 
@@ -94,20 +108,30 @@ def robot_description(robot: dict) -> dict:
     """The description of an inline ``robot`` option: ``robot`` itself, or for ``{finger:
     {...}, links: [...], joints: [...]}`` the finger's (:func:`finger_description`) with the
     other links and joints added (they may hang from the finger's links, and the finger
-    from them through its ``parent``)."""
-    if "finger" not in robot:
+    from them through its ``parent``); ``fingers: [{prefix: left_, ...}, ...]`` in place of
+    ``finger`` puts several fingers in the robot, each named by its ``prefix``."""
+    if "finger" not in robot and "fingers" not in robot:
         return robot
-    unknown = sorted(set(robot) - {"finger", "links", "joints"})
+    if "finger" in robot and "fingers" in robot:
+        raise SceneError("robot has both finger and fingers; give one finger as finger: "
+                         "{...} or several as fingers: [{prefix: left_, ...}, ...]")
+    unknown = sorted(set(robot) - {"finger", "fingers", "links", "joints"})
     if unknown:
-        raise SceneError(f"robot: unknown keys {unknown} beside finger; allowed: finger, "
-                         f"links, joints (the finger's gravity is the gravity option's)")
-    finger = finger_description(robot["finger"])
+        raise SceneError(f"robot: unknown keys {unknown} beside finger or fingers; allowed: "
+                         f"finger or fingers, links, joints (the fingers' gravity is the gravity "
+                         f"option's)")
+    specs = [robot["finger"]] if "finger" in robot else robot["fingers"]
+    if not isinstance(specs, list) or not specs:
+        raise SceneError(f"robot.fingers must be a non-empty list of fingers, each "
+                         f"{{prefix: left_, phalanges: 2, ...}}, got {specs!r}")
+    fingers = [finger_description(spec) for spec in specs]
     extra = {key: robot.get(key, []) for key in ("links", "joints")}
     for key, entries in extra.items():
         if not isinstance(entries, list):
             raise SceneError(f"robot.{key} beside a finger must be a list of {key} "
                              f"(sim_rigid.description), got {entries!r}")
-    return {key: finger[key] + extra[key] for key in ("links", "joints")}
+    return {key: [entry for finger in fingers for entry in finger[key]] + extra[key]
+            for key in ("links", "joints")}
 
 
 def _per_coordinate(name: str, value, model: RigidModel) -> np.ndarray:
@@ -140,7 +164,10 @@ def build_model(options: RigidOptions) -> RigidModel:
         raise SceneError(str(exc)) from exc
     changes.update(contact_stiffness=o.contact_stiffness, contact_damping=o.contact_damping,
                    friction=o.friction, friction_stiffness=o.friction_stiffness,
-                   friction_sharpness=o.friction_sharpness)
+                   friction_sharpness=o.friction_sharpness,
+                   # the area weight multiplies the whole contact force (normal and
+                   # friction), so scaling it scales the forces and keeps them differentiable
+                   contact_area=np.asarray(model.contact_area) * o.contact_scale)
     if o.damping is not None:
         changes["joint_damping"] = _per_coordinate("damping", o.damping, model)
     if isinstance(o.initial_positions, dict):

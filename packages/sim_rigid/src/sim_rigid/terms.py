@@ -7,7 +7,8 @@ control step after the start (the paper sums its costs over t = 1 … T):
 - ``joint_target``: one coordinate against its target, (q_t − q̂)²: Flip Box's c_flip
   ‖θ_t − π/2‖² (Eq. 7), the box's hinge angle, at every control step; with ``at_end`` only
   after the last step: Rotate Rubik's Cube's c_rotate ‖θ_T − π/2‖² (Eq. 11), the top
-  layer's angle;
+  layer's angle; with ``relative_to`` the difference of two coordinates: Assemble's
+  c_rotation ‖θ^M_t − θ^box_t‖² (Eq. 13);
 - ``touch_point``: the squared distance between a point on one link and a point on another
   until a time: Flip Box's c_touch ‖p_t − p_touch‖² for t < T/2 (Eq. 7), the fingertip
   against a point on the box's back face, which moves with the box.
@@ -117,8 +118,9 @@ class ReachTargets:
 
 
 class JointTarget:
-    """``(q_j − q̂)²`` [rad² or m²] of one coordinate q_j at control steps t >= 1, or with
-    ``at_end`` only at the last one (the core's ``final`` kind: once, at s_T).
+    """``(q_j − q_r − q̂)²`` [rad² or m²] of one coordinate q_j (less another, q_r, when
+    ``relative_to`` names it; else q_r = 0) at control steps t >= 1, or with ``at_end`` only
+    at the last one (the core's ``final`` kind: once, at s_T).
 
     Args:
         simulator: a :class:`~sim_rigid.simulator.RigidSimulator`.
@@ -126,17 +128,24 @@ class JointTarget:
         target: q̂ [rad or m] (default π/2: a quarter turn).
         at_end: score the state after the episode's last step only (default false: every
             control step after the start).
+        relative_to: another coordinate's name: the term scores q_j − q_r (Assemble's
+            c_rotation ‖θ^M − θ^box‖², the mount's and the box's turns, with q̂ = 0).
     """
 
     kind = "trajectory"
 
     def __init__(self, *, simulator, joint: str, target: float = np.pi / 2,
-                 at_end: bool = False):
+                 at_end: bool = False, relative_to: str | None = None):
         names = list(simulator.model.coordinate_names)
-        if joint not in names:
-            raise ValueError(f"joint_target: joint {joint!r} is not one of the robot's "
-                             f"coordinates {names}")
+        for key, name in (("joint", joint), ("relative_to", relative_to)):
+            if name is not None and name not in names:
+                raise ValueError(f"joint_target: {key} {name!r} is not one of the robot's "
+                                 f"coordinates {names}")
+        if relative_to == joint:
+            raise ValueError(f"joint_target: relative_to is the joint itself ({joint!r}); "
+                             f"name another coordinate or leave relative_to out")
         self.joint, self.coordinate = joint, names.index(joint)
+        self.reference = None if relative_to is None else names.index(relative_to)
         self.target = float(target)
         if not np.isfinite(self.target):
             raise ValueError(f"joint_target: target must be a finite number [rad or m], got "
@@ -148,8 +157,9 @@ class JointTarget:
         self.kind = "final" if at_end else "trajectory"
 
     def error(self, state) -> float:
-        """q_j − q̂ [rad or m] at ``state``."""
-        return float(state.joint_q[self.coordinate]) - self.target
+        """q_j − q_r − q̂ [rad or m] at ``state``."""
+        reference = 0.0 if self.reference is None else float(state.joint_q[self.reference])
+        return float(state.joint_q[self.coordinate]) - reference - self.target
 
     def value(self, state, action, design, control_step):
         if control_step == 0:  # the start is given, not controlled (the paper sums t >= 1)
@@ -161,6 +171,8 @@ class JointTarget:
             return None, None, None
         g_q = np.zeros_like(np.asarray(state.joint_q, dtype=np.float64))
         g_q[self.coordinate] = 2.0 * self.error(state)
+        if self.reference is not None:
+            g_q[self.reference] = -2.0 * self.error(state)
         return tree_zeros_with(state, joint_q=g_q), None, None
 
 
