@@ -48,7 +48,7 @@ from ros_bridge.identify import identify
 HERE = Path(__file__).parent
 JOINTS = list(LEFT_ARM)
 BIN = Path(sys.executable).parent
-EXCITATION_AMPLITUDE = [1.0, 3.0, 1.0, 1.5, 0.3, 0.3, 0.1]  # N m
+EXCITATION_AMPLITUDE = [1.0, 9.0, 1.0, 1.5, 0.3, 0.3, 0.1]  # N m (s1: a 1.5 rad swing)
 EXCITATION_FREQUENCY = [0.7, 0.5, 0.9, 0.6, 1.1, 0.8, 1.3]  # Hz (and φ times each)
 EXCITATION_START = 4.0  # s of the robot's time: the recorder is discovered well before
 HANGING = [0.0, 0.55, 0.0, 1.0, 0.0, 0.0, 0.0]  # near the arm's rest pose with its spring

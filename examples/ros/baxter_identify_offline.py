@@ -29,7 +29,7 @@ from ros_bridge.torque_schedule import SineExcitation
 from sim_pbd.scene import make_simulator
 from sim_pbd.terms import JointObserver
 
-EXCITATION_AMPLITUDE = np.array([1.0, 3.0, 1.0, 1.5, 0.3, 0.3, 0.1])  # N m, the demo's
+EXCITATION_AMPLITUDE = np.array([1.0, 9.0, 1.0, 1.5, 0.3, 0.3, 0.1])  # N m, the demo's
 EXCITATION_FREQUENCY = np.array([0.7, 0.5, 0.9, 0.6, 1.1, 0.8, 1.3])  # Hz
 HANGING = [0.0, 0.55, 0.0, 1.0, 0.0, 0.0, 0.0]  # rad, near the rest pose
 DT, ROBOT_SUBSTEPS = 0.01, 20

@@ -117,3 +117,15 @@ def test_identification_residuals_square_to_the_loss_and_least_squares_finds_the
         np.testing.assert_allclose(fitted.design[name], truth[name], rtol=1e-6)
     lbfgsb = identify(problem, optimizer=LBFGSB(), max_iterations=fitted.optimization.iterations)
     assert fitted.loss < lbfgsb.loss  # in as many iterations
+
+
+def test_entries_pinned_by_equal_bounds_keep_their_value():
+    problem = ResidualProblem(linear, np.ones(3), lower=[-5, 0.25], upper=[5, 0.25])
+    np.testing.assert_array_equal(forward_jacobian(linear, np.array([1.0, 0.25]),
+                                                   linear(np.array([1.0, 0.25])),
+                                                   lower=[-5, 0.25], upper=[5, 0.25])[:, 1], 0.0)
+    result = TrustRegionLeastSquares().minimize(problem, np.array([4.0, 0.25]),
+                                                max_iterations=20)
+    assert result.converged, result.message
+    # min over x0 of (x0 - 1)² + (0.25 - 2)² + (x0 + 0.25 - 3)²: x0 = 1.875
+    np.testing.assert_allclose(result.x, [1.875, 0.25], atol=1e-8)

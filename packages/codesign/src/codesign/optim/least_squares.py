@@ -56,6 +56,9 @@ def forward_jacobian(residuals: Callable[[np.ndarray], np.ndarray], x, at, *, lo
     lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
     columns = []
     for i in range(len(x)):
+        if lower[i] == upper[i]:  # a pinned entry: no direction to differentiate along
+            columns.append(np.zeros_like(at))
+            continue
         h = relative_step * max(1.0, abs(x[i]))
         sides = (h, -h) if x[i] + h <= upper[i] else (-h, h)
         failures = []
@@ -138,6 +141,8 @@ class TrustRegionLeastSquares:
     Branch, Coleman & Li 1999) behind the :class:`~codesign.optim.Optimizer` interface, for
     a problem with ``residuals(x)`` and ``jacobian(x, residuals)`` (:class:`ResidualProblem`,
     an identification problem, or sim_vine's fits wrapped by its ``GuardedProblem``).
+    Entries pinned by equal bounds keep their value (a parameter held where the data cannot
+    determine it).
 
     An iteration is one accepted step (one Jacobian); the callback gets the loss
     ``‖r‖²``; evaluations count the residual evaluations and one per Jacobian column.
@@ -176,26 +181,33 @@ class TrustRegionLeastSquares:
                             "tracking loss), or pick lbfgsb for an optimization objective")
         lower, upper = np.asarray(function.lower, float), np.asarray(function.upper, float)
         x_start = np.clip(np.asarray(x0, dtype=float), lower, upper)
+        # SciPy wants lower < upper: entries pinned by equal bounds stay out of its vector
+        free = lower < upper
         seen: dict[bytes, np.ndarray] = {}
         history: list[float] = []
         stop: dict[str, object] = {}
         evaluations = [0]
 
-        def residuals(x):
+        def full(z):
+            x = x_start.copy()
+            x[free] = z
+            return x
+
+        def residuals(z):
             evaluations[0] += 1
-            r = function.residuals(x)
+            r = function.residuals(full(z))
             seen.clear()  # SciPy asks for the Jacobian at the point it evaluated last
-            seen[np.asarray(x, float).tobytes()] = r
+            seen[np.asarray(z, float).tobytes()] = r
             return r
 
-        def jacobian(x):
-            x = np.asarray(x, dtype=float)
-            at = seen.get(x.tobytes())
-            at = residuals(x) if at is None else at
+        def jacobian(z):
+            z = np.asarray(z, dtype=float)
+            at = seen.get(z.tobytes())
+            at = residuals(z) if at is None else at
             try:
-                jacobian = function.jacobian(x, at)
+                jacobian = function.jacobian(full(z), at)[:, free]
             except SimulationError as error:
-                stop.update(x=x.copy(), residuals=at, message=f"stopped: {error}")
+                stop.update(x=full(z), residuals=at, message=f"stopped: {error}")
                 raise _JacobianFailed from None
             evaluations[0] += jacobian.shape[1]
             return jacobian
@@ -203,7 +215,7 @@ class TrustRegionLeastSquares:
         def on_iteration(intermediate_result):
             loss = 2.0 * float(intermediate_result.cost)
             history.append(loss)
-            x = np.asarray(intermediate_result.x, dtype=float)
+            x = full(np.asarray(intermediate_result.x, dtype=float))
             info = IterationInfo(iteration=len(history), x=x, loss=loss,
                                  evaluations=evaluations[0])
             if callback is not None and callback(info):
@@ -214,7 +226,8 @@ class TrustRegionLeastSquares:
                 raise StopIteration
 
         try:
-            result = least_squares(residuals, x_start, jac=jacobian, bounds=(lower, upper),
+            result = least_squares(residuals, x_start[free], jac=jacobian,
+                                   bounds=(lower[free], upper[free]),
                                    method="trf", x_scale=self.x_scale,
                                    ftol=self.function_tolerance, xtol=self.step_tolerance,
                                    gtol=self.gradient_tolerance, callback=on_iteration)
@@ -224,7 +237,7 @@ class TrustRegionLeastSquares:
             return OptimizeResult(x=stop["x"], loss=float(r @ r), iterations=len(history),
                                   evaluations=evaluations[0], converged=False,
                                   message=str(stop["message"]), history=history)
-        x = np.clip(np.asarray(result.x, dtype=float), lower, upper)
+        x = np.clip(full(np.asarray(result.x, dtype=float)), lower, upper)
         converged = bool(result.success) and not stop
         message = str(stop.get("message", result.message))
         return OptimizeResult(x=x, loss=2.0 * float(result.cost), iterations=len(history),
