@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim_vine import VineModel, VineSimulator
+from codesign.testing import gradcheck
+from sim_vine import VineModel, VineSimulator, VineState
+from sim_vine.kinematics import tip_position, tip_position_vjp
 
 
 def run(sim, steps: int, rate: float = 0.1, dt: float = 0.01, design=None, state=None):
@@ -22,6 +24,67 @@ def run(sim, steps: int, rate: float = 0.1, dt: float = 0.01, design=None, state
 def runner():
     """The :func:`run` helper."""
     return run
+
+
+def tip_position_gradcheck(sim, state, design, *, steps, dt=0.01, rate=(0.1,)):
+    """Gradcheck ``w · tip(s_n)`` through ``steps`` steps at growth ``rate`` [m/s] for state,
+    action and design.
+
+    A position-only loss: its round-off stays near machine precision, unlike the kit's
+    random loss over every state leaf.
+    """
+    rate = np.asarray(rate, dtype=np.float64)
+    w = np.array([0.6, -0.8])
+
+    def loss(inputs):
+        s = inputs["state"]
+        for _ in range(steps):
+            s = sim.step(s, inputs["action"], inputs["design"], dt)
+        return float(w @ tip_position(sim.model, s.body_q))
+
+    trajectory = [state]
+    for _ in range(steps - 1):
+        trajectory.append(sim.step(trajectory[-1], rate, design, dt))
+    g_q = tip_position_vjp(sim.model, sim.step(trajectory[-1], rate, design, dt).body_q, w)
+    g_state = VineState(body_q=g_q, body_qd=np.zeros_like(g_q))
+    g_action, g_design = np.zeros(1), {}
+    for s in reversed(trajectory):
+        g_state, ga, gd = sim.step_vjp(s, rate, design, dt, g_state)
+        g_action = g_action + ga
+        for name, value in gd.items():
+            g_design[name] = g_design.get(name, 0.0) + value
+    return gradcheck(loss, {"state": state, "action": rate, "design": design},
+                     {"state": g_state, "action": g_action, "design": g_design})
+
+
+def assert_assembly_matches(sim, q, v, rate, params, dt):
+    """Assert that the compiled QP assembly of ``sim`` at poses ``q`` and velocities ``v``
+    (N, 3) equals the NumPy reference's, and its scaled OSQP data too (1e-13); returns
+    (compiled, reference) problems."""
+    from sim_vine.step import assemble, build_problem
+
+    reference = assemble(sim.model, sim.layout, q, v, rate, params, dt).problem
+    fast = build_problem(sim.arrays, sim.layout, q, v, rate, params, dt)
+    for field in ("mass_diagonal", "spring_weights", "rhs", "row_values", "lower", "upper",
+                  "tangent_rows"):
+        np.testing.assert_allclose(getattr(fast, field), getattr(reference, field),
+                                   rtol=1e-13, atol=1e-13, err_msg=field)
+    for got, want in zip(sim.qp.scaled_data(fast), sim.qp.scaled_data_reference(reference),
+                         strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    return fast, reference
+
+
+@pytest.fixture
+def assembly_matches():
+    """The :func:`assert_assembly_matches` helper."""
+    return assert_assembly_matches
+
+
+@pytest.fixture
+def tip_gradcheck():
+    """The :func:`tip_position_gradcheck` helper."""
+    return tip_position_gradcheck
 
 
 def run_with_contacts(sim, steps: int, rate: float, dt: float):

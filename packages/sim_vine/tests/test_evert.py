@@ -7,7 +7,7 @@ import pytest
 
 from codesign import SimulationError
 from codesign.testing import check_step_gradients, gradcheck
-from sim_vine import VineModel, VineSimulator, VineState, evert
+from sim_vine import VineModel, VineSimulator, evert
 from sim_vine._kernels import step_backward
 from sim_vine.constraints import rows_times
 from sim_vine.everted_mass import (
@@ -16,11 +16,11 @@ from sim_vine.everted_mass import (
     everted_masses_vjp,
     material_lengths,
 )
-from sim_vine.kinematics import centerline_vertices, tip_position, tip_position_vjp, vine_length
+from sim_vine.kinematics import centerline_vertices, tip_position, vine_length
 from sim_vine.model import ModelError
 from sim_vine.obstacles import Circle, Wall, signed_distance
 from sim_vine.scene import make_simulator
-from sim_vine.step import _backward, assemble, build_problem, step, step_vjp, step_vjp_reference
+from sim_vine.step import _backward, assemble, step, step_vjp, step_vjp_reference
 
 RATE = np.array([0.1])
 
@@ -90,7 +90,7 @@ OBSTACLES = (Circle([0.072, -0.054], 0.0205), Wall([0.148, -0.2], [0.148, 0.2], 
 
 
 @pytest.mark.parametrize("friction", [0.0, 0.3])
-def test_compiled_evert_problem_and_backward_equal_reference(friction):
+def test_compiled_evert_problem_and_backward_equal_reference(friction, assembly_matches):
     model = VineModel(body_count=9, length=0.15, max_length=0.36, growth="evert",
                       obstacles=OBSTACLES, gravity=(0.3, -9.8), friction=friction)
     sim = VineSimulator(model, check_initial_pose=False)
@@ -105,15 +105,7 @@ def test_compiled_evert_problem_and_backward_equal_reference(friction):
     # 0.04 m long): the joining step
     rate = (0.124 - evert.everted_length(model, q)) / dt
     for test_rate in (0.07, rate):
-        reference = assemble(model, sim.layout, q, v, test_rate, params, dt).problem
-        fast = build_problem(sim.arrays, sim.layout, q, v, test_rate, params, dt)
-        for field in ("mass_diagonal", "spring_weights", "rhs", "row_values", "lower", "upper",
-                      "tangent_rows"):
-            np.testing.assert_allclose(getattr(fast, field), getattr(reference, field),
-                                       rtol=1e-13, atol=1e-13, err_msg=field)
-        for got, want in zip(sim.qp.scaled_data(fast), sim.qp.scaled_data_reference(reference),
-                             strict=True):
-            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+        _, reference = assembly_matches(sim, q, v, test_rate, params, dt)
     # the joining step: one lock released, contacts of bodies not out are off
     _, _, locked = evert.joint_bounds(model, q, rate, dt)
     np.testing.assert_array_equal(locked, [False] * 4 + [True] * 5)
@@ -251,43 +243,19 @@ def test_evert_masses_follow_the_everted_material(runner):
               {"m": mass, "q": q}, {"m": g_mass, "q": g_q}).assert_ok()
 
 
-def _tip_gradcheck(sim, state, design, steps, dt=0.01, rate=RATE):
-    w = np.array([0.6, -0.8])
-
-    def loss(inputs):
-        s = inputs["state"]
-        for _ in range(steps):
-            s = sim.step(s, inputs["action"], inputs["design"], dt)
-        return float(w @ tip_position(sim.model, s.body_q))
-
-    trajectory = [state]
-    for _ in range(steps - 1):
-        trajectory.append(sim.step(trajectory[-1], rate, design, dt))
-    g_q = tip_position_vjp(sim.model, sim.step(trajectory[-1], rate, design, dt).body_q, w)
-    g_state = VineState(body_q=g_q, body_qd=np.zeros_like(g_q))
-    g_action, g_design = np.zeros(1), {}
-    for s in reversed(trajectory):
-        g_state, ga, gd = sim.step_vjp(s, rate, design, dt, g_state)
-        g_action = g_action + ga
-        for name, value in gd.items():
-            g_design[name] = g_design.get(name, 0.0) + value
-    return gradcheck(loss, {"state": state, "action": rate, "design": design},
-                     {"state": g_state, "action": g_action, "design": g_design})
-
-
-def test_evert_gradients_across_a_joining_step(runner):
+def test_evert_gradients_across_a_joining_step(runner, tip_gradcheck):
     # 0.4 mm more than whole bodies: body 2 reaches its full length within step 46, which
     # shares its growth between bodies 2 and 3 (the split, away from a step's end)
     sim = everting(bodies=6, length=0.1004, max_length=0.3, initial_angles=0.1,
                    gravity=(0.0, -9.81), ground_friction=2.0)
     states, design = runner(sim, 43)
-    report = _tip_gradcheck(sim, states[-1], design, steps=6)
+    report = tip_gradcheck(sim, states[-1], design, steps=6)
     report.assert_ok()
     check_step_gradients(sim, dt=0.01, steps=4, state=states[-1], action=RATE,
                          design=design, eps=1e-5).assert_ok()
 
 
-def test_evert_gradients_in_contact_across_a_joining_step(runner):
+def test_evert_gradients_in_contact_across_a_joining_step(runner, tip_gradcheck):
     sim = everting(bodies=8, length=0.1004, max_length=0.4, friction=0.2,
                    obstacles=(Wall([0.35, -0.2], [0.15, 0.2], 0.02),))
     states, design = runner(sim, 144)  # sliding on the wall since step 138
@@ -296,7 +264,7 @@ def test_evert_gradients_in_contact_across_a_joining_step(runner):
     _, _, solution, _ = step(sim.arrays, sim.layout, sim.qp, q, v, 0.1,
                              sim._step_masses(params, q), 0.01)
     assert solution.active[sim.layout.contact].sum() >= 1
-    report = _tip_gradcheck(sim, states[-1], design, steps=5)  # body 4 joins in step 146
+    report = tip_gradcheck(sim, states[-1], design, steps=5)  # body 4 joins in step 146
     # the ground friction's share of this slow vine's loss (4e-7) is at the finite
     # differences' round-off: test_evert_gradients_across_a_joining_step checks it
     report.errors.pop("design.ground.friction")

@@ -63,7 +63,7 @@ def test_explicit_springs(runner):
     ((rectangle([0.32, 0.0], [0.1, 0.1], 0.4),), 0.1, "tip"),
     ((Circle([0.3, 0.03], 0.05),), 0.3, "every_prismatic"),
 ], ids=["wall-friction", "wall-frictionless", "rectangle-tip-growth", "circle-friction"])
-def test_in_contact_single_and_multi_step(runner, obstacles, friction, growth):
+def test_in_contact_single_and_multi_step(runner, obstacles, friction, growth, tip_gradcheck):
     steps_to_contact = 80 if isinstance(obstacles[0], Circle) else 150
     sim, state, design = _in_contact(runner, obstacles, friction, growth, steps_to_contact)
     assert _active_contacts(sim, state, design) >= 1
@@ -72,41 +72,12 @@ def test_in_contact_single_and_multi_step(runner, obstacles, friction, growth):
     if friction == 0:  # at μ = 0 the gradient is one-sided, checked below
         report.errors.pop("design.contact.friction")
     report.assert_ok()
-    report = _tip_gradcheck(sim, state, design, steps=4)
+    report = tip_gradcheck(sim, state, design, steps=4)
     if friction == 0:
         report.errors.pop("design.contact.friction")
     report.assert_ok()
     if friction > 0:  # the friction coefficient matters here
         assert abs(report.pairs["design.contact.friction"][0][0]) > 1e-6
-
-
-def _tip_gradcheck(sim, state, design, *, steps, dt=0.01):
-    """Gradcheck ``w · tip(s_n)`` through ``steps`` steps for state, action and design.
-
-    A position-only loss: its round-off stays near machine precision, unlike the kit's
-    random loss over every state leaf.
-    """
-    w = np.array([0.6, -0.8])
-
-    def loss(inputs):
-        s = inputs["state"]
-        for _ in range(steps):
-            s = sim.step(s, inputs["action"], inputs["design"], dt)
-        return float(w @ tip_position(sim.model, s.body_q))
-
-    trajectory = [state]
-    for _ in range(steps - 1):
-        trajectory.append(sim.step(trajectory[-1], RATE, design, dt))
-    g_q = tip_position_vjp(sim.model, sim.step(trajectory[-1], RATE, design, dt).body_q, w)
-    g_state = VineState(body_q=g_q, body_qd=np.zeros_like(g_q))
-    g_action, g_design = np.zeros(1), {}
-    for s in reversed(trajectory):
-        g_state, ga, gd = sim.step_vjp(s, RATE, design, dt, g_state)
-        g_action = g_action + ga
-        for name, value in gd.items():
-            g_design[name] = g_design.get(name, 0.0) + value
-    return gradcheck(loss, {"state": state, "action": RATE, "design": design},
-                     {"state": g_state, "action": g_action, "design": g_design})
 
 
 def test_friction_gradient_at_zero_is_the_right_derivative(runner):
@@ -178,19 +149,19 @@ def test_rest_angle_gradients_free(runner, implicit):
     assert np.all(np.abs(g_design["joint.rest_angle"][1:]) > 1e-8)  # it moves the vine
 
 
-def test_rest_angle_gradients_in_contact(runner):
+def test_rest_angle_gradients_in_contact(runner, tip_gradcheck):
     sim, state, design = _in_contact(runner, (Wall([0.35, -0.2], [0.15, 0.2], 0.02),), 0.2,
                                      rest_angle=REST_ANGLES)
     assert _active_contacts(sim, state, design) >= 1
     check_step_gradients(sim, dt=0.01, steps=1, state=state, action=RATE, design=design,
                          eps=EPS).assert_ok()
-    report = _tip_gradcheck(sim, state, design, steps=4)
+    report = tip_gradcheck(sim, state, design, steps=4)
     report.assert_ok()
     assert np.max(np.abs(report.pairs["design.joint.rest_angle"][0])) > 1e-6
 
 
 @pytest.mark.parametrize("implicit", [True, False])
-def test_ground_friction_gradients_free(runner, implicit):
+def test_ground_friction_gradients_free(runner, implicit, tip_gradcheck):
     options = ({"body_count": 8} if implicit else
                {"body_count": 6, "stiffness": 0.001, "damping": 1e-5})
     dt = 0.01 if implicit else 0.002
@@ -205,7 +176,7 @@ def test_ground_friction_gradients_free(runner, implicit):
     # with explicit springs (Δt 2 ms) the ground friction's share of the kit's loss is below
     # that loss's finite-difference round-off (the VJP agrees with differences at steps 1e-3
     # to 1e-9 relative); the tip's position-only loss resolves it
-    report = _tip_gradcheck(sim, states[-1], design, steps=3, dt=dt)
+    report = tip_gradcheck(sim, states[-1], design, steps=3, dt=dt)
     report.assert_ok()
     _, _, g_design = sim.step_vjp(states[-1], RATE, design, dt, VineState(
         body_q=np.ones_like(states[-1].body_q), body_qd=np.zeros_like(states[-1].body_q)))
@@ -213,12 +184,12 @@ def test_ground_friction_gradients_free(runner, implicit):
 
 
 @pytest.mark.parametrize("linear_density", [None, 0.05])
-def test_ground_friction_gradients_in_contact(runner, linear_density):
+def test_ground_friction_gradients_in_contact(runner, linear_density, tip_gradcheck):
     sim, state, design = _in_contact(runner, (Wall([0.35, -0.2], [0.15, 0.2], 0.02),), 0.2,
                                      ground_friction=2.0, linear_density=linear_density)
     assert _active_contacts(sim, state, design) >= 1
     check_step_gradients(sim, dt=0.01, steps=1, state=state, action=RATE, design=design,
                          eps=EPS).assert_ok()
-    report = _tip_gradcheck(sim, state, design, steps=4)
+    report = tip_gradcheck(sim, state, design, steps=4)
     report.assert_ok()
     assert np.max(np.abs(report.pairs["design.ground.friction"][0])) > 1e-8
