@@ -235,3 +235,25 @@ def test_a_growth_model_other_than_the_truth_keeps_the_tip_but_not_the_shape(tmp
     else:
         assert recording["shape_error_mm"]["mean"] >= 1.8
         assert stiffness == pytest.approx(0.033, rel=0.01)
+
+
+def test_unmodelled_ground_friction_goes_into_damping_and_freed_it_is_fitted(tmp_path):
+    # the truth drags on the ground (ground_friction 2 /s); measured over seeds 0-2:
+    # unmodelled, tip MAE 0.62-0.76 mm, K +1.6 %, C +37 % (damping takes the drag); freed,
+    # friction 1.48-2.35 /s (± 0.6, the data determine it weakly), K within 0.8 %, C 12 %
+    free = ["joint.stiffness", "joint.damping", "growth.offset", "ground.friction"]
+    results = []
+    for fit in ({}, {"free": free}):
+        folder = tmp_path / str(len(results))
+        folder.mkdir()
+        path = harder_recording(folder, scale_error=0.0, truth={"ground_friction": 2.0},
+                                fit=fit)
+        summary = run_recording(path, folder / "out", video=False)
+        assert summary["optimizer"]["converged"]
+        assert summary["recordings"][0]["tip_error_mm"]["mae"] <= 1.0
+        results.append(summary["parameters"])
+    unmodelled, modelled = results
+    assert unmodelled["joint.damping"]["value"] > 1.3 * 0.002
+    assert modelled["joint.stiffness"]["value"] == pytest.approx(0.03, rel=0.01)
+    friction = modelled["ground.friction"]
+    assert abs(friction["value"] - 2.0) < 2 * friction["standard_error"] < 1.5
