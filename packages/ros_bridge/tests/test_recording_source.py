@@ -41,10 +41,13 @@ def simulate(steps=120, seed=0):
     return actions, np.array(q), np.array(qd)
 
 
-def record(path, actions, q, qd, *, storage="mcap", commands=True):
+def record(path, actions, q, qd, *, storage="mcap", commands=True, jitter=0.0):
     """A bag as a robot driver and an effort controller would leave it: joint states in a
-    shuffled order with an extra joint, commands in the ``JOINTS`` order."""
+    shuffled order with an extra joint, commands in the ``JOINTS`` order (``jitter`` [s]:
+    each command stamped up to that much late, a clock's round-off)."""
     rng = np.random.default_rng(1)
+    late = np.random.default_rng(2).uniform(0.0, jitter, len(q))
+    late[0] = 0.0  # the window starts at the first command
     messages = []
     for k in range(len(q)):
         names = [*JOINTS, "gripper"]
@@ -56,8 +59,8 @@ def record(path, actions, q, qd, *, storage="mcap", commands=True):
             [names[i] for i in order], stamp=k * DT, position=position, velocity=velocity,
             effort=effort)))
         if commands and k < len(actions):
-            messages.append(("/effort/commands", FLOAT64_ARRAY, round(k * DT * 1e9),
-                             float64_array_message(actions[k])))
+            messages.append(("/effort/commands", FLOAT64_ARRAY,
+                             round((k * DT + late[k]) * 1e9), float64_array_message(actions[k])))
     return write_bag(path, messages, storage=storage)
 
 
@@ -101,6 +104,13 @@ def test_a_bag_gives_the_recorded_trajectory_on_the_control_steps(tmp_path, stor
                        fields=("joint_q", "joint_qd"))
     np.testing.assert_allclose(coarse.measurements, np.c_[q, qd][::2], atol=1e-9)
     np.testing.assert_allclose(coarse.actions, actions[::2], atol=1e-12)
+
+
+def test_commands_stamped_a_little_late_still_act_on_their_steps(tmp_path):
+    actions, q, qd = simulate(steps=30)
+    record(tmp_path / "bag", actions, q, qd, jitter=3e-7)
+    (recording,) = source(tmp_path)
+    np.testing.assert_allclose(recording.actions, actions, atol=1e-12)
 
 
 def test_without_a_command_topic_the_measured_efforts_are_the_actions(tmp_path):

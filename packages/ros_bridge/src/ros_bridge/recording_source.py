@@ -44,8 +44,12 @@ MEASURED_FIELDS = ("position", "velocity")
 
 
 def _held(times: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The last of ``values`` (rows at ``times``) at or before each of ``at``."""
-    return values[np.searchsorted(times, at + 1e-12, side="right") - 1]
+    """The last of ``values`` (rows at ``times``) at or before each of ``at``; a row stamped
+    less than a thousandth of the rows' interval after one of ``at`` counts as at it (a
+    robot's stamps carry round-off of a few hundred nanoseconds: missed, the step would
+    hold the previous command for its whole length)."""
+    slack = 1e-3 * float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+    return values[np.searchsorted(times, at + max(slack, 1e-12), side="right") - 1]
 
 
 def resample_joint_states(trajectory: JointTrajectory, step_times: np.ndarray, *,
