@@ -255,7 +255,8 @@ def main(argv=None) -> None:
                         help="seconds per segment, each from its measured state (0: the "
                              "whole window from the first state, single shooting)")
     parser.add_argument("--substeps", type=int, default=100, help="sim_pbd substeps per 10 ms")
-    parser.add_argument("--iterations", type=int, default=80, help="L-BFGS-B iterations")
+    parser.add_argument("--iterations", type=int, default=30,
+                        help="the fit's least-squares iterations")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

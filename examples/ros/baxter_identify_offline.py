@@ -68,7 +68,8 @@ def main(argv=None) -> None:
     parser.add_argument("--positions-only", action="store_true",
                         help="compare joint angles only (rates still start the segments)")
     parser.add_argument("--fit-iterations", type=int, default=80)
-    parser.add_argument("--optimizer", choices=("lbfgsb", "least_squares"), default="lbfgsb")
+    parser.add_argument("--optimizer", choices=("lbfgsb", "least_squares"),
+                        default="least_squares")
     args = parser.parse_args(argv)
     torques, angles, rates, arm = record(args.seconds, args.amplitude)
     print("swing range per joint [rad]", np.ptp(angles, axis=0).round(2))
