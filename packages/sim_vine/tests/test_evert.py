@@ -74,8 +74,10 @@ def test_evert_option_through_make_simulator():
     sim = make_simulator(bodies=12, length=0.25, max_length=0.9, growth="evert",
                          scene="wall_vertical")
     assert sim.model.evert and sim.model.body_length == pytest.approx(0.075)
-    with pytest.raises(ModelError, match="configuration_vjp"):
-        sim.model.configuration_vjp(sim.model.initial_angles, None, np.zeros((12, 3)))
+    # start poses are fitted through the configuration's VJP: the angles and one extension
+    g_angles, g_extension = sim.model.configuration_vjp(sim.model.initial_angles, None,
+                                                        np.ones((12, 3)))
+    assert g_angles.shape == (12,) and g_extension.shape == (1,) and g_extension[0] != 0.0
 
 
 def _mixed_pose(model, rng):

@@ -13,7 +13,7 @@ from sim_vine.fit.start_pose import (
     StartPoses,
     start_pose_from_keypoints,
 )
-from sim_vine.kinematics import keypoints
+from sim_vine.kinematics import centerline_vertices, keypoints, vine_length
 from sim_vine.model import VineModel
 from sim_vine.scene import make_simulator
 from sim_vine.state import VineState
@@ -119,3 +119,47 @@ def test_a_fit_checks_the_pose_it_starts_from_not_the_default_one():
         StartPoses(sim, [StartPose(bent.angles, 0.0), StartPose(np.zeros(3), 0.0)])
     with pytest.raises(ValueError, match="the given start state starts inside an obstacle"):
         FixedStart(sim, VineState(body_q=straight, body_qd=np.zeros_like(straight)))
+
+
+# a vine that everts: 8 bodies of 0.05 m, 0.17 m out; with 0.09 m more, bodies 0-4 are out
+# (bent), body 5 emerges and bodies 6-7 lie on it
+EVERT = VineModel(body_count=8, length=0.17, max_length=0.4, growth="evert")
+EVERT_POSE = StartPose(angles=np.array([-0.2, 0.15, -0.1, 0.25, 0.1, 0.0, 0.0, 0.0]),
+                       extension=0.09)
+
+
+def test_an_everting_start_pose_is_everted_by_its_extension_and_bends_where_out():
+    q = EVERT_POSE.body_q(EVERT)
+    assert vine_length(EVERT, q) == pytest.approx(0.17 + 0.09, abs=1e-12)
+    # every body out has its joint's angle, the emerging one and those on it are straight
+    np.testing.assert_allclose(np.diff(q[:, 2]), [0.15, -0.1, 0.25, 0.1, 0.0, 0.0, 0.0],
+                               atol=1e-15)
+    tip = q[-1, :2] + EVERT.half_length * np.array([np.cos(q[-1, 2]), np.sin(q[-1, 2])])
+    vertices = centerline_vertices(EVERT, q)  # body 5 is 0.01 m out, 6 and 7 lie on it
+    np.testing.assert_allclose(vertices[6:], [tip] * 3, atol=1e-15)
+    assert np.linalg.norm(tip - vertices[5]) == pytest.approx(0.01, abs=1e-12)
+    # the angles of joints not out do not move it
+    moved = StartPose(EVERT_POSE.angles + np.r_[np.zeros(5), 0.3, -0.2, 0.4], 0.09)
+    np.testing.assert_array_equal(moved.body_q(EVERT), q)
+
+
+def test_an_everting_start_pose_vjp_matches_finite_differences():
+    weights = np.random.default_rng(2).standard_normal((8, 3))
+    g_angles, g_extension = EVERT_POSE.body_q_vjp(EVERT, weights)
+    assert g_extension != 0.0 and not np.any(g_angles[5:])
+    report = gradcheck(
+        lambda p: float(np.sum(weights * StartPose(p["angles"], float(p["extension"])).body_q(
+            EVERT))),
+        {"angles": EVERT_POSE.angles, "extension": np.asarray(EVERT_POSE.extension)},
+        {"angles": g_angles, "extension": np.asarray(g_extension)})
+    assert report.passed, str(report)
+
+
+def test_an_everting_start_pose_from_exact_keypoints_is_the_pose():
+    points = keypoints(EVERT, EVERT_POSE.body_q(EVERT), 8)
+    found = start_pose_from_keypoints(EVERT, points, fit_length=True)
+    assert found.extension == pytest.approx(EVERT_POSE.extension, abs=1e-9)
+    np.testing.assert_allclose(found.angles, EVERT_POSE.angles, atol=1e-8)
+    # at the model's length the bodies out are fitted to the frame as well as they can be
+    kept = start_pose_from_keypoints(EVERT, points)
+    assert kept.extension == 0.0 and vine_length(EVERT, kept.body_q(EVERT)) == pytest.approx(0.17)

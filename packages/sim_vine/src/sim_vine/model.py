@@ -291,9 +291,10 @@ class VineModel:
 
         ``extensions`` are the prismatic joint extensions beyond touching ends [m], shape
         (n_prismatic,), default zero. Every body is laid end to end from the base. A vine
-        that everts takes no extensions (None or empty): its bodies evert to ``length`` as
-        the growth schedule (:meth:`evert_schedule`) places them, and the joints
-        not yet everted stay straight whatever their angle.
+        that everts has one extension, its everted length beyond ``length`` [m] (shape (1,),
+        default zero): its bodies evert to that length as the growth schedule
+        (:meth:`evert_schedule`) places them, and the joints not yet everted stay straight
+        whatever their angle.
         """
         if self.evert:
             return self._everted_configuration(joint_angles, extensions)
@@ -326,12 +327,20 @@ class VineModel:
         slope = ((reach > 0.0) & (reach < full)).astype(np.float64)
         return offsets, slope
 
+    def _everted_length(self, extensions) -> float:
+        """The length E [m] everted beyond body 0 with ``extensions`` (None or shape (1,),
+        the everted length beyond ``length``)."""
+        extension = np.zeros(1) if extensions is None else np.asarray(
+            extensions, dtype=np.float64).reshape(-1)
+        if extension.shape != (1,):
+            raise ModelError(f"a vine that everts (growth: evert) has one extension, its "
+                             f"everted length beyond length [m]; got shape "
+                             f"{np.shape(extensions)}")
+        return self.length - self.body_length + float(extension[0])
+
     def _everted_configuration(self, joint_angles, extensions) -> np.ndarray:
-        if extensions is not None and np.size(extensions):
-            raise ModelError("a vine that everts (growth: evert) has no prismatic extensions; "
-                             "set its everted length with the length option")
         angles = np.asarray(joint_angles, dtype=np.float64).reshape(self.pin_count)
-        offsets, _ = self.evert_schedule(self.length - self.body_length)
+        offsets, _ = self.evert_schedule(self._everted_length(extensions))
         d = self.half_length
         q = np.zeros((self.body_count, 3))
         end = self.base[:2].copy()  # the parent's distal end
@@ -352,11 +361,11 @@ class VineModel:
         Body i's heading is the base angle plus the pin angles at or before it, and its
         centre is the base plus ``ℓ_j dir(h_j)`` summed over the bodies j before it plus
         ``(e_i + d) dir(h_i)``, with ``ℓ_j = 2d + e_j`` and e_j the extension a distal body
-        of a prismatic pair slides out by (0 for the others).
+        of a prismatic pair slides out by (0 for the others). A vine that everts has one
+        extension, its everted length beyond ``length`` (:meth:`configuration`).
         """
         if self.evert:
-            raise ModelError("configuration_vjp of a vine that everts (growth: evert) is not "
-                             "implemented: fit start poses with every_prismatic or tip growth")
+            return self._everted_configuration_vjp(joint_angles, extensions, g_q)
         angles = np.asarray(joint_angles, dtype=np.float64).reshape(self.pin_count)
         ext = np.zeros(self.prismatic_count) if extensions is None else np.asarray(
             extensions, dtype=np.float64).reshape(self.prismatic_count)
@@ -376,6 +385,29 @@ class VineModel:
         g_angles = g_from[0::2]
         g_ext = np.sum((after + g_xy) * direction, axis=1)[1::2]
         return g_angles, g_ext
+
+    def _everted_configuration_vjp(self, joint_angles, extensions, g_q
+                                   ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`configuration_vjp` of a vine that everts: body j's centre is the base plus
+        ``(2d + σ_k) dir(h_k)`` over the bodies k before it plus ``(σ_j + d) dir(h_j)``,
+        its heading turned by the angles of the joints that have everted (σ = 0), and the
+        slot offsets σ follow the everted length by the schedule's slope."""
+        angles = np.asarray(joint_angles, dtype=np.float64).reshape(self.pin_count)
+        offsets, slope = self.evert_schedule(self._everted_length(extensions))
+        g_q = np.asarray(g_q, dtype=np.float64).reshape(self.body_count, 3)
+        d = self.half_length
+        bent = offsets == 0.0
+        bent[0] = True
+        heading = self.base[2] + np.cumsum(np.where(bent, angles, 0.0))
+        direction = np.stack([np.cos(heading), np.sin(heading)], axis=1)
+        normal = np.stack([-direction[:, 1], direction[:, 0]], axis=1)
+        g_xy = g_q[:, :2]
+        after = np.cumsum(g_xy[::-1], axis=0)[::-1] - g_xy  # Σ_{i > j} ∂L/∂x_i
+        g_heading = (g_q[:, 2] + (2 * d + offsets) * np.sum(after * normal, axis=1)
+                     + (offsets + d) * np.sum(g_xy * normal, axis=1))
+        g_angles = np.where(bent, np.cumsum(g_heading[::-1])[::-1], 0.0)
+        g_offsets = np.sum((after + g_xy) * direction, axis=1)
+        return g_angles, np.array([g_offsets @ slope])
 
     def initial_configuration(self) -> np.ndarray:
         """Body poses (N, 3) at t = 0 from ``initial_angles``."""

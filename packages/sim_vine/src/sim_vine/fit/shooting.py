@@ -64,7 +64,13 @@ from ..terms import KeypointObserver
 from ..vision.keypoints import Keypoints, check_point_counts
 from .guarded import FailedEvaluation, GuardedProblem, best_result
 from .identifiability import Identifiability, LeastSquaresPoint, residual_jacobian
-from .start_pose import FixedStart, StartPose, StartPoses, start_pose_from_keypoints
+from .start_pose import (
+    FixedStart,
+    StartPose,
+    StartPoses,
+    can_fit_length,
+    start_pose_from_keypoints,
+)
 
 __all__ = [
     "FitError",
@@ -562,7 +568,7 @@ def fit_shooting(
     fitted_names = list(free)
     if fit_start:
         fitted_names.append("start.angles")
-        if fit_length and simulator.model.prismatic_count:
+        if fit_length and can_fit_length(simulator.model):
             fitted_names.append("start.extension")
     problems = []
     for index, recording in enumerate(recordings):

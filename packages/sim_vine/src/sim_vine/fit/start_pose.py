@@ -2,8 +2,10 @@
 
 Every pose the model can start from is :meth:`VineModel.configuration` of the pin angles
 and of the prismatic extensions, which a vine that grew by the model's growth mode shares
-by the growth weights (equal for ``every_prismatic``, all at the tip for ``tip``). A
-:class:`StartPose` holds those ``n_pins + 1`` numbers; :func:`start_pose_from_keypoints`
+by the growth weights (equal for ``every_prismatic``, all at the tip for ``tip``). A vine
+that everts (``growth: evert``) has one extension, its everted length beyond the model's
+``length``: the bodies out at that length bend at their joints, the others lie straight
+on the tip body. A :class:`StartPose` holds those ``n_pins + 1`` numbers; :func:`start_pose_from_keypoints`
 fits them to one frame's keypoints, and the shooting fit can refine them together with the
 model parameters (:func:`sim_vine.fit.shooting.fit_shooting` with ``fit_start``).
 
@@ -20,13 +22,14 @@ import numpy as np
 
 from codesign import Parameter
 
+from ..kinematics import centerline_vertices
 from ..kinematics import keypoints as model_keypoints
 from ..model import VineModel
 from ..safety import check_start
 from ..state import VineState
 
 __all__ = ["StartPoseError", "StartPose", "start_pose_from_keypoints", "START_PARAMETERS",
-           "StartPoses", "FixedStart"]
+           "StartPoses", "FixedStart", "can_fit_length"]
 
 
 class StartPoseError(ValueError):
@@ -40,7 +43,8 @@ class StartPose:
     Attributes:
         angles: pin angles [rad], shape (n_pins,).
         extension: growth beyond the model's length [m], shared by the prismatic joints as
-            the growth weights share a growth rate.
+            the growth weights share a growth rate (a vine that everts: its everted length
+            beyond the model's).
     """
 
     angles: np.ndarray
@@ -48,13 +52,25 @@ class StartPose:
 
     def body_q(self, model: VineModel) -> np.ndarray:
         """Body poses (N, 3) [m, m, rad]."""
-        return model.configuration(self.angles, model.growth_weights * self.extension)
+        return model.configuration(self.angles, _extension_weights(model) * self.extension)
 
     def body_q_vjp(self, model: VineModel, g_q) -> tuple[np.ndarray, float]:
         """``(∂L/∂angles (n_pins,), ∂L/∂extension)`` given ``∂L/∂body_q`` (N, 3)."""
         g_angles, g_ext = model.configuration_vjp(
-            self.angles, model.growth_weights * self.extension, g_q)
-        return g_angles, float(g_ext @ model.growth_weights)
+            self.angles, _extension_weights(model) * self.extension, g_q)
+        return g_angles, float(g_ext @ _extension_weights(model))
+
+
+def _extension_weights(model: VineModel) -> np.ndarray:
+    """How the model's extensions share a start pose's extension, shape (n_extensions,): by
+    the growth weights, or all of it for a vine that everts."""
+    return np.ones(1) if model.evert else model.growth_weights
+
+
+def can_fit_length(model: VineModel) -> bool:
+    """Whether a start pose of ``model`` has a length to fit (prismatic joints, or a vine
+    that everts)."""
+    return model.evert or model.prismatic_count > 0
 
 
 def start_pose_from_keypoints(model: VineModel, points, *,
@@ -78,7 +94,10 @@ def start_pose_from_keypoints(model: VineModel, points, *,
                              "first frame of a recording must show the vine: drop the frames "
                              "before it")
     n_pins = model.pin_count
-    fit_length = fit_length and model.prismatic_count > 0
+    fit_length = fit_length and can_fit_length(model)
+    measured = np.diff(points, axis=0)
+    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(measured, axis=1))])
+    extension = _measured_extension(model, arc[-1]) if fit_length else 0.0
 
     def pose(x):
         return StartPose(angles=x[:n_pins], extension=float(x[n_pins]) if fit_length else 0.0)
@@ -86,18 +105,37 @@ def start_pose_from_keypoints(model: VineModel, points, *,
     def residual(x):
         return (model_keypoints(model, pose(x).body_q(model), len(points)) - points).reshape(-1)
 
-    # start from the measured headings at each pin's arc length
-    measured = np.diff(points, axis=0)
+    # start from the measured headings at each pin's arc length on the straight vine
     headings = np.unwrap(np.arctan2(measured[:, 1], measured[:, 0]))
-    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(measured, axis=1))])
-    pin_arc = np.minimum(np.arange(n_pins) * 2 * model.body_length, arc[-1])
-    absolute = np.interp(pin_arc, 0.5 * (arc[1:] + arc[:-1]), headings)
+    straight = centerline_vertices(model, StartPose(np.zeros(n_pins), extension).body_q(model))
+    pin_arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(straight, axis=0),
+                                                              axis=1))])[:n_pins]
+    absolute = np.interp(np.minimum(pin_arc, arc[-1]), 0.5 * (arc[1:] + arc[:-1]), headings)
     start = np.diff(np.concatenate([[model.base[2]], absolute]))
-    x0 = np.concatenate([start, [0.0]]) if fit_length else start
+    if model.evert:  # joints not out stay straight, so the pose is continuous in the length
+        start[~_everted_joints(model, extension)] = 0.0
+    x0 = np.concatenate([start, [extension]]) if fit_length else start
     import scipy.optimize  # on first use: half a second every run would pay at start-up
 
     solution = scipy.optimize.least_squares(residual, x0, method="lm", xtol=1e-12, ftol=1e-12)
     return pose(solution.x)
+
+
+def _measured_extension(model: VineModel, measured_length: float) -> float:
+    """The extension [m] a start from a frame whose keypoints span ``measured_length`` [m]
+    begins at: 0 for prismatic models (their lengths are fitted from the model's), the
+    measured length beyond the model's (within one body and ``max_length``) for a vine that
+    everts, whose bodies out and bends depend on it."""
+    if not model.evert:
+        return 0.0
+    return float(np.clip(measured_length, model.body_length, model.max_length) - model.length)
+
+
+def _everted_joints(model: VineModel, extension: float) -> np.ndarray:
+    """The joints of a vine that everts whose body is fully out with ``extension`` [m]
+    beyond its length (the base joint always), shape (N,) bool."""
+    offsets, _ = model.evert_schedule(model.length - model.body_length + extension)
+    return offsets == 0.0
 
 
 START_PARAMETERS = ("start.angles", "start.extension")
