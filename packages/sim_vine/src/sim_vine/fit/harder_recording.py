@@ -60,14 +60,15 @@ def harder_recording(folder: str | Path, *, scale_error: float = 0.05, noise_px:
         written_fps: the frame rate the file's time column is written at (a wrong one
             makes every time off by ``FPS / written_fps``).
         truth: vine options of the simulated truth over the ones above (e.g.
-            ``{"growth": "tip"}``).
+            ``{"growth": "tip"}``, or ``{"growth": "evert", "max_length": 0.6, "bodies":
+            12}``); the scene file has the truth's body count.
         fit: the YAML's ``fit`` block over the default one (K, C and the growth offset
             free, 60 iterations, stop file ``STOP``).
         seed: the noise's seed.
     """
     folder = Path(folder)
-    sim = make_simulator(scene="wall_vertical", bodies=6, stiffness=TRUE_STIFFNESS,
-                         **dict(truth or {}))
+    sim = make_simulator(scene="wall_vertical",
+                         **{"bodies": 6, "stiffness": TRUE_STIFFNESS, **dict(truth or {})})
     design = sim.design_space().defaults()
     states = simulate_states(sim, design, initial_state=sim.initial_state(design),
                              growth_rate=growth_rate, frames=FRAMES, substeps=3, dt=1 / 90)
@@ -88,7 +89,7 @@ def harder_recording(folder: str | Path, *, scale_error: float = 0.05, noise_px:
         for wall in scene["obstacles"]:
             wall["start"] = [k * v for v in wall["start"]]
             wall["end"] = [k * v for v in wall["end"]]
-    scene.update(bodies=6, length=k * 0.25)
+    scene.update(bodies=sim.model.body_count, length=k * 0.25)
     (folder / "scene.yaml").write_text(yaml.safe_dump(scene))
     spec = {"keypoints": {"path": "trial.csv", "units": "px", "origin_px": origin.tolist(),
                           "scale": {"pixels": [[0, 0], [100, 0]],

@@ -98,9 +98,14 @@ def start_pose_from_keypoints(model: VineModel, points, *,
     measured = np.diff(points, axis=0)
     arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(measured, axis=1))])
     extension = _measured_extension(model, arc[-1]) if fit_length else 0.0
+    # a vine that everts bends only at the joints out: the others stay straight (so the
+    # pose is continuous in the length) and are not fitted
+    bends = _everted_joints(model, extension) if model.evert else np.ones(n_pins, dtype=bool)
 
     def pose(x):
-        return StartPose(angles=x[:n_pins], extension=float(x[n_pins]) if fit_length else 0.0)
+        angles = np.zeros(n_pins)
+        angles[bends] = x[:np.count_nonzero(bends)]
+        return StartPose(angles=angles, extension=float(x[-1]) if fit_length else 0.0)
 
     def residual(x):
         return (model_keypoints(model, pose(x).body_q(model), len(points)) - points).reshape(-1)
@@ -111,13 +116,13 @@ def start_pose_from_keypoints(model: VineModel, points, *,
     pin_arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(straight, axis=0),
                                                               axis=1))])[:n_pins]
     absolute = np.interp(np.minimum(pin_arc, arc[-1]), 0.5 * (arc[1:] + arc[:-1]), headings)
-    start = np.diff(np.concatenate([[model.base[2]], absolute]))
-    if model.evert:  # joints not out stay straight, so the pose is continuous in the length
-        start[~_everted_joints(model, extension)] = 0.0
+    start = np.diff(np.concatenate([[model.base[2]], absolute]))[bends]
     x0 = np.concatenate([start, [extension]]) if fit_length else start
     import scipy.optimize  # on first use: half a second every run would pay at start-up
 
-    solution = scipy.optimize.least_squares(residual, x0, method="lm", xtol=1e-12, ftol=1e-12)
+    # Levenberg-Marquardt needs at least as many residuals as unknowns
+    method = "lm" if 2 * len(points) >= len(x0) else "trf"
+    solution = scipy.optimize.least_squares(residual, x0, method=method, xtol=1e-12, ftol=1e-12)
     return pose(solution.x)
 
 
