@@ -44,3 +44,13 @@ def test_an_everting_vine_is_fitted_with_its_start_length_and_bends(everting, me
     np.testing.assert_allclose(pose.angles[:4], [0.3, -0.2, 0.25, 0.15], atol=5e-3)
     assert float(fit.fitted["joint.stiffness"]) == pytest.approx(TRUE_STIFFNESS, rel=0.01)
     assert fit.tip_error_mm[0]["mae"] < 0.1
+
+
+def test_the_joint_estimation_refuses_an_everting_vine_naming_the_shooting_fit(everting):
+    from sim_vine.fit.estimation import EstimationError, casadi_available, estimate
+
+    if not casadi_available():
+        pytest.skip("joint estimation needs casadi (sim_vine[fit])")
+    # it went on to IPOPT and stopped on NaN gradients of its prismatic joint rows
+    with pytest.raises(EstimationError, match=r"growth: evert\): fit it by shooting"):
+        estimate(make_simulator(**VINE, length=0.26), everting)

@@ -308,6 +308,11 @@ def estimate(
         raise EstimationError(f"trust must be a positive number, got {trust}")
     if int(contact_rounds) < 0:
         raise EstimationError(f"contact_rounds must be >= 0, got {contact_rounds}")
+    if model.evert:
+        raise EstimationError(
+            "the joint estimation models prismatic pairs; the simulator's vine everts "
+            "(growth: evert): fit it by shooting (fit_shooting), or build the simulator with "
+            "growth every_prismatic or tip")
     if model.linear_density is not None:
         raise EstimationError(
             "the joint estimation models fixed body masses; the simulator's masses grow with "

@@ -5,9 +5,10 @@ and of the prismatic extensions, which a vine that grew by the model's growth mo
 by the growth weights (equal for ``every_prismatic``, all at the tip for ``tip``). A vine
 that everts (``growth: evert``) has one extension, its everted length beyond the model's
 ``length``: the bodies out at that length bend at their joints, the others lie straight
-on the tip body. A :class:`StartPose` holds those ``n_pins + 1`` numbers; :func:`start_pose_from_keypoints`
-fits them to one frame's keypoints, and the shooting fit can refine them together with the
-model parameters (:func:`sim_vine.fit.shooting.fit_shooting` with ``fit_start``).
+on the tip body. A :class:`StartPose` holds those ``n_pins + 1`` numbers;
+:func:`start_pose_from_keypoints` fits them to one frame's keypoints, and the shooting fit
+can refine them together with the model parameters
+(:func:`sim_vine.fit.shooting.fit_shooting` with ``fit_start``).
 
 :class:`StartPoses` and :class:`FixedStart` are the :class:`~codesign.tying.StartState` of a
 :class:`~codesign.tying.TiedSimulator` that starts from fitted poses or a given state.
