@@ -13,12 +13,11 @@ runs of ``assemble.yaml`` and ``assemble_codesign.yaml``.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
-from .episodes import episode_states, run_episodes
+from .episodes import final_state, print_metrics, run_episodes
 from .terms import TouchPoint
 
 __all__ = ["assemble_metric", "final_distance", "main"]
@@ -29,7 +28,7 @@ def final_distance(term: TouchPoint, simulator, design: dict, actions, *, subste
     """‖p − p_touch‖ [m] of ``term``'s two points after the last simulation step of the
     episode that holds each row of ``actions`` (steps, action_size) for ``substeps`` steps
     of ``dt`` [s]."""
-    _, last = list(episode_states(simulator, design, actions, substeps=substeps, dt=dt))[-1]
+    last = final_state(simulator, design, actions, substeps=substeps, dt=dt)
     return float(np.linalg.norm(term.offset(last, design)))
 
 
@@ -49,12 +48,11 @@ def assemble_metric(run_dir: str | Path) -> dict[str, float]:
 
 def main(argv=None) -> None:
     """Print the metric of each run directory named on the command line."""
-    parser = argparse.ArgumentParser(prog="python -m sim_rigid.assemble", description=__doc__)
-    parser.add_argument("runs", nargs="+", help="run directories of assemble experiments")
-    for run in parser.parse_args(argv).runs:
-        m = assemble_metric(run)
-        print(f"{run}: box to hole at the end {1000 * m['initial']:.1f} -> "
-              f"{1000 * m['final']:.1f} mm, normalized {m['normalized']:.3f}")
+    print_metrics(argv, prog="python -m sim_rigid.assemble", description=__doc__,
+                  runs_help="run directories of assemble experiments", metric=assemble_metric,
+                  line=lambda m: f"box to hole at the end {1000 * m['initial']:.1f} -> "
+                                 f"{1000 * m['final']:.1f} mm, normalized "
+                                 f"{m['normalized']:.3f}")
 
 
 if __name__ == "__main__":

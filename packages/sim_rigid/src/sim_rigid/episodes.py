@@ -8,8 +8,10 @@ Rubik's Cube) and :mod:`sim_rigid.assemble` (Assemble).
 
 from __future__ import annotations
 
+import argparse
+import collections
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ from codesign.outputs import read_npz
 from codesign.plugins import get_registry
 from codesign.validation import validate_config
 
-__all__ = ["RunEpisodes", "episode_states", "run_episodes"]
+__all__ = ["RunEpisodes", "episode_states", "final_state", "print_metrics", "run_episodes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,3 +82,21 @@ def episode_states(simulator, design: dict, actions, *, substeps: int,
                                             axis=0)):
         state = simulator.step(state, action, design, dt)
         yield step + 1, state
+
+
+def final_state(simulator, design: dict, actions, *, substeps: int, dt: float):
+    """The state after the last simulation step of :func:`episode_states`' episode (one
+    state held at a time)."""
+    ((_, state),) = collections.deque(
+        episode_states(simulator, design, actions, substeps=substeps, dt=dt), maxlen=1)
+    return state
+
+
+def print_metrics(argv: Sequence[str] | None, *, prog: str, description: str, runs_help: str,
+                  metric: Callable[[str], dict], line: Callable[[dict], str]) -> None:
+    """A metric module's command line: ``metric(run)`` of each run directory in ``argv``,
+    printed as ``"<run>: " + line(result)``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("runs", nargs="+", help=runs_help)
+    for run in parser.parse_args(argv).runs:
+        print(f"{run}: {line(metric(run))}")

@@ -11,10 +11,9 @@ experiment with one ``joint_target`` term (``flip_box*.yaml``, ``rubik_rotate*.y
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from .episodes import episode_states, run_episodes
+from .episodes import final_state, print_metrics, run_episodes
 from .terms import JointTarget
 
 __all__ = ["final_error", "flip_metric", "main"]
@@ -25,8 +24,7 @@ def final_error(term: JointTarget, simulator, design: dict, actions, *, substeps
     """|q_j − q̂| [rad or m] of the term's coordinate after the last simulation step of the
     episode that holds each row of ``actions`` (steps, action_size) for ``substeps`` steps
     of ``dt`` [s]."""
-    _, last = list(episode_states(simulator, design, actions, substeps=substeps, dt=dt))[-1]
-    return abs(term.error(last))
+    return abs(term.error(final_state(simulator, design, actions, substeps=substeps, dt=dt)))
 
 
 def flip_metric(run_dir: str | Path) -> dict[str, float | str]:
@@ -43,13 +41,11 @@ def flip_metric(run_dir: str | Path) -> dict[str, float | str]:
 
 def main(argv=None) -> None:
     """Print the metric of each run directory named on the command line."""
-    parser = argparse.ArgumentParser(prog="python -m sim_rigid.flip", description=__doc__)
-    parser.add_argument("runs", nargs="+",
-                        help="run directories of flip_box or rubik_rotate experiments")
-    for run in parser.parse_args(argv).runs:
-        m = flip_metric(run)
-        print(f"{run}: {m['joint']} error at the end {m['initial']:.3f} -> {m['final']:.3f}, "
-              f"normalized {m['normalized']:.3f}")
+    print_metrics(argv, prog="python -m sim_rigid.flip", description=__doc__,
+                  runs_help="run directories of flip_box or rubik_rotate experiments",
+                  metric=flip_metric,
+                  line=lambda m: f"{m['joint']} error at the end {m['initial']:.3f} -> "
+                                 f"{m['final']:.3f}, normalized {m['normalized']:.3f}")
 
 
 if __name__ == "__main__":

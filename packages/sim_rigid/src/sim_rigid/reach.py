@@ -9,12 +9,11 @@ experiment with a ``reach_targets`` term (``finger_reach*.yaml``).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 
-from .episodes import episode_states, run_episodes
+from .episodes import episode_states, print_metrics, run_episodes
 from .terms import ReachTargets
 
 __all__ = ["fingertip_distances", "main", "reach_metric"]
@@ -43,12 +42,11 @@ def reach_metric(run_dir: str | Path) -> dict[str, float]:
 
 def main(argv=None) -> None:
     """Print the reach metric of each run directory named on the command line."""
-    parser = argparse.ArgumentParser(prog="python -m sim_rigid.reach", description=__doc__)
-    parser.add_argument("runs", nargs="+", help="run directories of finger_reach experiments")
-    for run in parser.parse_args(argv).runs:
-        m = reach_metric(run)
-        print(f"{run}: time-averaged fingertip distance {m['initial'] * 1e3:.1f} -> "
-              f"{m['final'] * 1e3:.1f} mm, normalized {m['normalized']:.3f}")
+    print_metrics(argv, prog="python -m sim_rigid.reach", description=__doc__,
+                  runs_help="run directories of finger_reach experiments", metric=reach_metric,
+                  line=lambda m: f"time-averaged fingertip distance {m['initial'] * 1e3:.1f} "
+                                 f"-> {m['final'] * 1e3:.1f} mm, normalized "
+                                 f"{m['normalized']:.3f}")
 
 
 if __name__ == "__main__":
