@@ -81,6 +81,47 @@ def assembly_matches():
     return assert_assembly_matches
 
 
+def assert_backward_matches(sim, q, v, rate, params, dt, g_q, g_v, *, atol):
+    """Assert that the compiled backward pass of ``sim``'s step at (q, v) (N, 3) equals the
+    NumPy one on the same solution and adjoint (each field within ``atol`` × its size; the
+    mass cotangent w·(v − v*) cancels, so at the size of its terms), and the whole VJPs
+    agree to 1e-8 (the KKT solve amplifies the assemblies' round-off); returns (solution,
+    reference gradient)."""
+    import dataclasses
+
+    from sim_vine._kernels import step_backward
+    from sim_vine.step import _backward, assemble, step_vjp, step_vjp_reference
+
+    model = sim.model
+    assembly = assemble(model, sim.layout, q, v, rate, params, dt)
+    solution = sim.qp.solve(assembly.problem, warm_v=v)
+    w, z = sim.qp.adjoint(assembly.problem, solution.active, (g_v + dt * g_q).reshape(-1))
+    fast = step_backward(tuple(sim.arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z,
+                         params.stiffness, params.damping, params.rest_angle,
+                         float(params.friction), params.mass, params.ground_friction, dt,
+                         sim.layout.row_bodies, assembly.problem.row_values,
+                         sim.layout.contact.start, g_q, rate)
+    reference = _backward(model, sim.layout, sim.qp, q, v, params, dt, solution, assembly,
+                          g_q, g_v, rate)
+    for value, field in zip(fast, dataclasses.fields(reference), strict=True):
+        expected = np.asarray(getattr(reference, field.name))
+        size = (np.max(np.abs(v)) * np.max(np.abs(w)) if field.name == "mass"
+                else np.max(np.abs(expected)))
+        np.testing.assert_allclose(value, expected, rtol=0, atol=atol * size,
+                                   err_msg=field.name)
+    args = (sim.layout, sim.qp, q, v, rate, params, dt, g_q, g_v)
+    whole, whole_reference = step_vjp(sim.arrays, *args), step_vjp_reference(model, *args)
+    np.testing.assert_allclose(whole.q, whole_reference.q, rtol=0,
+                               atol=1e-8 * np.max(np.abs(whole_reference.q)))
+    return solution, reference
+
+
+@pytest.fixture
+def backward_matches():
+    """The :func:`assert_backward_matches` helper."""
+    return assert_backward_matches
+
+
 @pytest.fixture
 def tip_gradcheck():
     """The :func:`tip_position_gradcheck` helper."""

@@ -1,6 +1,5 @@
 """Growth by eversion at the tip (``growth: evert``): model, kernels, physics, gradients."""
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -8,7 +7,6 @@ import pytest
 from codesign import SimulationError
 from codesign.testing import check_step_gradients, gradcheck
 from sim_vine import VineModel, VineSimulator, evert
-from sim_vine._kernels import step_backward
 from sim_vine.constraints import rows_times
 from sim_vine.everted_mass import (
     UNEVERTED_MASS_FRACTION,
@@ -20,7 +18,7 @@ from sim_vine.kinematics import centerline_vertices, tip_position, vine_length
 from sim_vine.model import ModelError
 from sim_vine.obstacles import Circle, Wall, signed_distance
 from sim_vine.scene import make_simulator
-from sim_vine.step import _backward, assemble, step, step_vjp, step_vjp_reference
+from sim_vine.step import step
 
 RATE = np.array([0.1])
 
@@ -92,7 +90,8 @@ OBSTACLES = (Circle([0.072, -0.054], 0.0205), Wall([0.148, -0.2], [0.148, 0.2], 
 
 
 @pytest.mark.parametrize("friction", [0.0, 0.3])
-def test_compiled_evert_problem_and_backward_equal_reference(friction, assembly_matches):
+def test_compiled_evert_problem_and_backward_equal_reference(friction, assembly_matches,
+                                                             backward_matches):
     model = VineModel(body_count=9, length=0.15, max_length=0.36, growth="evert",
                       obstacles=OBSTACLES, gravity=(0.3, -9.8), friction=friction)
     sim = VineSimulator(model, check_initial_pose=False)
@@ -114,28 +113,9 @@ def test_compiled_evert_problem_and_backward_equal_reference(friction, assembly_
     contact_out = np.isfinite(reference.lower[sim.layout.contact][::2 * len(OBSTACLES)])
     np.testing.assert_array_equal(contact_out, [True] * 5 + [False] * 4)
     g_q, g_v = rng.standard_normal(q.shape), rng.standard_normal(q.shape)
-    assembly = assemble(model, sim.layout, q, v, rate, params, dt)
-    solution = sim.qp.solve(assembly.problem, warm_v=v)
+    solution, reference = backward_matches(sim, q, v, rate, params, dt, g_q, g_v, atol=1e-12)
     assert solution.active[sim.layout.contact].sum() >= 2  # contact curvature exercised
-    w, z = sim.qp.adjoint(assembly.problem, solution.active, (g_v + dt * g_q).reshape(-1))
-    fast = step_backward(tuple(sim.arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z,
-                         params.stiffness, params.damping, params.rest_angle,
-                         float(params.friction), params.mass, params.ground_friction, dt,
-                         sim.layout.row_bodies, assembly.problem.row_values,
-                         sim.layout.contact.start, g_q, rate)
-    reference = _backward(model, sim.layout, sim.qp, q, v, params, dt, solution, assembly,
-                          g_q, g_v, rate)
     assert reference.rate != 0.0
-    for value, field in zip(fast, dataclasses.fields(reference), strict=True):
-        expected = np.asarray(getattr(reference, field.name))
-        size = (np.max(np.abs(v)) * np.max(np.abs(w)) if field.name == "mass"
-                else np.max(np.abs(expected)))
-        np.testing.assert_allclose(value, expected, rtol=0, atol=1e-12 * size,
-                                   err_msg=field.name)
-    args = (sim.layout, sim.qp, q, v, rate, params, dt, g_q, g_v)
-    whole, whole_reference = step_vjp(sim.arrays, *args), step_vjp_reference(model, *args)
-    np.testing.assert_allclose(whole.q, whole_reference.q, rtol=0,
-                               atol=1e-8 * np.max(np.abs(whole_reference.q)))
 
 
 def test_evert_rows_curvature_and_targets_match_finite_differences():

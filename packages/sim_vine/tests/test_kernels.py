@@ -7,7 +7,7 @@ from sim_vine import VineModel, VineSimulator, rectangle
 from sim_vine._kernels import rows_times_fast
 from sim_vine.constraints import rows_times
 from sim_vine.obstacles import Circle, Polygon, Wall
-from sim_vine.step import assemble, build_problem
+from sim_vine.step import build_problem
 
 OBSTACLES = (Circle([0.12, 0.1], 0.05), rectangle([0.1, -0.1], [0.1, 0.05], 0.4),
              Polygon([[0.2, 0.0], [0.3, 0.05], [0.25, 0.1]]), Wall([0.3, -0.2], [0.2, 0.2]))
@@ -150,12 +150,7 @@ def test_compiled_exact_solution_equals_the_reference_steps(runner, friction):
 
 @pytest.mark.parametrize("implicit", [True, False])
 @pytest.mark.parametrize("friction", [0.0, 0.3])
-def test_compiled_step_vjp_equals_reference(implicit, friction):
-    import dataclasses
-
-    from sim_vine._kernels import step_backward
-    from sim_vine.step import _backward, step_vjp, step_vjp_reference
-
+def test_compiled_step_vjp_equals_reference(implicit, friction, backward_matches):
     model = VineModel(body_count=9, length=0.3, obstacles=OBSTACLES, gravity=(0.3, -9.8),
                       implicit_springs=implicit, friction=friction, contact="bodies")
     sim = VineSimulator(model, check_initial_pose=False)
@@ -170,27 +165,7 @@ def test_compiled_step_vjp_equals_reference(implicit, friction):
     params, _ = sim._parameters(design)
     g_q, g_v = rng.standard_normal(q.shape), rng.standard_normal(q.shape)
     dt = 0.01
-    # the compiled backward pass against the NumPy one on the same solution and adjoint
-    assembly = assemble(model, sim.layout, q, v, 0.1, params, dt)
-    solution = sim.qp.solve(assembly.problem, warm_v=v)
+    # the compiled backward pass against the NumPy one on the same solution and adjoint,
+    # then whole VJPs
+    solution, _ = backward_matches(sim, q, v, 0.1, params, dt, g_q, g_v, atol=1e-13)
     assert solution.active[sim.layout.contact].sum() >= 3  # contact curvature exercised
-    w, z = sim.qp.adjoint(assembly.problem, solution.active, (g_v + dt * g_q).reshape(-1))
-    fast = step_backward(tuple(sim.arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z,
-                         params.stiffness, params.damping, params.rest_angle,
-                         float(params.friction), params.mass, params.ground_friction, dt,
-                         sim.layout.row_bodies, assembly.problem.row_values,
-                         sim.layout.contact.start, g_q, 0.1)
-    reference = _backward(model, sim.layout, sim.qp, q, v, params, dt, solution, assembly,
-                          g_q, g_v, 0.1)
-    for value, field in zip(fast, dataclasses.fields(reference), strict=True):
-        expected = np.asarray(getattr(reference, field.name))
-        # the mass cotangent w·(v − v*) cancels: compare at the size of its terms
-        size = (np.max(np.abs(v)) * np.max(np.abs(w)) if field.name == "mass"
-                else np.max(np.abs(expected)))
-        np.testing.assert_allclose(value, expected, rtol=0, atol=1e-13 * size,
-                                   err_msg=field.name)
-    # whole VJPs: the two assemblies agree to round-off, which the KKT solve amplifies
-    args = (sim.layout, sim.qp, q, v, 0.1, params, dt, g_q, g_v)
-    whole, whole_reference = step_vjp(sim.arrays, *args), step_vjp_reference(model, *args)
-    np.testing.assert_allclose(whole.q, whole_reference.q, rtol=0,
-                               atol=1e-8 * np.max(np.abs(whole_reference.q)))
