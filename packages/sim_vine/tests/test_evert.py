@@ -1,6 +1,5 @@
 """Growth by eversion at the tip (``growth: evert``): model, kernels, physics, gradients."""
 
-
 import numpy as np
 import pytest
 
