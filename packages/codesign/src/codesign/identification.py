@@ -133,16 +133,22 @@ def _unflatten_like(template, vector: np.ndarray):
     return tree_map(fill, template)
 
 
+def _rollout_inputs(problem: IdentificationProblem, x: np.ndarray,
+                    index: int) -> tuple[dict, dict, dict]:
+    """Recording ``index``'s rollout at ``x``: the design, the controller weights (its action
+    table) and the start (``initial_offset``, ``initial_state`` keywords)."""
+    start = {"initial_offset": problem.initial_offset(x, index),
+             "initial_state": problem.recordings[index].initial_state}
+    return problem.design(x), {"table": problem.actions(x, index)}, start
+
+
 def _evaluate_recording(problem: IdentificationProblem, x: np.ndarray, index: int,
                         grad: bool) -> tuple[float, np.ndarray | None, dict | None]:
     """Tracking loss of one recording and its gradients: the design part (scaled) and the
     recording's own unknowns (``initial_state.<index>``, ``actions.<index>``: name ->
     gradient in their values)."""
-    design, offset = problem.design(x), problem.initial_offset(x, index)
+    design, weights, start = _rollout_inputs(problem, x, index)
     rollout, objective = problem.rollouts[index], problem.objectives[index]
-    recording = problem.recordings[index]
-    weights = {"table": problem.actions(x, index)}
-    start = {"initial_offset": offset, "initial_state": recording.initial_state}
     if not grad:
         result = rollout.forward(design, weights, objective, **start)
         return float(result.values[0]), None, None
@@ -161,12 +167,9 @@ def _evaluate_recording(problem: IdentificationProblem, x: np.ndarray, index: in
 def _recording_residuals(problem: IdentificationProblem, x: np.ndarray,
                          index: int) -> np.ndarray:
     """Recording ``index``'s weighted tracking residuals at ``x`` (its rollout recorded)."""
-    design = problem.design(x)
-    recording = problem.recordings[index]
-    result = problem.rollouts[index].forward(
-        design, {"table": problem.actions(x, index)}, problem.objectives[index],
-        initial_offset=problem.initial_offset(x, index),
-        initial_state=recording.initial_state, record=True)
+    design, weights, start = _rollout_inputs(problem, x, index)
+    result = problem.rollouts[index].forward(design, weights, problem.objectives[index],
+                                             record=True, **start)
     return problem.trackings[index].residuals(result.states, design)
 
 
