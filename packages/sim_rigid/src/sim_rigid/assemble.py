@@ -39,11 +39,7 @@ def assemble_metric(run_dir: str | Path) -> dict[str, float]:
     run = run_episodes(run_dir, TouchPoint, name="insert",
                        needs="a touch_point term named insert (from the box's centre to the "
                              "hole's) and an open-loop controller (an assemble experiment)")
-    distances = [final_distance(run.term, run.simulator, design, table,
-                                substeps=run.substeps, dt=run.dt)
-                 for design, table in (run.initial, run.final)]
-    return {"initial": distances[0], "final": distances[1],
-            "normalized": distances[1] / distances[0]}
+    return run.compared(final_distance)
 
 
 def main(argv=None) -> None:

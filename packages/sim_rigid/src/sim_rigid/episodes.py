@@ -44,6 +44,14 @@ class RunEpisodes:
     initial: tuple[dict, np.ndarray]
     final: tuple[dict, np.ndarray]
 
+    def compared(self, measure: Callable[..., float]) -> dict[str, float]:
+        """``initial`` and ``final``: ``measure(term, simulator, design, table, substeps=,
+        dt=)`` of the start and of the end, and ``normalized`` = final / initial."""
+        initial, final = (float(measure(self.term, self.simulator, design, table,
+                                        substeps=self.substeps, dt=self.dt))
+                          for design, table in (self.initial, self.final))
+        return {"initial": initial, "final": final, "normalized": final / initial}
+
 
 def run_episodes(run_dir: str | Path, term_type: type, *, needs: str,
                  name: str | None = None) -> RunEpisodes:

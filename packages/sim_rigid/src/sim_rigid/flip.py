@@ -33,10 +33,7 @@ def flip_metric(run_dir: str | Path) -> dict[str, float | str]:
     Rotate Rubik's Cube), and ``normalized`` = final / initial."""
     run = run_episodes(run_dir, JointTarget, needs="one joint_target term and an open-loop "
                        "controller (a flip_box or rubik_rotate experiment)")
-    errors = [final_error(run.term, run.simulator, design, table, substeps=run.substeps,
-                          dt=run.dt) for design, table in (run.initial, run.final)]
-    return {"joint": run.term.joint, "initial": errors[0], "final": errors[1],
-            "normalized": errors[1] / errors[0]}
+    return {"joint": run.term.joint, **run.compared(final_error)}
 
 
 def main(argv=None) -> None:

@@ -33,11 +33,8 @@ def reach_metric(run_dir: str | Path) -> dict[str, float]:
     an open-loop reach experiment, and ``normalized`` = final / initial."""
     run = run_episodes(run_dir, ReachTargets, needs="one reach_targets term and an "
                        "open-loop controller (a finger_reach experiment)")
-    averages = [float(np.mean(fingertip_distances(run.term, run.simulator, design, table,
-                                                  substeps=run.substeps, dt=run.dt)))
-                for design, table in (run.initial, run.final)]
-    return {"initial": averages[0], "final": averages[1],
-            "normalized": averages[1] / averages[0]}
+    return run.compared(lambda *episode, **timing: np.mean(fingertip_distances(*episode,
+                                                                             **timing)))
 
 
 def main(argv=None) -> None:
