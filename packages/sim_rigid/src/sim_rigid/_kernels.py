@@ -15,7 +15,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-__all__ = ["Contacts", "NodeArrays", "mass_matrix", "rnea", "shape_distance"]
+__all__ = ["Contacts", "NodeArrays", "mass_matrix", "rnea", "rnea_parameter_vjp",
+           "shape_distance"]
 
 _REVOLUTE, _PRISMATIC = 0, 1
 _PLANE, _BOX, _SPHERE, _CAPSULE, _MESH = 0, 1, 2, 3, 4
@@ -336,12 +337,9 @@ def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, 
 
 
 @numba.njit(cache=True)
-def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
-                    torque, force):
-    """Subtract each contact point's force from its node's body force and add the reaction
-    to the obstacle's link; dual points (R, c, 3), coefficients (R, 4), areas (R, c) (the
-    reference's ``_apply_contacts``)."""
-    parent = nodes[0]
+def _world_frames(parent, rotation, offset):
+    """Every node's dual world rotation (N, R, 3, 3) and origin (N, R, 3) from the dual
+    placements in its parent's frame (``_placement``'s, per node)."""
     count, rows = parent.shape[0], rotation.shape[1]
     world_rotation = np.zeros((count, rows, 3, 3))
     world_origin = np.zeros((count, rows, 3))
@@ -357,6 +355,17 @@ def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offse
                     world_rotation[node, k] += world_rotation[p, k] @ rotation[node, 0]
             _rotate(world_rotation[p], offset[node], False, world_origin[node])
             world_origin[node] += world_origin[p]
+    return world_rotation, world_origin
+
+
+@numba.njit(cache=True)
+def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
+                    torque, force):
+    """Subtract each contact point's force from its node's body force and add the reaction
+    to the obstacle's link; dual points (R, c, 3), coefficients (R, 4), areas (R, c) (the
+    reference's ``_apply_contacts``)."""
+    count, rows = nodes[0].shape[0], rotation.shape[1]
+    world_rotation, world_origin = _world_frames(nodes[0], rotation, offset)
     world_w = np.zeros((count, rows, 3))
     world_v = np.zeros((count, rows, 3))
     for node in range(count):
@@ -403,27 +412,24 @@ def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offse
 
 
 @numba.njit(cache=True)
-def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coefficients,
-         gravity):
-    """Dual joint forces (R, d) of dual coordinates, rates, accelerations (R, d), masses
-    (R, n), inertias (R, n, 3, 3), joint origins (R, n, 3), contact points (R, c, 3), areas
-    (R, c) and contact coefficients (R, 4), contact forces subtracted (the reference's
-    ``inverse_dynamics_tangents``)."""
+def _motion(nodes, q, qd, qdd, origin, gravity):
+    """Every node's dual placement in its parent's frame (rotation (N, R, 3, 3), origin
+    (N, R, 3)) and spatial velocity and acceleration in its own frame (ω, v, α, a, each
+    (N, R, 3); the base accelerates at -gravity): the forward pass of the recursive
+    Newton-Euler algorithm on dual coordinates, rates, accelerations (R, d) and joint
+    origins (R, n, 3)."""
     parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
-    count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
+    count, rows = parent.shape[0], q.shape[0]
     rotation = np.zeros((count, rows, 3, 3))
     offset = np.zeros((count, rows, 3))
     w = np.zeros((count, rows, 3))
     v = np.zeros((count, rows, 3))
     dw = np.zeros((count, rows, 3))
     dv = np.zeros((count, rows, 3))
-    torque = np.zeros((count, rows, 3))
-    force = np.zeros((count, rows, 3))
     zero = np.zeros((rows, 3))
     base_accel = np.zeros((rows, 3))
     base_accel[0] = -gravity
     tmp = np.zeros((rows, 3))
-    tmp2 = np.zeros((rows, 3))
     s_motion = np.zeros((rows, 3))
     for node in range(count):
         _placement(nodes, node, origin, q, rotation[node], offset[node])
@@ -462,6 +468,24 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coeff
                 dv[node] += qdd[:, c:c + 1] * a.reshape(1, 3)
                 _cross(w[node], s_motion, tmp)
                 dv[node] += tmp
+    return rotation, offset, w, v, dw, dv
+
+
+@numba.njit(cache=True)
+def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coefficients,
+         gravity):
+    """Dual joint forces (R, d) of dual coordinates, rates, accelerations (R, d), masses
+    (R, n), inertias (R, n, 3, 3), joint origins (R, n, 3), contact points (R, c, 3), areas
+    (R, c) and contact coefficients (R, 4), contact forces subtracted (the reference's
+    ``inverse_dynamics_tangents``)."""
+    parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
+    count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
+    rotation, offset, w, v, dw, dv = _motion(nodes, q, qd, qdd, origin, gravity)
+    torque = np.zeros((count, rows, 3))
+    force = np.zeros((count, rows, 3))
+    tmp = np.zeros((rows, 3))
+    tmp2 = np.zeros((rows, 3))
+    for node in range(count):
         body = link[node]
         if body >= 0:
             centre = com[node]
@@ -518,6 +542,134 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coeff
             _rotate(rotation[node], torque[node], False, tmp)
             torque[p] += tmp
     return tau
+
+
+@numba.njit(cache=True)
+def _cross3(a, b):
+    """a × b for plain 3-vectors."""
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
+                     a[0] * b[1] - a[1] * b[0]])
+
+
+@numba.njit(cache=True)
+def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, g_mass, g_inertia):
+    """Add λᵀ ∂τ/∂(masses, inertias) to ``g_mass`` (n,) and ``g_inertia`` (n, 3, 3), from
+    each node's motion and its virtual velocity V(λ) (plain (N, 1, 3) arrays): a link's
+    parameters enter only its own body force F, whose virtual power is F · V(λ)."""
+    link, com = nodes[5], nodes[7]
+    for node in range(link.shape[0]):
+        body = link[node]
+        if body < 0:
+            continue
+        centre = com[node]
+        omega, velocity, alpha = w[node, 0], v[node, 0], dw[node, 0]
+        rate = v[node, 0] + _cross3(omega, centre)  # p / m
+        rate_dot = dv[node, 0] + _cross3(alpha, centre)  # ṗ / m
+        # ∂f/∂m = ṗ/m + ω × p/m ; ∂n/∂m = c × ṗ/m + ω × (c × p/m) + v × p/m
+        force = rate_dot + _cross3(omega, rate)
+        torque = (_cross3(centre, rate_dot) + _cross3(omega, _cross3(centre, rate))
+                  + _cross3(velocity, rate))
+        virtual_w, virtual_v = w_virtual[node, 0], v_virtual[node, 0]
+        g_mass[body] += torque @ virtual_w + force @ virtual_v
+        # ∂n/∂I_ab = E_ab α + ω × E_ab ω, whose power with ω_λ is ω_λa αb + (ω_λ × ω)a ωb
+        spin = _cross3(virtual_w, omega)
+        for i in range(3):
+            for j in range(3):
+                g_inertia[body, i, j] += virtual_w[i] * alpha[j] + spin[i] * omega[j]
+
+
+@numba.njit(cache=True)
+def _contact_vjp(nodes, contacts, rotation, offset, w, v, w_virtual, v_virtual, points,
+                 area, coefficients, g_points, g_area, g_coefficients):
+    """Add λᵀ ∂τ/∂(contact points, areas, coefficients) to the gradients (c, 3), (c,),
+    (4,): each force f at x enters τ as -f · (ẋ(λ) - u(λ)) (the point's virtual velocity
+    relative to the shape's material point), differentiated along the point's own 8
+    directions (its 3 coordinates, its area, the 4 coefficients) as dual arrays of 9 rows."""
+    world_rotation, world_origin = _world_frames(nodes[0], rotation, offset)
+    rows = 9
+    coefficient_dual = np.zeros((rows, 4))
+    coefficient_dual[0] = coefficients
+    for j in range(4):
+        coefficient_dual[5 + j, j] = 1.0
+    area_dual = np.zeros(rows)
+    area_dual[4] = 1.0
+    frame_rotation = np.zeros((rows, 3, 3))
+    frame_origin = np.zeros((rows, 3))
+    frame_w = np.zeros((rows, 3))
+    frame_v = np.zeros((rows, 3))
+    x = np.zeros((rows, 3))
+    xdot = np.zeros((rows, 3))
+    virtual = np.zeros((rows, 3))
+    relative = np.zeros((rows, 3))
+    world_force = np.zeros((rows, 3))
+    contact_node, contact_link = contacts[0], contacts[1]
+    obstacle_link, obstacle_node = contacts[6], contacts[7]
+    for index in range(contact_node.shape[0]):
+        node = contact_node[index]
+        turn, point = world_rotation[node, 0], points[index]
+        area_dual[0] = area[index]
+        # x = R p + o ; ẋ = R (ω × p + v) ; ẋ(λ) = R (ω_λ × p + v_λ), and along p's axes
+        x[0] = turn @ point + world_origin[node, 0]
+        xdot[0] = turn @ (_cross3(w[node, 0], point) + v[node, 0])
+        virtual[0] = turn @ (_cross3(w_virtual[node, 0], point) + v_virtual[node, 0])
+        for j in range(3):
+            axis = np.zeros(3)
+            axis[j] = 1.0
+            x[1 + j] = turn[:, j]
+            xdot[1 + j] = turn @ _cross3(w[node, 0], axis)
+            virtual[1 + j] = turn @ _cross3(w_virtual[node, 0], axis)
+        for obstacle in range(obstacle_link.shape[0]):
+            if obstacle_link[obstacle] == contact_link[index]:
+                continue
+            other = obstacle_node[obstacle]
+            moving = other >= 0
+            frame = max(other, 0)
+            other_turn = world_rotation[frame, 0]
+            frame_rotation[0] = other_turn
+            frame_origin[0] = world_origin[frame, 0]
+            frame_w[0] = other_turn @ w[frame, 0]
+            frame_v[0] = other_turn @ v[frame, 0]
+            if not _pair_force(contacts, obstacle, coefficient_dual, area_dual, x, xdot,
+                               frame_rotation, frame_origin, frame_w, frame_v, moving,
+                               world_force):
+                continue
+            relative[:] = virtual
+            if moving:  # minus u(λ) = ω_λ × (x - o) + v_λ of the shape's link
+                spin = other_turn @ w_virtual[frame, 0]
+                relative[0] -= _cross3(spin, x[0] - frame_origin[0]) + other_turn @ v_virtual[
+                    frame, 0]
+                for k in range(1, rows):
+                    relative[k] -= _cross3(spin, x[k])
+            power = relative @ world_force[0]
+            for k in range(1, rows):
+                power[k] += world_force[k] @ relative[0]
+            g_points[index] -= power[1:4]
+            g_area[index] -= power[4]
+            g_coefficients -= power[5:]
+
+
+@numba.njit(cache=True)
+def rnea_parameter_vjp(nodes, contacts, q, qd, qdd, adjoint, mass, inertia, origin, points,
+                       area, coefficients, gravity):
+    """λᵀ ∂τ/∂(link masses (n,), inertias (n, 3, 3), contact points (c, 3), areas (c,),
+    coefficients (4,)) for the adjoint λ = ``adjoint`` (d,) at plain coordinates, rates,
+    accelerations (d,) and parameters, τ as :func:`rnea`'s, in one pass instead of one
+    tangent row per parameter: by virtual power, λᵀ τ = Σ_k F_k · V_k(λ), V_k(λ) node k's
+    spatial velocity were the rates λ, and these parameters act only through their own
+    node's body force or contact force."""
+    d, n, c = q.shape[0], mass.shape[0], points.shape[0]
+    q_row, origin_row = q.reshape(1, d), origin.reshape(1, n, 3)
+    rotation, offset, w, v, dw, dv = _motion(nodes, q_row, qd.reshape(1, d),
+                                             qdd.reshape(1, d), origin_row, gravity)
+    _, _, w_virtual, v_virtual, _, _ = _motion(nodes, q_row, adjoint.reshape(1, d),
+                                               np.zeros((1, d)), origin_row, gravity)
+    g_mass, g_inertia = np.zeros(n), np.zeros((n, 3, 3))
+    _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, g_mass, g_inertia)
+    g_points, g_area, g_coefficients = np.zeros((c, 3)), np.zeros(c), np.zeros(4)
+    if c:
+        _contact_vjp(nodes, contacts, rotation, offset, w, v, w_virtual, v_virtual, points,
+                     area, coefficients, g_points, g_area, g_coefficients)
+    return g_mass, g_inertia, g_points, g_area, g_coefficients
 
 
 @numba.njit(cache=True)

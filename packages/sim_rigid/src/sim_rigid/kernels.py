@@ -21,7 +21,7 @@ from .dynamics import dual, dual_rows, node_table
 from .model import RigidModel
 
 __all__ = ["COMPILE_NOTICE", "contact_arrays", "inverse_dynamics_tangents", "mass_matrix",
-           "node_arrays"]
+           "drive_arrays", "node_arrays", "parameter_arrays", "parameter_vjp"]
 
 COMPILE_NOTICE = "sim_rigid: compiling kernels (first run only)"
 
@@ -29,6 +29,7 @@ _COMPILES = announce_compiles(f"{__package__}.", COMPILE_NOTICE)
 
 _NODE_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _CONTACT_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_DRIVE_ARRAYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def node_arrays(model: RigidModel) -> tuple:
@@ -69,6 +70,17 @@ def contact_arrays(model: RigidModel) -> tuple:
     return arrays
 
 
+def drive_arrays(model: RigidModel) -> tuple[np.ndarray, np.ndarray]:
+    """(the actuated coordinates (a,) int64, their gears (a,)), built on first use and kept
+    while the model lives (the model's properties compute them on every access)."""
+    arrays = _DRIVE_ARRAYS.get(model)
+    if arrays is None:
+        arrays = _DRIVE_ARRAYS[model] = (
+            np.ascontiguousarray(model.actuated, dtype=np.int64),
+            np.ascontiguousarray(model.actuated_gear, dtype=np.float64))
+    return arrays
+
+
 def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
                               tangents: dict | None = None) -> np.ndarray:
     """τ and its directional derivatives (K+1, d), compiled; arguments as
@@ -95,3 +107,34 @@ def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:
         np.ascontiguousarray(params["link_mass"], dtype=np.float64),
         np.ascontiguousarray(params["link_inertia"], dtype=np.float64),
         np.ascontiguousarray(params["joint_origin"], dtype=np.float64))
+
+
+def parameter_arrays(model: RigidModel, params: dict) -> tuple:
+    """The parameters as the plain tuple the compiled steps take (:class:`~sim_rigid.
+    _implicit.Parameters`: masses, inertias, joint origins, contact points, areas, the four
+    coefficients of :data:`~sim_rigid.contact.COEFFICIENTS`, joint damping, gravity), float64
+    and contiguous."""
+    def plain(value):
+        return np.ascontiguousarray(value, dtype=np.float64)
+
+    return (plain(params["link_mass"]), plain(params["link_inertia"]),
+            plain(params["joint_origin"]), plain(params["contact_point"]),
+            plain(params["contact_area"]),
+            np.array([params[name] for name in COEFFICIENTS], dtype=np.float64),
+            plain(params["joint_damping"]), plain(model.gravity))
+
+
+def parameter_vjp(model: RigidModel, params: dict, q, qd, qdd, adjoint) -> dict:
+    """λᵀ ∂τ/∂θ for τ of :func:`inverse_dynamics_tangents` and the adjoint λ = ``adjoint``
+    (d,), by :data:`~sim_rigid.model.PARAMETERS` name: ``link_mass`` (n,), ``link_inertia``
+    (n, 3, 3), ``contact_point`` (c, 3), ``contact_area`` (c,) and each coefficient (a
+    float); compiled, one pass (virtual power) where tangents would take one row each."""
+    mass, inertia, origin, points, area, coefficients, _, gravity = parameter_arrays(model,
+                                                                                     params)
+    plain = [np.ascontiguousarray(x, dtype=np.float64) for x in (q, qd, qdd, adjoint)]
+    g_mass, g_inertia, g_points, g_area, g_coefficients = _kernels.rnea_parameter_vjp(
+        node_arrays(model), contact_arrays(model), *plain, mass, inertia, origin, points,
+        area, coefficients, gravity)
+    return {"link_mass": g_mass, "link_inertia": g_inertia, "contact_point": g_points,
+            "contact_area": g_area} | {name: float(g_coefficients[k])
+                                       for k, name in enumerate(COEFFICIENTS)}

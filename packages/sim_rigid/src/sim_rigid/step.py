@@ -24,18 +24,21 @@ The adjoint of a solve factors the Jacobian at the converged solution (its final
 matrix) and solves Jᵀ λ = ∂L/∂v; then ∂L/∂(q_b, v_b, u, θ) = -λᵀ ∂r/∂(q_b, v_b, u, θ), the
 partial derivatives by forward-mode tangents of the recursive Newton-Euler algorithm.
 :func:`step_vjp` recomputes the step from its state, as the core's contract asks.
+
+``kernels="numpy"`` runs the readable reference below (:class:`_Solve`, on
+:mod:`sim_rigid.dynamics`); ``kernels="numba"`` (the default) runs the same formulas as one
+compiled call per step and one per VJP (:mod:`sim_rigid._implicit`), equal to round-off.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import scipy.linalg
 
 from codesign.simulator import SimulationError
 
-from . import dynamics, kernels
+from . import _implicit, dynamics, kernels
+from ._implicit import ARMIJO, GAMMA, SMALLEST_STEP
 from .contact import COEFFICIENTS
 from .model import RigidModel
 from .options import RigidOptions
@@ -43,15 +46,8 @@ from .state import RigidState
 
 __all__ = ["GAMMA", "NewtonError", "step", "step_vjp"]
 
-GAMMA = 1.0 - 1.0 / math.sqrt(2.0)
-"""SDIRK2's diagonal coefficient (Alexander 1977): L-stable and second order."""
-
 _DEFAULT = RigidOptions()
-_DYNAMICS = {"numba": kernels, "numpy": dynamics}
-"""Per ``kernels`` option, the module whose ``inverse_dynamics_tangents`` and
-``mass_matrix`` the solves call."""
-_ARMIJO = 1e-4
-_SMALLEST_STEP = 2.0**-30
+_KERNELS = ("numba", "numpy")
 
 
 class NewtonError(SimulationError):
@@ -69,7 +65,7 @@ class _Solve:
         self.actuated = model.actuated
         self.gear = model.actuated_gear
         self.position = settings["actuation"] == "position"
-        self.dynamics = _DYNAMICS[settings["kernels"]]
+        self.dynamics = dynamics
 
     def _servo(self, q, v):
         """B τ_act (d,) at (q, v)."""
@@ -131,16 +127,14 @@ class _Solve:
             while True:
                 trial = v + fraction * update
                 trial_residual = self.residual(trial)
-                if (np.linalg.norm(trial_residual) <= (1.0 - _ARMIJO * fraction) * norm
-                        or fraction <= _SMALLEST_STEP):
+                if (np.linalg.norm(trial_residual) <= (1.0 - ARMIJO * fraction) * norm
+                        or fraction <= SMALLEST_STEP):
                     break
                 fraction *= 0.5
             v = trial
             residual, jacobian = self.residual_and_jacobian(v)
-        raise NewtonError(
-            f"step {step_index}: Newton's method did not converge in {iterations} iterations "
-            f"(residual {np.linalg.norm(residual):.3g} N m or N, last update "
-            f"{np.max(np.abs(update)):.3g}); lower dt or raise newton_iterations")
+        raise _newton_error(step_index, iterations, np.linalg.norm(residual),
+                            np.max(np.abs(update)))
 
     def vjp(self, v, g_q, g_v):
         """(∂L/∂q_b, ∂L/∂v_b, ∂L/∂action, ∂L/∂params) of a solution v, given ∂L/∂q and
@@ -185,10 +179,18 @@ class _Solve:
         return g_q_base, g_v_base, g_action, g_params
 
 
+def _newton_error(step_index: int, iterations: int, residual: float,
+                  update: float) -> NewtonError:
+    return NewtonError(
+        f"step {step_index}: Newton's method did not converge in {iterations} iterations "
+        f"(residual {residual:.3g} N m or N, last update {update:.3g}); lower dt or raise "
+        f"newton_iterations")
+
+
 def _settings(actuation, servo_stiffness, servo_damping, tolerance, iterations,
               kernels) -> dict:
-    if kernels not in _DYNAMICS:
-        raise ValueError(f"kernels must be one of {sorted(_DYNAMICS)}, got {kernels!r}")
+    if kernels not in _KERNELS:
+        raise ValueError(f"kernels must be one of {sorted(_KERNELS)}, got {kernels!r}")
     return dict(actuation=actuation, servo_stiffness=float(servo_stiffness),
                 servo_damping=float(servo_damping), tolerance=float(tolerance),
                 iterations=int(iterations), kernels=kernels)
@@ -225,12 +227,35 @@ def step(model: RigidModel, state: RigidState, action, params: dict, dt: float, 
     :class:`NewtonError` when a solve does not converge."""
     settings = _settings(actuation, servo_stiffness, servo_damping, tolerance, iterations,
                          kernels)
-    solve, v = _stages(model, state, np.asarray(action, dtype=np.float64), params, float(dt),
-                       settings)[-1]
-    return RigidState(joint_q=solve.q_base + solve.c * v, joint_qd=v,
+    if kernels == "numba":
+        q, v, status, residual, update = _implicit.step(
+            *_compiled_arguments(model, state, action, params, dt, settings))
+        _check_status(status, state, residual, update, settings)
+    else:
+        solve, v = _stages(model, state, np.asarray(action, dtype=np.float64), params,
+                           float(dt), settings)[-1]
+        q = solve.q_base + solve.c * v
+    return RigidState(joint_q=q, joint_qd=v,
                       joint_q_prev=np.array(state.joint_q, dtype=np.float64),
                       joint_qd_prev=np.array(state.joint_qd, dtype=np.float64),
                       step_count=np.asarray(int(state.step_count) + 1, dtype=np.int64))
+
+
+def _compiled_arguments(model, state, action, params, dt, settings) -> tuple:
+    """The leading arguments of :func:`sim_rigid._implicit.step` and ``step_vjp``."""
+    actuated, gear = kernels.drive_arrays(model)
+    drive = (actuated, gear, settings["actuation"] == "position",
+             settings["servo_stiffness"], settings["servo_damping"])
+    plain = [np.ascontiguousarray(x, dtype=np.float64) for x in (
+        action, state.joint_q, state.joint_qd, state.joint_q_prev, state.joint_qd_prev)]
+    return (kernels.node_arrays(model), kernels.contact_arrays(model),
+            kernels.parameter_arrays(model, params), drive, *plain, int(state.step_count),
+            float(dt), settings["tolerance"], settings["iterations"])
+
+
+def _check_status(status, state, residual, update, settings) -> None:
+    if status != _implicit.CONVERGED:
+        raise _newton_error(int(state.step_count), settings["iterations"], residual, update)
 
 
 def _zeros_for_none(value, size):
@@ -252,6 +277,9 @@ def step_vjp(model: RigidModel, state: RigidState, action, params: dict, dt: flo
     d = model.coordinate_count
     g_q, g_v, g_q_prev, g_v_prev = (_zeros_for_none(getattr(g_next, name), d) for name in
                                     ("joint_q", "joint_qd", "joint_q_prev", "joint_qd_prev"))
+    if kernels == "numba":
+        return _compiled_vjp(model, state, action, params, dt, settings,
+                             (g_q, g_v, g_q_prev, g_v_prev))
     stages = _stages(model, state, np.asarray(action, dtype=np.float64), params, dt, settings)
     g_action = np.zeros(len(model.actuated))
     g_params = {name: np.zeros_like(np.asarray(value, dtype=np.float64))
@@ -286,3 +314,19 @@ def step_vjp(model: RigidModel, state: RigidState, action, params: dict, dt: flo
     g_state = RigidState(joint_q=g_state_q, joint_qd=g_state_v, joint_q_prev=g_before_q,
                          joint_qd_prev=g_before_v, step_count=None)
     return g_state, g_action, g_params
+
+
+def _compiled_vjp(model, state, action, params, dt, settings, g_next):
+    """:func:`step_vjp` in one compiled call (:func:`sim_rigid._implicit.step_vjp`)."""
+    status, residual, update, g_state, g_action, g_theta = _implicit.step_vjp(
+        *_compiled_arguments(model, state, action, params, dt, settings),
+        *(np.ascontiguousarray(g) for g in g_next))
+    _check_status(status, state, residual, update, settings)
+    g_mass, g_inertia, g_origin, g_damping, g_points, g_area, g_coefficients = g_theta
+    g_params = {"link_mass": g_mass, "link_inertia": g_inertia, "joint_origin": g_origin,
+                "joint_damping": g_damping, "contact_point": g_points,
+                "contact_area": g_area} | {
+        name: np.asarray(g_coefficients[k]) for k, name in enumerate(COEFFICIENTS)}
+    return (RigidState(joint_q=g_state[0], joint_qd=g_state[1], joint_q_prev=g_state[2],
+                       joint_qd_prev=g_state[3], step_count=None), g_action,
+            {name: g_params[name] for name in params})
