@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sim_rigid import RigidState
 from sim_rigid.description import load_description
 from sim_rigid.scene import robot_path
+from sim_rigid.step import step, step_vjp
 
 
 def arm4():
@@ -94,6 +96,44 @@ def models():
 def any_model(request):
     """Each test model in turn."""
     return {"arm4": arm4, "mixed_tree": mixed_tree}[request.param]()
+
+
+@pytest.fixture(scope="session")
+def paths_agree():
+    """``paths_agree(model, state, action, steps, dt, **settings)``: the compiled step and
+    VJP (``kernels="numba"``) equal the NumPy reference over ``steps`` steps; returns the
+    last state."""
+    return _paths_agree
+
+
+def _paths_agree(model, state, action, steps, dt, **settings):
+    """Take ``steps`` steps by both paths (SDIRK2's start, then BDF2), comparing the states
+    and every VJP to round-off."""
+    params = model.parameters()
+    d = model.coordinate_count
+    g_next = RigidState(*(np.linspace(-1.0, 2.0, d) * (k + 1) for k in range(4)), None)
+    for _ in range(steps):
+        compiled = step(model, state, action, params, dt, kernels="numba", **settings)
+        reference = step(model, state, action, params, dt, kernels="numpy", **settings)
+        for field in ("joint_q", "joint_qd"):
+            np.testing.assert_allclose(getattr(compiled, field), getattr(reference, field),
+                                       rtol=0, atol=1e-12)
+        g_compiled = step_vjp(model, state, action, params, dt, g_next, kernels="numba",
+                              **settings)
+        g_reference = step_vjp(model, state, action, params, dt, g_next, kernels="numpy",
+                               **settings)
+        for field in ("joint_q", "joint_qd", "joint_q_prev", "joint_qd_prev"):
+            want = getattr(g_reference[0], field)
+            np.testing.assert_allclose(getattr(g_compiled[0], field), want, rtol=1e-10,
+                                       atol=1e-12 * np.abs(want).max(initial=1.0))
+        np.testing.assert_allclose(g_compiled[1], g_reference[1], rtol=1e-10)
+        assert set(g_compiled[2]) == set(g_reference[2])
+        for name, value in g_reference[2].items():
+            np.testing.assert_allclose(g_compiled[2][name], value, rtol=1e-9,
+                                       atol=1e-11 * np.abs(value).max(initial=0.0),
+                                       err_msg=name)
+        state = compiled
+    return state
 
 
 @pytest.fixture(scope="session")

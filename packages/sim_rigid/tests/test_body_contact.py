@@ -135,6 +135,16 @@ def test_gradients_through_contact_between_bodies(models, shape):
                   groups=[group], directions=2).assert_ok()
 
 
+@pytest.mark.parametrize("shape", ["sphere", "capsule", "mesh"])
+def test_compiled_steps_between_bodies_equal_the_reference(models, shape, paths_agree):
+    # the pusher's shape moves into the block's points (torque on both joints), the
+    # smooth friction law on
+    model = dataclasses.replace(_model(_shape(shape, models)), friction_sharpness=2.0)
+    q, velocity = np.array([0.01, 0.05]), np.array([0.2, -0.5])
+    state = RigidState(q, velocity, q, velocity, np.asarray(0, np.int64))
+    paths_agree(model, state, np.array([1.0, -0.2]), 3, 1e-3)
+
+
 def test_conformance_of_two_bodies_in_contact():
     sim = make_simulator(robot=pusher_and_block(SPHERE), contact_stiffness=1e3,
                          contact_damping=1e3, friction_stiffness=20.0, friction=0.3)

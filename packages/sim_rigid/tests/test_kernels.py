@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 from sim_rigid import RigidState, dynamics, kernels
 from sim_rigid.contact import COEFFICIENTS
 from sim_rigid.description import load_description, load_obstacles
-from sim_rigid.step import step, step_vjp
+from sim_rigid.step import NewtonError, step, step_vjp
 
 
 def test_rnea_tangents_equal_the_reference(any_model, models):
@@ -86,3 +87,97 @@ def test_contact_forces_and_their_tangents_equal_the_reference(models):
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
     # the contacts act: the plane holds the box up with about its weight and more
     assert abs(expected[0, 2]) > 5.0
+
+
+def _identity_tangents(blocks: dict) -> dict:
+    """One tangent direction per scalar of each named parameter of shape ``blocks[name]``."""
+    total = sum(int(np.prod(shape, dtype=np.int64)) for shape in blocks.values())
+    tangents, start = {}, 0
+    for name, shape in blocks.items():
+        size = int(np.prod(shape, dtype=np.int64))
+        block = np.zeros((total, size))
+        block[start:start + size] = np.eye(size)
+        tangents[name] = block.reshape((total, *shape))
+        start += size
+    return tangents
+
+
+def _box_on_obstacles(models, **fields):
+    """The free box sunk into a plane beside a turned box obstacle (contact on both)."""
+    obstacles = load_obstacles([{"type": "plane"}, {"type": "box", "center": [0.1, 0, -0.2],
+                                                     "half_extents": [0.1, 0.3, 0.2],
+                                                     "rpy": [0.1, 0.0, 0.2]}])
+    return dataclasses.replace(load_description(models.box_description()), **obstacles,
+                               friction_stiffness=20.0, **fields)
+
+
+def _parameter_vjp_matches_tangents(model, q, qd, qdd):
+    params = model.parameters()
+    c = len(model.contact_link)
+    blocks = {"link_mass": (model.link_count,), "link_inertia": (model.link_count, 3, 3),
+              "contact_point": (c, 3), "contact_area": (c,)} | {
+        name: () for name in COEFFICIENTS}
+    adjoint = np.random.default_rng(3).standard_normal(model.coordinate_count)
+    rows = kernels.inverse_dynamics_tangents(model, params, q, qd, qdd,
+                                             tangents=_identity_tangents(blocks))[1:]
+    expected, start = rows @ adjoint, 0
+    got = kernels.parameter_vjp(model, params, q, qd, qdd, adjoint)
+    for name, shape in blocks.items():
+        size = int(np.prod(shape, dtype=np.int64))
+        want = expected[start:start + size]
+        np.testing.assert_allclose(np.ravel(got[name]), want, rtol=0,
+                                   atol=1e-13 * np.abs(expected).max(), err_msg=name)
+        start += size
+    return got
+
+
+def test_parameter_vjp_equals_the_tangent_rows(any_model, models):
+    got = _parameter_vjp_matches_tangents(any_model, *models.random_point(any_model, seed=6))
+    assert np.abs(got["link_inertia"]).max() > 1e-3  # the masses and inertias act
+
+
+def test_parameter_vjp_through_contact_equals_the_tangent_rows(models):
+    q = np.array([0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
+    qd = np.array([0.02, 0.01, -0.05, 0.3, -0.2, 0.1])
+    for sharpness in (0.0, 4.0):  # the hard stick-slip switch and the smooth law
+        got = _parameter_vjp_matches_tangents(
+            _box_on_obstacles(models, friction_sharpness=sharpness), q, qd, np.zeros(6))
+        assert np.abs(got["contact_point"]).max() > 1.0 and got["contact_stiffness"] != 0.0
+
+
+def test_compiled_position_servo_steps_equal_the_reference(models, paths_agree):
+    model = models.arm4()
+    state = RigidState(model.joint_rest, np.linspace(-1.0, 1.0, 4), model.joint_rest,
+                       np.zeros(4), np.asarray(0, dtype=np.int64))
+    paths_agree(model, state, np.array([0.3, -0.2, 0.5, 0.1]), 3, 0.01,
+                                actuation="position", servo_stiffness=40.0,
+                                servo_damping=2.0)
+
+
+def test_compiled_contact_steps_equal_the_reference(models, paths_agree):
+    # the free box sliding and spinning on the plane into the box obstacle (no action)
+    model = _box_on_obstacles(models, friction_sharpness=4.0)
+    q = np.array([0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
+    state = RigidState(q, np.array([0.2, 0.1, -0.05, 0.3, -0.2, 0.1]), q, np.zeros(6),
+                       np.asarray(0, dtype=np.int64))
+    end = paths_agree(model, state, np.zeros(0), 3, 0.005)
+    assert end.joint_q[2] > 0.09  # the plane holds the box up
+
+
+def test_compiled_newton_failures_read_as_the_reference(models):
+    model = models.arm4()
+    rates = np.linspace(30.0, -30.0, 4)
+    state = RigidState(model.joint_rest + 0.1, rates, model.joint_rest, rates,
+                       np.asarray(7, dtype=np.int64))
+    g_next = RigidState(*(np.ones(4) for _ in range(4)), None)
+    messages = set()
+    for kernels_name in ("numba", "numpy"):
+        for call in (lambda: step(model, state, 50.0 * np.ones(4), model.parameters(), 0.2,
+                                  kernels=kernels_name, iterations=3),
+                     lambda: step_vjp(model, state, 50.0 * np.ones(4), model.parameters(),
+                                      0.2, g_next, kernels=kernels_name, iterations=3)):
+            with pytest.raises(NewtonError) as error:
+                call()
+            messages.add(str(error.value))
+    assert len(messages) == 1, messages
+    assert "step 7: Newton's method did not converge in 3 iterations" in messages.pop()

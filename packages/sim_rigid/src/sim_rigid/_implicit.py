@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ._kernels import mass_matrix, rnea, rnea_parameter_vjp
+from ._kernels import _dot, _matvec, mass_matrix, rnea, rnea_parameter_vjp
 
 __all__ = ["ARMIJO", "CONVERGED", "Drive", "GAMMA", "NOT_CONVERGED", "Parameters",
            "SMALLEST_STEP", "step", "step_vjp"]
@@ -203,8 +203,8 @@ def _solve(nodes, contacts, theta, drive, action, q_base, v_base, c, v_start, to
         if not np.all(np.isfinite(update)):
             break
         if np.max(np.abs(update)) <= tolerance * (1.0 + np.max(np.abs(v))):
-            return v + update, CONVERGED, np.linalg.norm(residual), np.max(np.abs(update))
-        norm, fraction = np.linalg.norm(residual), 1.0
+            return v + update, CONVERGED, np.sqrt(_dot(residual, residual)), np.max(np.abs(update))
+        norm, fraction = np.sqrt(_dot(residual, residual)), 1.0
         while True:
             trial = v + fraction * update
             # the full step usually passes: evaluate its Jacobian with its residual
@@ -212,7 +212,7 @@ def _solve(nodes, contacts, theta, drive, action, q_base, v_base, c, v_start, to
                                                      q_base, v_base, c, trial,
                                                      full if fraction == 1.0 else single,
                                                      fraction == 1.0)
-            if (np.linalg.norm(trial_residual) <= (1.0 - ARMIJO * fraction) * norm
+            if (np.sqrt(_dot(trial_residual, trial_residual)) <= (1.0 - ARMIJO * fraction) * norm
                     or fraction <= SMALLEST_STEP):
                 break
             fraction *= 0.5
@@ -222,7 +222,7 @@ def _solve(nodes, contacts, theta, drive, action, q_base, v_base, c, v_start, to
         else:
             residual, matrix = _evaluate(nodes, contacts, theta, drive, action, q_base,
                                          v_base, c, v, full, True)
-    return v, NOT_CONVERGED, np.linalg.norm(residual), np.max(np.abs(update))
+    return v, NOT_CONVERGED, np.sqrt(_dot(residual, residual)), np.max(np.abs(update))
 
 
 @numba.njit(cache=True)
@@ -299,13 +299,13 @@ def _solve_vjp(nodes, contacts, theta, drive, action, q_base, v_base, c, v, g_q,
         matrix[k, k] += damping[k] + c * gain_q[k] + gain_v[k]
     lu, pivots = _lu_factor(matrix)
     adjoint = _lu_solve(lu, pivots, g_v + c * g_q, True)
-    g_q_base = g_q - d_q @ adjoint - gain_q * adjoint
-    g_v_base = inertia_matrix @ adjoint / c
+    g_q_base = g_q - _matvec(d_q, adjoint) - gain_q * adjoint
+    g_v_base = _matvec(inertia_matrix, adjoint) / c
     actuated, gear, position, stiffness, _ = drive
     for k in range(actuated.shape[0]):
         g_action[k] += adjoint[actuated[k]] * (stiffness if position else gear[k])
     g_mass, g_inertia, g_origin, g_damping, g_points, g_area, g_coefficients = g_parameters
-    g_origin -= (d_origin @ adjoint).reshape(n, 3)
+    g_origin -= _matvec(d_origin, adjoint).reshape(n, 3)
     g_damping -= adjoint * v
     p_mass, p_inertia, p_points, p_area, p_coefficients = rnea_parameter_vjp(
         nodes, contacts, q, v, a, adjoint, mass, inertia, origin, points, area, coefficients,

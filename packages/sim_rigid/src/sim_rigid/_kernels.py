@@ -55,6 +55,40 @@ class Contacts(NamedTuple):
 
 
 @numba.njit(cache=True)
+def _matmul(a, b):
+    """a b for small 2-D arrays, in loops: numba's ``@`` calls BLAS, whose call costs more
+    than a 3 × 3 or 6 × 6 product."""
+    out = np.zeros((a.shape[0], b.shape[1]))
+    for i in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            aik = a[i, k]
+            for j in range(b.shape[1]):
+                out[i, j] += aik * b[k, j]
+    return out
+
+
+@numba.njit(cache=True)
+def _matvec(a, x):
+    """a x for a small 2-D array and a vector, in loops (see :func:`_matmul`)."""
+    out = np.zeros(a.shape[0])
+    for i in range(a.shape[0]):
+        total = 0.0
+        for k in range(a.shape[1]):
+            total += a[i, k] * x[k]
+        out[i] = total
+    return out
+
+
+@numba.njit(cache=True)
+def _dot(a, b):
+    """a · b for vectors, in a loop (see :func:`_matmul`)."""
+    total = 0.0
+    for k in range(a.shape[0]):
+        total += a[k] * b[k]
+    return total
+
+
+@numba.njit(cache=True)
 def _cross(a, b, out):
     """out = a × b for dual (R, 3) arrays."""
     rows = a.shape[0]
@@ -105,6 +139,24 @@ def _scale(s, x, out):
 
 
 @numba.njit(cache=True)
+def _skew_entry(a, i, j):
+    """Entry (i, j) of [a]×, the cross-product matrix of a."""
+    if i == j:
+        return 0.0
+    if i == 0:
+        return -a[2] if j == 1 else a[1]
+    if i == 1:
+        return a[2] if j == 0 else -a[0]
+    return -a[1] if j == 0 else a[0]
+
+
+@numba.njit(cache=True)
+def _skew_squared_entry(a, i, j):
+    """Entry (i, j) of [a]×² = a aᵀ - |a|² I."""
+    return a[i] * a[j] - (a[0] * a[0] + a[1] * a[1] + a[2] * a[2] if i == j else 0.0)
+
+
+@numba.njit(cache=True)
 def _placement(nodes, node, origin, q, rotation, offset):
     """The node's dual rotation to its parent's frame (R, 3, 3) and dual origin (R, 3)."""
     parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
@@ -120,22 +172,27 @@ def _placement(nodes, node, origin, q, rotation, offset):
     if kind[node] == _REVOLUTE:
         angle = q[0, c]
         sin, cos = math.sin(angle), math.cos(angle)
-        skew = np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
-        turn = np.eye(3) + sin * skew + (1.0 - cos) * (skew @ skew)
-        value = base[node] @ turn
-        derivative = value @ skew
+        # value = base (I + sin K + (1 - cos) K²), K = [a]×; its derivative value K
         for i in range(3):
             for j in range(3):
-                rotation[0, i, j] = value[i, j]
-        for k in range(1, rows):
-            for i in range(3):
-                for j in range(3):
-                    rotation[k, i, j] = q[k, c] * derivative[i, j]
+                total = 0.0
+                for m in range(3):
+                    turn = ((1.0 if m == j else 0.0) + sin * _skew_entry(a, m, j)
+                            + (1.0 - cos) * _skew_squared_entry(a, m, j))
+                    total += base[node, i, m] * turn
+                rotation[0, i, j] = total
+        for i in range(3):
+            for j in range(3):
+                derivative = 0.0
+                for m in range(3):
+                    derivative += rotation[0, i, m] * _skew_entry(a, m, j)
+                for k in range(1, rows):
+                    rotation[k, i, j] = q[k, c] * derivative
     elif kind[node] == _PRISMATIC:
-        direction = base[node] @ a
-        for k in range(rows):
-            for i in range(3):
-                offset[k, i] += q[k, c] * direction[i]
+        for i in range(3):
+            direction = base[node, i, 0] * a[0] + base[node, i, 1] * a[1] + base[node, i, 2] * a[2]
+            for k in range(rows):
+                offset[k, i] += q[k, c] * direction
 
 
 @numba.njit(cache=True)
@@ -257,9 +314,9 @@ def _smooth_friction(kt, limit, slip, sharpness, out):
     """out = -kt v_t (1 + r^p)^(-1/p) (the reference's ``smooth_friction``, negated: the
     caller subtracts it)."""
     rows = slip.shape[0]
-    speed_squared = slip @ slip[0]
+    speed_squared = _matvec(slip, slip[0])
     for k in range(1, rows):
-        speed_squared[k] += slip[0] @ slip[k]
+        speed_squared[k] += _dot(slip[0], slip[k])
     ratio_squared = _quotient(_times(_times(kt, kt), speed_squared), _times(limit, limit))
     base = _power(ratio_squared, sharpness / 2.0)
     base[0] += 1.0
@@ -279,8 +336,8 @@ def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, 
     origin = np.zeros((rows, 3))
     if moving:
         for k in range(rows):
-            rotation[k] = link_rotation[k] @ rotations[obstacle]
-            origin[k] = link_origin[k] + link_rotation[k] @ centers[obstacle]
+            rotation[k] = _matmul(link_rotation[k], rotations[obstacle])
+            origin[k] = link_origin[k] + _matvec(link_rotation[k], centers[obstacle])
     else:
         rotation[0] = rotations[obstacle]
         origin[0] = centers[obstacle]
@@ -296,12 +353,12 @@ def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, 
     norm = np.sqrt(np.sum(gradient ** 2))
     local_normal = np.zeros((rows, 3))
     local_normal[0] = gradient / norm
-    bend = (np.eye(3) - np.outer(local_normal[0], local_normal[0])) @ hessian / norm
+    bend = _matmul(np.eye(3) - np.outer(local_normal[0], local_normal[0]), hessian) / norm
     depth = np.zeros(rows)
     depth[0] = -distance
     for k in range(1, rows):
-        local_normal[k] = bend @ local[k]
-        depth[k] = -(local[k] @ gradient)
+        local_normal[k] = _matvec(bend, local[k])
+        depth[k] = -_dot(local[k], gradient)
     normal = np.zeros((rows, 3))
     _rotate(rotation, local_normal, False, normal)
     relative = xdot.copy()
@@ -309,9 +366,9 @@ def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, 
         spin = np.zeros((rows, 3))
         _cross(omega, x - link_origin, spin)
         relative -= velocity + spin
-    approach = relative @ normal[0]
+    approach = _matvec(relative, normal[0])
     for k in range(1, rows):
-        approach[k] += relative[0] @ normal[k]
+        approach[k] += _dot(relative[0], normal[k])
     normal_force = _times(kn, depth) - _times(_times(kd, depth), approach)
     if normal_force[0] <= 0.0:
         return False
@@ -329,7 +386,7 @@ def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, 
         direction = np.empty_like(slip)
         direction[0] = slip[0] / speed
         for k in range(1, rows):
-            direction[k] = (slip[k] - (slip[k] @ direction[0]) * direction[0]) / speed
+            direction[k] = (slip[k] - _dot(slip[k], direction[0]) * direction[0]) / speed
         _scale(_times(mu, normal_force), direction, friction)
     _scale(normal_force, normal, along)
     _scale(area, along - friction, out)
@@ -350,9 +407,10 @@ def _world_frames(parent, rotation, offset):
             world_origin[node] = offset[node]
         else:
             for k in range(rows):
-                world_rotation[node, k] = world_rotation[p, 0] @ rotation[node, k]
+                world_rotation[node, k] = _matmul(world_rotation[p, 0], rotation[node, k])
                 if k > 0:
-                    world_rotation[node, k] += world_rotation[p, k] @ rotation[node, 0]
+                    world_rotation[node, k] += _matmul(world_rotation[p, k],
+                                                       rotation[node, 0])
             _rotate(world_rotation[p], offset[node], False, world_origin[node])
             world_origin[node] += world_origin[p]
     return world_rotation, world_origin
@@ -458,14 +516,18 @@ def _motion(nodes, q, qd, qdd, origin, gravity):
                     s_motion[k, i] = qd[k, c] * a[i]
             if revolute:
                 w[node] += s_motion
-                dw[node] += qdd[:, c:c + 1] * a.reshape(1, 3)
+                for k in range(rows):
+                    for i in range(3):
+                        dw[node][k, i] += qdd[k, c] * a[i]
                 _cross(w[node], s_motion, tmp)
                 dw[node] += tmp
                 _cross(v[node], s_motion, tmp)
                 dv[node] += tmp
             elif prismatic:
                 v[node] += s_motion
-                dv[node] += qdd[:, c:c + 1] * a.reshape(1, 3)
+                for k in range(rows):
+                    for i in range(3):
+                        dv[node][k, i] += qdd[k, c] * a[i]
                 _cross(w[node], s_motion, tmp)
                 dv[node] += tmp
     return rotation, offset, w, v, dw, dv
@@ -485,6 +547,9 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coeff
     force = np.zeros((count, rows, 3))
     tmp = np.zeros((rows, 3))
     tmp2 = np.zeros((rows, 3))
+    p_dot = np.zeros((rows, 3))
+    momentum = np.zeros((rows, 3))
+    angular = np.zeros((rows, 3))
     for node in range(count):
         body = link[node]
         if body >= 0:
@@ -494,11 +559,9 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coeff
             # p = m (v + ω × c), ṗ = m (a + α × c)
             _cross_constant(dw[node], centre, tmp)
             tmp += dv[node]
-            p_dot = np.zeros((rows, 3))
             _scale(m_dual, tmp, p_dot)
             _cross_constant(w[node], centre, tmp)
             tmp += v[node]
-            momentum = np.zeros((rows, 3))
             _scale(m_dual, tmp, momentum)
             # n = I α + c × ṗ + ω × (I ω + c × p) + v × p ; f = ṗ + ω × p
             _rotate(i_dual, dw[node], False, torque[node])
@@ -508,7 +571,6 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coeff
                 torque[node, k, 0] += cy * pz - cz * py
                 torque[node, k, 1] += cz * px - cx * pz
                 torque[node, k, 2] += cx * py - cy * px
-            angular = np.zeros((rows, 3))
             _rotate(i_dual, w[node], False, angular)
             for k in range(rows):
                 cx, cy, cz = centre[0], centre[1], centre[2]
@@ -522,7 +584,7 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coeff
             torque[node] += tmp
             _cross(w[node], momentum, tmp)
             force[node] = p_dot + tmp
-    if contacts[0].shape[0]:
+    if contacts[0].shape[0] and contacts[2].shape[0]:  # points and shapes
         _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
                         torque, force)
     tau = np.zeros((rows, d))
@@ -570,7 +632,7 @@ def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, g_mass, g_inertia):
         torque = (_cross3(centre, rate_dot) + _cross3(omega, _cross3(centre, rate))
                   + _cross3(velocity, rate))
         virtual_w, virtual_v = w_virtual[node, 0], v_virtual[node, 0]
-        g_mass[body] += torque @ virtual_w + force @ virtual_v
+        g_mass[body] += _dot(torque, virtual_w) + _dot(force, virtual_v)
         # ∂n/∂I_ab = E_ab α + ω × E_ab ω, whose power with ω_λ is ω_λa αb + (ω_λ × ω)a ωb
         spin = _cross3(virtual_w, omega)
         for i in range(3):
@@ -609,15 +671,15 @@ def _contact_vjp(nodes, contacts, rotation, offset, w, v, w_virtual, v_virtual, 
         turn, point = world_rotation[node, 0], points[index]
         area_dual[0] = area[index]
         # x = R p + o ; ẋ = R (ω × p + v) ; ẋ(λ) = R (ω_λ × p + v_λ), and along p's axes
-        x[0] = turn @ point + world_origin[node, 0]
-        xdot[0] = turn @ (_cross3(w[node, 0], point) + v[node, 0])
-        virtual[0] = turn @ (_cross3(w_virtual[node, 0], point) + v_virtual[node, 0])
+        x[0] = _matvec(turn, point) + world_origin[node, 0]
+        xdot[0] = _matvec(turn, _cross3(w[node, 0], point) + v[node, 0])
+        virtual[0] = _matvec(turn, _cross3(w_virtual[node, 0], point) + v_virtual[node, 0])
         for j in range(3):
             axis = np.zeros(3)
             axis[j] = 1.0
             x[1 + j] = turn[:, j]
-            xdot[1 + j] = turn @ _cross3(w[node, 0], axis)
-            virtual[1 + j] = turn @ _cross3(w_virtual[node, 0], axis)
+            xdot[1 + j] = _matvec(turn, _cross3(w[node, 0], axis))
+            virtual[1 + j] = _matvec(turn, _cross3(w_virtual[node, 0], axis))
         for obstacle in range(obstacle_link.shape[0]):
             if obstacle_link[obstacle] == contact_link[index]:
                 continue
@@ -627,22 +689,22 @@ def _contact_vjp(nodes, contacts, rotation, offset, w, v, w_virtual, v_virtual, 
             other_turn = world_rotation[frame, 0]
             frame_rotation[0] = other_turn
             frame_origin[0] = world_origin[frame, 0]
-            frame_w[0] = other_turn @ w[frame, 0]
-            frame_v[0] = other_turn @ v[frame, 0]
+            frame_w[0] = _matvec(other_turn, w[frame, 0])
+            frame_v[0] = _matvec(other_turn, v[frame, 0])
             if not _pair_force(contacts, obstacle, coefficient_dual, area_dual, x, xdot,
                                frame_rotation, frame_origin, frame_w, frame_v, moving,
                                world_force):
                 continue
             relative[:] = virtual
             if moving:  # minus u(λ) = ω_λ × (x - o) + v_λ of the shape's link
-                spin = other_turn @ w_virtual[frame, 0]
-                relative[0] -= _cross3(spin, x[0] - frame_origin[0]) + other_turn @ v_virtual[
-                    frame, 0]
+                spin = _matvec(other_turn, w_virtual[frame, 0])
+                relative[0] -= (_cross3(spin, x[0] - frame_origin[0])
+                                + _matvec(other_turn, v_virtual[frame, 0]))
                 for k in range(1, rows):
                     relative[k] -= _cross3(spin, x[k])
-            power = relative @ world_force[0]
+            power = _matvec(relative, world_force[0])
             for k in range(1, rows):
-                power[k] += world_force[k] @ relative[0]
+                power[k] += _dot(world_force[k], relative[0])
             g_points[index] -= power[1:4]
             g_area[index] -= power[4]
             g_coefficients -= power[5:]
@@ -666,7 +728,7 @@ def rnea_parameter_vjp(nodes, contacts, q, qd, qdd, adjoint, mass, inertia, orig
     g_mass, g_inertia = np.zeros(n), np.zeros((n, 3, 3))
     _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, g_mass, g_inertia)
     g_points, g_area, g_coefficients = np.zeros((c, 3)), np.zeros(c), np.zeros(4)
-    if c:
+    if c and contacts[2].shape[0]:  # points and shapes
         _contact_vjp(nodes, contacts, rotation, offset, w, v, w_virtual, v_virtual, points,
                      area, coefficients, g_points, g_area, g_coefficients)
     return g_mass, g_inertia, g_points, g_area, g_coefficients
@@ -690,12 +752,12 @@ def mass_matrix(nodes, q, mass, inertia, origin):
         skew_t = np.array([[0.0, -t[2], t[1]], [t[2], 0.0, -t[0]], [-t[1], t[0], 0.0]])
         transforms[node, :3, :3] = r.T
         transforms[node, 3:, 3:] = r.T
-        transforms[node, 3:, :3] = -r.T @ skew_t
+        transforms[node, 3:, :3] = -_matmul(r.T, skew_t)
         body = link[node]
         if body >= 0:
             m, c = mass[body], com[node]
             skew_c = np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
-            composite[node, :3, :3] = inertia[body] + m * skew_c @ skew_c.T
+            composite[node, :3, :3] = inertia[body] + m * _matmul(skew_c, skew_c.T)
             composite[node, :3, 3:] = m * skew_c
             composite[node, 3:, :3] = m * skew_c.T
             for i in range(3):
@@ -704,7 +766,7 @@ def mass_matrix(nodes, q, mass, inertia, origin):
         p = parent[node]
         if p >= 0:
             x = transforms[node]
-            composite[p] += x.T @ composite[node] @ x
+            composite[p] += _matmul(_matmul(x.T, composite[node]), x)
     matrix = np.zeros((d, d))
     subspace = np.zeros((count, 6))
     for node in range(count):
@@ -716,15 +778,15 @@ def mass_matrix(nodes, q, mass, inertia, origin):
         row = coordinate[node]
         if row < 0:
             continue
-        f = composite[node] @ subspace[node]
-        matrix[row, row] = subspace[node] @ f
+        f = _matvec(composite[node], subspace[node])
+        matrix[row, row] = _dot(subspace[node], f)
         other = node
         while parent[other] >= 0:
-            f = transforms[other].T @ f
+            f = _matvec(transforms[other].T, f)
             other = parent[other]
             column = coordinate[other]
             if column >= 0:
-                value = subspace[other] @ f
+                value = _dot(subspace[other], f)
                 matrix[row, column] = value
                 matrix[column, row] = value
     return matrix
