@@ -172,12 +172,10 @@ def test_compiled_newton_failures_read_as_the_reference(models):
     g_next = RigidState(*(np.ones(4) for _ in range(4)), None)
     messages = set()
     for kernels_name in ("numba", "numpy"):
-        for call in (lambda: step(model, state, 50.0 * np.ones(4), model.parameters(), 0.2,
-                                  kernels=kernels_name, iterations=3),
-                     lambda: step_vjp(model, state, 50.0 * np.ones(4), model.parameters(),
-                                      0.2, g_next, kernels=kernels_name, iterations=3)):
+        for function, extra in ((step, ()), (step_vjp, (g_next,))):
             with pytest.raises(NewtonError) as error:
-                call()
+                function(model, state, 50.0 * np.ones(4), model.parameters(), 0.2, *extra,
+                         kernels=kernels_name, iterations=3)
             messages.add(str(error.value))
     assert len(messages) == 1, messages
     assert "step 7: Newton's method did not converge in 3 iterations" in messages.pop()
