@@ -52,6 +52,7 @@ class Contacts(NamedTuple):
     grid_shape: np.ndarray  # (o, 3) int64
     grid_start: np.ndarray  # (o,) int64
     friction_sharpness: float  # 0: the hard stick-slip switch, else the smooth law's p
+    obstacle_bound: np.ndarray  # (o,) [m]: φ > 0 farther than this from a shape's centre
 
 
 @numba.njit(cache=True)
@@ -284,6 +285,48 @@ def shape_distance(kind, half, grid, shape, start, z):
 
 
 @numba.njit(cache=True)
+def _grid_axis(z, half, count):
+    """One axis of :func:`_trilinear`'s lookup: (the cell, the fraction t across it, the
+    squared distance outside the grid)."""
+    spacing = 2.0 * half / (count - 1)
+    clamped = min(max(z, -half), half)
+    position = (clamped + half) / spacing
+    cell = min(int(np.floor(position)), count - 2)
+    return cell, position - cell, (z - clamped) ** 2
+
+
+@numba.njit(cache=True)
+def _shape_value(kind, half, grid, shape, start, z0, z1, z2):
+    """φ alone of :func:`shape_distance` at the shape's point (z0, z1, z2), in scalars (no
+    gradient, no arrays): the test whether a pair touches at all, before any dual rows."""
+    if kind == _PLANE:
+        return z2
+    if kind == _BOX:
+        e0, e1, e2 = abs(z0) - half[0], abs(z1) - half[1], abs(z2) - half[2]
+        if e0 <= 0.0 and e1 <= 0.0 and e2 <= 0.0:
+            return max(e0, e1, e2)
+        return np.sqrt(max(e0, 0.0) ** 2 + max(e1, 0.0) ** 2 + max(e2, 0.0) ** 2)
+    if kind == _SPHERE:
+        return np.sqrt(z0 ** 2 + z1 ** 2 + z2 ** 2) - half[0]
+    if kind == _CAPSULE:
+        length = half[2] - half[0]
+        along = z2 - min(max(z2, -length), length)
+        return np.sqrt(z0 ** 2 + z1 ** 2 + along ** 2) - half[0]
+    c0, t0, o0 = _grid_axis(z0, half[0], shape[0])
+    c1, t1, o1 = _grid_axis(z1, half[1], shape[1])
+    c2, t2, o2 = _grid_axis(z2, half[2], shape[2])
+    value = 0.0
+    for i in range(2):
+        for j in range(2):
+            for k in range(2):
+                weight = ((t0 if i else 1.0 - t0) * (t1 if j else 1.0 - t1)
+                          * (t2 if k else 1.0 - t2))
+                value += grid[start + ((c0 + i) * shape[1] + c1 + j) * shape[2] + c2 + k] * weight
+    outside = o0 + o1 + o2
+    return value + np.sqrt(outside) if outside > 0.0 else value
+
+
+@numba.njit(cache=True)
 def _times(a, b):
     """a b for dual scalars (R,)."""
     out = a[0] * b
@@ -324,6 +367,29 @@ def _smooth_friction(kt, limit, slip, sharpness, out):
 
 
 @numba.njit(cache=True)
+def _may_touch(contacts, obstacle, point, link_rotation, link_origin, moving):
+    """False where the point (3,) surely does not touch the shape, by a test that costs less
+    than :func:`_pair_force`'s call: outside the shape's bounding sphere (``obstacle_bound``
+    about its centre; the shape's link at ``link_rotation`` (3, 3), ``link_origin`` (3,)
+    when ``moving``), or above a static plane (its φ, as ``_pair_force`` computes it)."""
+    center = contacts[3][obstacle]
+    if contacts[2][obstacle] == _PLANE and not moving:
+        normal = contacts[4][obstacle]
+        return (normal[0, 2] * (point[0] - center[0]) + normal[1, 2] * (point[1] - center[1])
+                + normal[2, 2] * (point[2] - center[2])) < 0.0
+    bound = contacts[12][obstacle]
+    gap = 0.0
+    for i in range(3):
+        centre = center[i]
+        if moving:
+            centre = link_origin[i] + (link_rotation[i, 0] * center[0]
+                                       + link_rotation[i, 1] * center[1]
+                                       + link_rotation[i, 2] * center[2])
+        gap += (point[i] - centre) ** 2
+    return gap <= bound * bound
+
+
+@numba.njit(cache=True)
 def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, link_origin,
                 omega, velocity, moving, out):
     """The dual world force (R, 3) of one obstacle on a contact point into ``out``; False
@@ -332,15 +398,30 @@ def _pair_force(contacts, obstacle, coefficients, area, x, xdot, link_rotation, 
     kinds, centers, rotations, halves = contacts[2], contacts[3], contacts[4], contacts[5]
     grid, grid_shape, grid_start = contacts[8], contacts[9], contacts[10]
     rows = x.shape[0]
+    # the value row alone first: most pairs do not touch, and need no tangent rows
+    shape_centre = centers[obstacle]
+    centre = np.empty(3)  # the shape's centre in the world
+    for i in range(3):
+        centre[i] = shape_centre[i]
+        if moving:
+            centre[i] = link_origin[0, i] + (link_rotation[0, i, 0] * shape_centre[0]
+                                             + link_rotation[0, i, 1] * shape_centre[1]
+                                             + link_rotation[0, i, 2] * shape_centre[2])
+    o0, o1, o2 = x[0, 0] - centre[0], x[0, 1] - centre[1], x[0, 2] - centre[2]
+    turn = _matmul(link_rotation[0], rotations[obstacle]) if moving else rotations[obstacle]
+    z0 = turn[0, 0] * o0 + turn[1, 0] * o1 + turn[2, 0] * o2
+    z1 = turn[0, 1] * o0 + turn[1, 1] * o1 + turn[2, 1] * o2
+    z2 = turn[0, 2] * o0 + turn[1, 2] * o1 + turn[2, 2] * o2
+    if _shape_value(kinds[obstacle], halves[obstacle], grid, grid_shape[obstacle],
+                    grid_start[obstacle], z0, z1, z2) >= 0.0:
+        return False
     rotation = np.zeros((rows, 3, 3))
     origin = np.zeros((rows, 3))
+    rotation[0], origin[0] = turn, centre
     if moving:
-        for k in range(rows):
+        for k in range(1, rows):
             rotation[k] = _matmul(link_rotation[k], rotations[obstacle])
             origin[k] = link_origin[k] + _matvec(link_rotation[k], centers[obstacle])
-    else:
-        rotation[0] = rotations[obstacle]
-        origin[0] = centers[obstacle]
     local = np.zeros((rows, 3))
     _rotate(rotation, x - origin, True, local)
     distance, gradient, hessian = shape_distance(kinds[obstacle], halves[obstacle], grid,
@@ -453,6 +534,9 @@ def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offse
             other = obstacle_node[obstacle]
             moving = other >= 0
             frame = max(other, 0)
+            if not _may_touch(contacts, obstacle, x[0], world_rotation[frame, 0],
+                              world_origin[frame, 0], moving):
+                continue
             if not _pair_force(contacts, obstacle, coefficients, point_area, x, xdot,
                                world_rotation[frame], world_origin[frame], world_w[frame],
                                world_v[frame], moving, world_force):
@@ -686,6 +770,9 @@ def _contact_vjp(nodes, contacts, rotation, offset, w, v, w_virtual, v_virtual, 
             other = obstacle_node[obstacle]
             moving = other >= 0
             frame = max(other, 0)
+            if not _may_touch(contacts, obstacle, x[0], world_rotation[frame, 0],
+                              world_origin[frame, 0], moving):
+                continue
             other_turn = world_rotation[frame, 0]
             frame_rotation[0] = other_turn
             frame_origin[0] = world_origin[frame, 0]

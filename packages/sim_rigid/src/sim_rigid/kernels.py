@@ -18,7 +18,7 @@ from codesign.compile_notice import announce_compiles
 from . import _kernels
 from .contact import COEFFICIENTS
 from .dynamics import dual, dual_rows, node_table
-from .model import RigidModel
+from .model import OBSTACLE_TYPES, RigidModel
 
 __all__ = ["COMPILE_NOTICE", "contact_arrays", "inverse_dynamics_tangents", "mass_matrix",
            "drive_arrays", "node_arrays", "parameter_arrays", "parameter_vjp"]
@@ -64,7 +64,11 @@ def contact_arrays(model: RigidModel) -> tuple:
                                    link_node[np.maximum(model.obstacle_link, 0)], -1),
             grid=model.obstacle_grid, grid_shape=model.obstacle_grid_shape,
             grid_start=model.obstacle_grid_start,
-            friction_sharpness=model.friction_sharpness)
+            friction_sharpness=model.friction_sharpness,
+            # a plane has no bounding box; every other shape lies in its box
+            obstacle_bound=np.where(model.obstacle_type == OBSTACLE_TYPES.index("plane"),
+                                    np.inf, np.linalg.norm(model.obstacle_half_extents,
+                                                           axis=1)))
         arrays = _CONTACT_ARRAYS[model] = tuple(
             np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in fields)
     return arrays

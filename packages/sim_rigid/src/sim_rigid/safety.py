@@ -51,14 +51,20 @@ def check_step_inputs(model: RigidModel, state: RigidState, action) -> np.ndarra
         raise ValueError(f"state.step_count must be an integer scalar array, got "
                          f"{state.step_count!r}")
     action = np.asarray(action, dtype=np.float64)
-    actuated = [model.coordinate_names[k] for k in model.actuated]
-    if action.shape != (len(actuated),):
+    if action.shape != (len(model.actuated),):
+        actuated = _actuated_names(model)
         raise ValueError(f"the action holds one value per actuated joint ({', '.join(actuated)})"
                          f": shape ({len(actuated)},), got {action.shape}")
     if not np.all(np.isfinite(action)):
-        bad = [actuated[k] for k in np.flatnonzero(~np.isfinite(action))]
+        bad = [_actuated_names(model)[k] for k in np.flatnonzero(~np.isfinite(action))]
         raise SimulationError(f"the action is NaN or inf at joint(s) {', '.join(bad)}")
     return action
+
+
+def _actuated_names(model: RigidModel) -> list[str]:
+    """The actuated coordinates' names, for messages only (the names are built on every
+    access, too slow for each step's check)."""
+    return [model.coordinate_names[k] for k in model.actuated]
 
 
 def check_state(model: RigidModel, state: RigidState, step_index: int) -> None:
