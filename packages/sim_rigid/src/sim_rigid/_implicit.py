@@ -158,16 +158,19 @@ def _constant_duals(theta, rows):
 def _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, duals, jacobian):
     """(r(v) (d,), ∂r/∂v (d, d) when ``jacobian``, else an empty array) of the solve at
     base values (q_base, v_base) and coefficient c [s]; ``duals`` are
-    :func:`_constant_duals` of 1 + d rows (Jacobian) or 1."""
+    :func:`_constant_duals` of 1 + d rows (Jacobian) or 1. The Jacobian's tangents move q,
+    q̇ and q̈ together (dq = c dv, dq̈ = dv / c), so the mass matrix comes from the same
+    pass."""
     d = v.shape[0]
     rows = 1 + d if jacobian else 1
     q = q_base + c * v
     a = (v - v_base) / c
     q_dual, v_dual, a_dual = np.zeros((rows, d)), np.zeros((rows, d)), np.zeros((rows, d))
     q_dual[0], v_dual[0], a_dual[0] = q, v, a
-    for k in range(1, rows):  # one direction per rate: dq = c dv
+    for k in range(1, rows):  # one direction per rate: dq = c dv, da = dv / c
         q_dual[k, k - 1] = c
         v_dual[k, k - 1] = 1.0
+        a_dual[k, k - 1] = 1.0 / c
     mass, inertia, origin, points, area, coefficients = duals
     tau = rnea(nodes, contacts, q_dual, v_dual, a_dual, mass, inertia, origin, points, area,
                coefficients, theta[7])
@@ -176,7 +179,7 @@ def _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, duals
     if not jacobian:
         return residual, np.zeros((0, 0))
     gain_q, gain_v = _gains(drive, d)
-    matrix = tau[1:].T + mass_matrix(nodes, q, theta[0], theta[1], theta[2]) / c
+    matrix = tau[1:].T.copy()  # c ∂ID/∂q + ∂ID/∂q̇ + M/c in one pass
     for k in range(d):
         matrix[k, k] += damping[k] + c * gain_q[k] + gain_v[k]
     return residual, matrix
