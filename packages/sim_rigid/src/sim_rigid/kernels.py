@@ -1,6 +1,8 @@
-"""The compiled dynamics (:mod:`._kernels`) behind :func:`sim_rigid.step.step` and
-:func:`sim_rigid.step.step_vjp` (``kernels="numba"``, the default), with the signatures of
-the NumPy reference in :mod:`sim_rigid.dynamics`, which they equal to round-off.
+"""The compiled dynamics (:mod:`._kernels`) with the signatures of the NumPy reference in
+:mod:`sim_rigid.dynamics`, which they equal to round-off, and the flat arrays (per model:
+nodes, contacts, actuation; per call: parameters) that the compiled steps behind
+:func:`sim_rigid.step.step` and :func:`sim_rigid.step.step_vjp` (``kernels="numba"``, the
+default; :mod:`._implicit`) take.
 
 Compilation: the kernels compile on their first call and are cached on disk (numba's cache,
 beside the sources or in ``NUMBA_CACHE_DIR``); while that happens, stderr says
