@@ -179,3 +179,18 @@ def test_compiled_newton_failures_read_as_the_reference(models):
             messages.add(str(error.value))
     assert len(messages) == 1, messages
     assert "step 7: Newton's method did not converge in 3 iterations" in messages.pop()
+
+
+def test_flat_arrays_for_the_compiled_steps(models):
+    model = _box_on_obstacles(models, friction_sharpness=4.0)
+    params = model.parameters() | {"link_mass": np.array([2], dtype=np.int64)}
+    flat = kernels.parameter_arrays(model, params)
+    assert flat[0].dtype == np.float64 and flat[0].tolist() == [2.0]
+    np.testing.assert_array_equal(flat[5], [params[name] for name in COEFFICIENTS])
+    np.testing.assert_array_equal(flat[3], model.contact_point)
+    np.testing.assert_array_equal(flat[7], model.gravity)
+    arm = models.arm4()
+    actuated, gear = kernels.drive_arrays(arm)
+    assert kernels.drive_arrays(arm)[0] is actuated  # kept while the model lives
+    np.testing.assert_array_equal(actuated, arm.actuated)
+    np.testing.assert_array_equal(gear, arm.actuated_gear)

@@ -17,7 +17,7 @@ import numpy as np
 
 from codesign.compile_notice import announce_compiles
 
-from . import _kernels
+from . import _implicit, _kernels
 from .contact import COEFFICIENTS
 from .dynamics import dual, dual_rows, node_table
 from .model import OBSTACLE_TYPES, RigidModel
@@ -123,11 +123,12 @@ def parameter_arrays(model: RigidModel, params: dict) -> tuple:
     def plain(value):
         return np.ascontiguousarray(value, dtype=np.float64)
 
-    return (plain(params["link_mass"]), plain(params["link_inertia"]),
-            plain(params["joint_origin"]), plain(params["contact_point"]),
-            plain(params["contact_area"]),
-            np.array([params[name] for name in COEFFICIENTS], dtype=np.float64),
-            plain(params["joint_damping"]), plain(model.gravity))
+    return tuple(_implicit.Parameters(
+        mass=plain(params["link_mass"]), inertia=plain(params["link_inertia"]),
+        origin=plain(params["joint_origin"]), points=plain(params["contact_point"]),
+        area=plain(params["contact_area"]),
+        coefficients=np.array([params[name] for name in COEFFICIENTS], dtype=np.float64),
+        damping=plain(params["joint_damping"]), gravity=plain(model.gravity)))
 
 
 def parameter_vjp(model: RigidModel, params: dict, q, qd, qdd, adjoint) -> dict:

@@ -244,8 +244,10 @@ def step(model: RigidModel, state: RigidState, action, params: dict, dt: float, 
 def _compiled_arguments(model, state, action, params, dt, settings) -> tuple:
     """The leading arguments of :func:`sim_rigid._implicit.step` and ``step_vjp``."""
     actuated, gear = kernels.drive_arrays(model)
-    drive = (actuated, gear, settings["actuation"] == "position",
-             settings["servo_stiffness"], settings["servo_damping"])
+    drive = tuple(_implicit.Drive(actuated=actuated, gear=gear,
+                                  position=settings["actuation"] == "position",
+                                  stiffness=settings["servo_stiffness"],
+                                  damping=settings["servo_damping"]))
     plain = [np.ascontiguousarray(x, dtype=np.float64) for x in (
         action, state.joint_q, state.joint_qd, state.joint_q_prev, state.joint_qd_prev)]
     return (kernels.node_arrays(model), kernels.contact_arrays(model),
