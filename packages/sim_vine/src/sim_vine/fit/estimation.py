@@ -338,15 +338,6 @@ def estimate(
     ca = _casadi()
     model: VineModel = simulator.model
     space = simulator.design_space()
-    if warm_start is not None and design is not None:
-        raise EstimationError("give the starting design or a warm start, not both: the warm "
-                              "start's design is where it starts")
-    if isinstance(warm_start, ShootingFit):
-        warm_start = warm_start_from_fit(simulator, warm_start, recording,
-                                         model_rate=model_rate)
-    if warm_start is not None:
-        design = warm_start.design
-    base_design = space.check(dict(space.defaults() if design is None else design))
     unknown = [name for name in free if name not in ESTIMATED_PARAMETERS]
     if unknown:
         raise EstimationError(f"the estimation fits {ESTIMATED_PARAMETERS}; cannot fit {unknown}")
@@ -366,6 +357,15 @@ def estimate(
             "the joint estimation models fixed body masses; the simulator's masses grow with "
             "the everted length (linear_density): fit it by shooting (fit_shooting), or build "
             "the simulator with total_mass instead")
+    if warm_start is not None and design is not None:
+        raise EstimationError("give the starting design or a warm start, not both: the warm "
+                              "start's design is where it starts")
+    if isinstance(warm_start, ShootingFit):
+        warm_start = warm_start_from_fit(simulator, warm_start, recording,
+                                         model_rate=model_rate)
+    if warm_start is not None:
+        design = warm_start.design
+    base_design = space.check(dict(space.defaults() if design is None else design))
     keypoints = recording.keypoints
     schedule = frame_schedule(keypoints.times, model_rate=model_rate)
     steps = (keypoints.frame_count - 1) * schedule.substeps
