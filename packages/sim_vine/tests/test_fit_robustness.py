@@ -203,8 +203,3 @@ def test_the_joint_estimation_refuses_what_it_does_not_model(release):
     sim = make_simulator(bodies=4, length=0.2, linear_density=0.05, initial_angles=0.15)
     with pytest.raises(EstimationError, match="linear_density"):
         estimate(sim, release)
-    for option, name in (("rest_angle", "joint.rest_angle"),
-                         ("ground_friction", "ground.friction")):
-        sim = make_simulator(bodies=4, length=0.2, initial_angles=0.15, **{option: 0.1})
-        with pytest.raises(EstimationError, match=rf"sets \['{name}'\]: fit them by shooting"):
-            estimate(sim, release)
