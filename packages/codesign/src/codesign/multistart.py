@@ -22,7 +22,7 @@ import numpy as np
 from .executors import map_in_order
 from .identification import identify
 from .optim.base import Callback, IterationInfo, OptimizeResult
-from .optim.guarded import GuardedProblem, best_result
+from .optim.guarded import minimize_guarded
 from .outputs import write_json
 
 __all__ = ["Solver", "StartRun", "run_starts", "start_points"]
@@ -32,10 +32,10 @@ __all__ = ["Solver", "StartRun", "run_starts", "start_points"]
 class Solver:
     """How one start is optimized: ``optimizer`` for ``iterations`` iterations; with
     ``identification``, through :func:`codesign.identification.identify` (minibatches of
-    ``batch_size`` recordings drawn with ``seed`` when stochastic). A design problem without
-    constraints is guarded (:class:`codesign.optim.GuardedProblem`): a point whose
-    simulation fails gets a penalty, the best point evaluated is returned and the result's
-    message counts the failures."""
+    ``batch_size`` recordings drawn with ``seed`` when stochastic). Both are guarded
+    (:func:`codesign.optim.minimize_guarded`): a point whose simulation fails gets a
+    penalty, the best point evaluated is returned and the result's message counts the
+    failures."""
 
     optimizer: Any
     iterations: int
@@ -49,13 +49,8 @@ class Solver:
             return identify(problem, optimizer=self.optimizer, max_iterations=self.iterations,
                             batch_size=self.batch_size, seed=self.seed, callback=callback,
                             x0=x0).optimization
-        if len(getattr(problem, "constraint_lower", ())):
-            return self.optimizer.minimize(problem, x0, max_iterations=self.iterations,
-                                           callback=callback)
-        # a trial point whose simulation fails is penalized instead of ending the run
-        guarded = GuardedProblem(problem)
-        return best_result(self.optimizer.minimize(guarded, x0, max_iterations=self.iterations,
-                                                   callback=callback), guarded)
+        return minimize_guarded(self.optimizer, problem, x0, max_iterations=self.iterations,
+                                callback=callback)
 
 
 @dataclasses.dataclass(frozen=True)

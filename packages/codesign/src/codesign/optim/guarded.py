@@ -28,9 +28,9 @@ import dataclasses
 import numpy as np
 
 from ..simulator import SimulationError
-from .base import Evaluation, OptimizeResult
+from .base import Callback, Evaluation, OptimizeResult
 
-__all__ = ["FailedEvaluation", "GuardedProblem", "best_result"]
+__all__ = ["FailedEvaluation", "GuardedProblem", "best_result", "minimize_guarded"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +70,7 @@ class GuardedProblem:
         self.best_x: np.ndarray | None = None
         self.best_loss = float("inf")
         self._worst_loss = 0.0
+        self._residual_count: int | None = None
 
     def __getattr__(self, name: str):
         if name == "problem":  # not yet set (unpickling): no recursion
@@ -100,14 +101,19 @@ class GuardedProblem:
         return evaluations
 
     def _residuals(self, x) -> np.ndarray:
-        """The wrapped problem's residuals (loss ``‖r‖²``), or NaN ones (shape
-        ``(residual_count,)``) where the simulation fails."""
+        """The wrapped problem's residuals (loss ``‖r‖²``), or NaN ones where the
+        simulation fails (as many as the problem's ``residual_count`` or its last
+        residuals; before either is known the failure raises)."""
         x = np.array(x, dtype=np.float64)
         try:
             residuals = self.problem.residuals(x)
         except SimulationError as error:
+            count = getattr(self.problem, "residual_count", self._residual_count)
+            if count is None:  # nothing tells the residuals' length yet
+                raise
             self.failures.append(FailedEvaluation(x=x, message=str(error)))
-            return np.full(self.problem.residual_count, np.nan)
+            return np.full(count, np.nan)
+        self._residual_count = len(residuals)
         self.remember(x, float(residuals @ residuals))
         return residuals
 
@@ -164,3 +170,15 @@ def best_result(result: OptimizeResult, guarded: GuardedProblem) -> OptimizeResu
 
 def _failed_at(guarded: GuardedProblem, x) -> bool:
     return any(np.array_equal(failure.x, x) for failure in guarded.failures)
+
+
+def minimize_guarded(optimizer, problem, x0: np.ndarray, *, max_iterations: int,
+                     callback: Callback | None = None) -> OptimizeResult:
+    """``optimizer.minimize(problem, x0, ...)`` through a :class:`GuardedProblem` and
+    :func:`best_result`, or unguarded for a problem with constraints."""
+    if len(getattr(problem, "constraint_lower", ())):
+        return optimizer.minimize(problem, x0, max_iterations=max_iterations,
+                                  callback=callback)
+    guarded = GuardedProblem(problem)
+    return best_result(optimizer.minimize(guarded, x0, max_iterations=max_iterations,
+                                          callback=callback), guarded)
