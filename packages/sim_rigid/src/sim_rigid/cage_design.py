@@ -122,9 +122,15 @@ class CageSimulator(TiedSimulator):
     def cage_parameters(self, design: Mapping) -> np.ndarray:
         """θ (m,) [m] of ``design``: its parameters flattened in order (absent entries:
         defaults)."""
-        return np.concatenate([
-            np.broadcast_to(np.asarray(design[p.name], dtype=np.float64), p.shape).reshape(-1)
-            if p.name in design else p.default_array().reshape(-1) for p in self._theta])
+        values = []
+        for p in self._theta:
+            value = np.asarray(design[p.name], dtype=np.float64) if p.name in design \
+                else p.default_array()
+            if value.shape not in ((), p.shape):
+                raise CageDesignError(f"design parameter {p.name!r} has shape {value.shape}; "
+                                      f"it holds {p.shape} values ({p.doc})")
+            values.append(np.broadcast_to(value, p.shape).reshape(-1))
+        return np.concatenate(values)
 
     def _linearization(self, theta: np.ndarray, *, jacobian: bool):
         """(design, ∂design/∂θ or None) of the finger at θ, kept for the last θ."""
