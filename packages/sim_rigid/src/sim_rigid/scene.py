@@ -25,8 +25,8 @@ from codesign.fields import view_window
 from codesign.options import options_factory
 from codesign.paths import named_file
 
-from .cage_design import CageSimulator
 from . import freeform
+from .cage_design import CageSimulator
 from .description import DescriptionError, load_description, load_obstacles
 from .gripper_scene import gripper_description, gripper_morphology
 from .model import RigidModel
