@@ -203,6 +203,10 @@ def test_success_counts_a_diamond_carried_with_the_palm():
     assert not ok and drift > 0.01
     ok, drift = held(term, sim, design, np.zeros((4, 4)), poses[1], substeps=1, dt=5e-3)
     assert ok and drift < 1e-3
+    # a diamond that rises against the palm (here the palm sinks past it) is not a drop
+    sink = np.array([[0.0, -0.02, 0.0, 0.0]] * 4)
+    ok, drift = held(term, sim, design, sink, poses[1], substeps=1, dt=5e-3)
+    assert ok and drift < 1e-3
     with pytest.raises(ValueError, match="count must be an integer >= 1"):
         start_poses(model, 0)
     with pytest.raises(ValueError, match="perturbs the diamond"):
