@@ -28,9 +28,15 @@ loss (200 Σ‖a‖² + 200 Σ‖p − p̂‖ at the control steps). The control
    MuJoCo);
 3. compares the adjoint's control gradient with central differences through sim_rigid
    (a few entries) and with forward differences through MuJoCo (cosine), as a sanity check
-   of what the finite-difference peer computes.
+   of what the finite-difference peer computes;
+4. the gradient peer: the same episode's loss and its gradient with respect to the controls
+   and the model's masses, inertias, body positions and joint damping through MuJoCo XLA
+   (``peers/mjx_reach.py``: JAX reverse mode through ``lax.scan`` of ``mjx.step``, float64,
+   MJX's ``implicitfast`` integrator), timed after its compilation (reported apart), with
+   its control gradient's cosine against the finite differences through MuJoCo.
 
-MuJoCo runs when importable: ``pip install ./packages/codesign './packages/sim_rigid[benchmark]'``.
+MuJoCo and MJX run when importable: ``pip install ./packages/codesign
+'./packages/sim_rigid[benchmark]'``.
 
 Flip Box (``flip_box.yaml``: a 4-phalanx finger on an x-z carriage, a 216 g box on an
 unactuated hinge, contact of the finger's 30 pad points with the box and the floor and of the
@@ -367,6 +373,10 @@ def finger_reach(registry, args) -> None:
         rows += [("MuJoCo forward", mj_forward),
                  (f"MuJoCo finite differences, {n_all} parameters ({n_all + 1} episodes)",
                   fd_time)]
+    mjx = _mjx_peer(sim, term, table, dt=dt, substeps=substeps,
+                    weights=(action_weight, reach_weight), rounds=args.rounds)
+    if mjx is not None:
+        rows += mjx["rows"]
     print(f"\nmedian of {args.rounds} (one process, float64):")
     for name, seconds in rows:
         print(f"  {name:<64} {seconds:8.3f} s")
@@ -384,6 +394,14 @@ def finger_reach(registry, args) -> None:
               f"controls only ({table.size}): "
               f"{fd_time * (table.size + 1) / (n_all + 1) / backward_controls:.2f}x")
 
+    if mjx is not None:
+        print(f"MJX ({mjx['integrator']} integrator; its first call compiled for "
+              f"{mjx['compile']:.0f} s, not in the times): loss {mjx['loss']:.4f}; "
+              f"sim_rigid's adjoint with every parameter / MJX's gradient: "
+              f"{backward_all / mjx['rows'][1][1]:.2f}x the time")
+    else:
+        print("MJX (JAX) is not installed: pip install './packages/sim_rigid[benchmark]'")
+
     adjoint = controls.evaluate(x_controls).grad
     h = 1e-6
     entries = [0, 37, 119]
@@ -399,6 +417,37 @@ def finger_reach(registry, args) -> None:
         print(f"adjoint vs finite differences through MuJoCo (controls): cosine {cosine:.4f}, "
               f"norms {np.linalg.norm(adjoint):.1f} and {np.linalg.norm(fd):.1f} (different "
               f"integrators)")
+    if mjx is not None and have_mujoco:
+        g = mjx["grad"].ravel()
+        print(f"MJX's control gradient vs finite differences through MuJoCo: cosine "
+              f"{g @ fd / np.linalg.norm(g) / np.linalg.norm(fd):.4f}")
+
+
+def _mjx_peer(sim, term, table, *, dt: float, substeps: int, weights: tuple, rounds: int):
+    """The reach's loss and gradient through MJX (``peers/mjx_reach.py``), timed after its
+    compilation: ``{"rows", "compile", "loss", "grad", "integrator"}``, or None where MJX
+    or JAX is not installed."""
+    if importlib.util.find_spec("jax") is None or importlib.util.find_spec("mujoco") is None \
+            or importlib.util.find_spec("mujoco.mjx") is None:
+        return None
+    from peers.mjx_reach import PARAMETERS, MjxReach
+
+    targets = np.array([term.target(c * term.control_dt) for c in range(len(table) + 1)])
+    started = time.perf_counter()
+    episode = MjxReach(mjcf(sim.model, dt=dt, tip_link=term.link, tip_point=term.point),
+                       rest=sim.model.joint_rest, targets=targets, substeps=substeps,
+                       weights=weights)
+    float(episode.loss(table, episode.parameters()))
+    loss, grad, parameters = episode.value_and_grad(table)
+    compile_s = time.perf_counter() - started
+    count = sum(value.size for value in parameters.values())
+    forward = median_time(lambda: float(episode.loss(table, episode.parameters())), rounds)
+    backward = median_time(lambda: episode.value_and_grad(table), rounds)
+    return {"rows": [("MJX forward (JAX, jit)", forward),
+                     (f"MJX forward + backward, {table.size} controls + {count} model "
+                      f"entries ({', '.join(PARAMETERS)})", backward)],
+            "compile": compile_s, "loss": loss, "grad": grad,
+            "integrator": episode.integrator}
 
 
 if __name__ == "__main__":

@@ -23,7 +23,12 @@ at 0.1 m/s for 4 s (Δt 10 ms, 400 steps) toward one circular obstacle, discreti
 
 then the least-squares slope of ms per step against bodies (the scaling).
 
-Run: ``python benchmarks/vine_step.py [--bodies 10 30 50 70 100 200] [--repeats 3]``.
+``--growth evert``: the same for a vine that everts (``growth: evert``), 0.2 m long at the
+start with room for 0.7 m (so it grows from 0.2 to 0.6 m over the run), its masses following
+the everted material; the default is the scene's ``every_prismatic`` vine.
+
+Run: ``python benchmarks/vine_step.py [--bodies 10 30 50 70 100 200] [--repeats 3]
+[--growth every_prismatic|evert]``.
 """
 
 from __future__ import annotations
@@ -73,7 +78,7 @@ def run_vjp(sim, design):
 
 def run_rebuild(sim, design):
     """The peer: assemble the QP, build sparse P and A and a new OSQP solver every step."""
-    params, _ = sim._parameters(design)
+    design_params, _ = sim._parameters(design)
     model, layout = sim.model, sim.layout
     state = sim.initial_state(design)
     q, v = state.body_q, state.body_qd
@@ -82,6 +87,7 @@ def run_rebuild(sim, design):
     tips = [tip_position(model, q)]
     start = time.process_time()
     for _ in range(STEPS):
+        params = sim._step_masses(design_params, q)
         problem = assemble(model, layout, q, v, RATE, params, DT).problem
         rows, cols, vals = [], [], []
         for side in range(2):
@@ -109,15 +115,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bodies", type=int, nargs="+", default=[10, 30, 50, 70, 100, 200])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--growth", choices=["every_prismatic", "evert"],
+                        default="every_prismatic")
     args = parser.parse_args(argv)
-    print(f"runtime scene: growth {RATE} m/s for {STEPS * DT:g} s, dt {DT * 1e3:g} ms, "
-          f"best of {args.repeats}")
+    print(f"runtime scene: growth {RATE} m/s for {STEPS * DT:g} s ({args.growth}), "
+          f"dt {DT * 1e3:g} ms, best of {args.repeats}")
     print(f"{'bodies':>6} {'ours ms':>9} {'rebuild ms':>11} {'speedup':>8} "
           f"{'ours tip err mm':>16} {'rebuild tip err mm':>19} {'exact':>9} {'vjp ms':>8} "
           f"{'vjp/step':>9}")
     sizes, times = [], []
     for bodies in args.bodies:
-        sim = make_simulator(scene="runtime", bodies=bodies)
+        sim = _simulator(bodies, args.growth)
         design = sim.design_space().defaults()
         ref_tips, _ = run_ours(_raw_osqp(sim.model, 1e-9), design)
         ours = min((run_ours(sim, design) for _ in range(args.repeats)), key=lambda r: r[1])
@@ -141,6 +149,14 @@ def main(argv=None):
               "bodies")
 
 
+def _simulator(bodies, growth):
+    """The runtime scene's vine of ``bodies`` bodies growing by ``growth``."""
+    if growth == "evert":
+        return make_simulator(scene="runtime", bodies=bodies, growth="evert", length=0.2,
+                              max_length=0.7)
+    return make_simulator(scene="runtime", bodies=bodies)
+
+
 def _raw_osqp(model, eps):
     """The same QP solved by OSQP alone to ``eps`` (no exact active-set solve): the
     reference, independent of our refinement."""
@@ -151,10 +167,11 @@ def _raw_osqp(model, eps):
 def _exact_fraction(sim, design):
     """Share of steps solved exactly at their active set (KKT conditions to round-off)."""
     from sim_vine.step import step
-    params, _ = sim._parameters(design)
+    design_params, _ = sim._parameters(design)
     state = sim.initial_state(design)
     exact = 0
     for _ in range(STEPS):
+        params = sim._step_masses(design_params, state.body_q)
         q, v, solution, _ = step(sim.arrays, sim.layout, sim.qp, state.body_q,
                                  state.body_qd, RATE, params, DT)
         exact += solution.exact

@@ -6,10 +6,16 @@ import numpy as np
 import pytest
 from systems import SpringMass, SpringState
 
-from codesign import Objective, OpenLoopController, Rollout, StateFieldObserver
+from codesign import (
+    Objective,
+    OpenLoopController,
+    Rollout,
+    SimulationError,
+    StateFieldObserver,
+)
 from codesign.executors import get_executor
 from codesign.identification import IdentificationProblem, Recording, identify
-from codesign.optim import CMAES, LBFGSB, Adam
+from codesign.optim import CMAES, LBFGSB, Adam, TrustRegionLeastSquares
 from codesign.testing import gradcheck
 
 STEPS, DT = 50, 0.05
@@ -287,3 +293,35 @@ def test_a_bad_action_scale_is_refused_naming_the_expected_form(scale):
                                          "positive numbers"):
         IdentificationProblem(sim, recs, measurement=q_observer(sim), fit_actions=True,
                               action_scale=scale, dt=DT)
+
+
+class FragileSpring(SpringMass):
+    """The spring-mass whose rollout fails (a SimulationError) where stiffness > 6.05."""
+
+    def step(self, state, action, design, dt):
+        if float(design["stiffness"]) > 6.05:
+            raise SimulationError(f"step: stiffness {float(design['stiffness']):.3g} N/m "
+                                  "is outside what this test simulates")
+        return super().step(state, action, design, dt)
+
+
+def test_a_trial_point_that_cannot_be_simulated_does_not_end_the_fit():
+    _, recs = recordings(1)
+    sim = FragileSpring()
+
+    def fit(optimizer):
+        problem = IdentificationProblem(sim, recs, measurement=q_observer(sim),
+                                        free=["stiffness", "damping"], dt=DT,
+                                        overrides={"stiffness": {"init": 2.0},
+                                                   "mass": {"init": 1.5}})
+        start = problem.evaluate(problem.x0(), grad=False).loss
+        return identify(problem, optimizer=optimizer, max_iterations=60), start
+
+    result, _ = fit(LBFGSB())  # 2 of 16 trial points fail; it backtracks and converges
+    np.testing.assert_allclose(result.design["stiffness"], 6.0, rtol=1e-6)
+    assert "2 of 16 evaluations failed in the simulation" in result.optimization.message
+    # least squares gets NaN residuals there: SciPy's trf stalls at the region's edge
+    # (stiffness 6.05, its steps across it rejected), and the fit returns that point
+    result, start = fit(TrustRegionLeastSquares())
+    assert result.loss < 1e-2 * start and float(result.design["stiffness"]) <= 6.05
+    assert "failed in the simulation" in result.optimization.message

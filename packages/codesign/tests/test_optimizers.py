@@ -12,6 +12,7 @@ from codesign import (
     Objective,
     OpenLoopController,
     Rollout,
+    SimulationError,
     StateFieldObserver,
     TrajectoryTracking,
 )
@@ -257,6 +258,29 @@ def test_same_evaluations_give_identical_runs(name):
                                         (info.x.tobytes(), info.loss)))
         runs.append((history, result.x.tobytes(), result.history))
     assert runs[0] == runs[1]
+
+
+class Fragile(Quadratic):
+    """A quadratic whose "simulation" fails left of x₀ = −0.2, as a contact-rich rollout
+    fails Newton's method at some wide samples."""
+
+    def evaluate(self, x, *, grad=True):
+        if x[0] < -0.2:
+            raise SimulationError(f"step 3: Newton's method did not converge at x {x[0]:.3g}")
+        return super().evaluate(x, grad=grad)
+
+
+@pytest.mark.parametrize("optimizer", [CMAES(sigma0=0.5, seed=3), OnePlusOneES(sigma0=0.5,
+                                                                               seed=3)])
+def test_evolution_strategies_rank_failed_simulations_last(optimizer):
+    problem = Fragile([1.0, 2.0])
+    result = optimizer.minimize(problem, np.zeros(2), max_iterations=150)
+    np.testing.assert_allclose(result.x, [1.0, 2.0], atol=1e-3)
+    assert "failed in the simulation and were ranked last" in result.message
+    assert "Newton's method did not converge" in result.message
+    with pytest.raises(FloatingPointError, match="a failed simulation: step 3"):
+        CMAES(sigma0=0.5, seed=3).minimize(Fragile([1.0, 2.0]), np.full(2, -5.0),
+                                           max_iterations=3)
 
 
 def test_seed_changes_the_evolution_strategies():

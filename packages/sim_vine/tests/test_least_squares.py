@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from codesign import SimulationError
-from codesign.optim import ResidualProblem, TrustRegionLeastSquares
-from sim_vine.fit.guarded import GuardedProblem, best_result
+from codesign.optim import GuardedProblem, ResidualProblem, TrustRegionLeastSquares, best_result
 from sim_vine.fit.shooting import FitError, fit_shooting
 from sim_vine.scene import make_simulator
 

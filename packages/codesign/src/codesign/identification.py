@@ -43,6 +43,7 @@ from .controllers import OpenLoopController
 from .design import DesignSpace, Parameter
 from .optim.adam import Adam
 from .optim.base import Callback, Evaluation, IterationInfo, Optimizer, OptimizeResult
+from .optim.guarded import minimize_guarded
 from .optim.least_squares import forward_jacobian
 from .problem import VectorProblem, apply_overrides
 from .rollout import Rollout
@@ -362,11 +363,13 @@ class IdentificationProblem(VectorProblem):
                                                  for i in range(len(self.recordings))])
         return np.concatenate(parts) / np.sqrt(len(self.recordings))
 
-    def jacobian(self, x: np.ndarray, at: np.ndarray) -> np.ndarray:
+    def jacobian(self, x: np.ndarray, at: np.ndarray, *, residuals=None) -> np.ndarray:
         """∂(residuals)/∂x at ``x`` whose residuals are ``at``, shape (residuals, size), by
-        forward differences (:func:`codesign.optim.least_squares.forward_jacobian`): one
-        set of rollouts per entry of ``x``, so for a few dozen unknowns, not action tables."""
-        return forward_jacobian(self.residuals, x, at, lower=self.lower, upper=self.upper)
+        forward differences (:func:`codesign.optim.least_squares.forward_jacobian`) of
+        ``residuals`` (default :meth:`residuals`; a guard passes its own): one set of
+        rollouts per entry of ``x``, so for a few dozen unknowns, not action tables."""
+        return forward_jacobian(residuals or self.residuals, x, at, lower=self.lower,
+                                upper=self.upper)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -445,8 +448,9 @@ def identify(
     x0 = problem.x0() if x0 is None else np.asarray(x0, dtype=float)
     count = len(problem.recordings)
     if batch_size is None or batch_size >= count:
-        result = optimizer.minimize(problem, x0, max_iterations=max_iterations,
-                                    callback=callback)
+        # a trial point whose rollouts fail is penalized instead of ending the fit
+        result = minimize_guarded(optimizer, problem, x0, max_iterations=max_iterations,
+                                  callback=callback)
     else:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")

@@ -22,6 +22,7 @@ import numpy as np
 from .executors import map_in_order
 from .identification import identify
 from .optim.base import Callback, IterationInfo, OptimizeResult
+from .optim.guarded import minimize_guarded
 from .outputs import write_json
 
 __all__ = ["Solver", "StartRun", "run_starts", "start_points"]
@@ -31,7 +32,10 @@ __all__ = ["Solver", "StartRun", "run_starts", "start_points"]
 class Solver:
     """How one start is optimized: ``optimizer`` for ``iterations`` iterations; with
     ``identification``, through :func:`codesign.identification.identify` (minibatches of
-    ``batch_size`` recordings drawn with ``seed`` when stochastic)."""
+    ``batch_size`` recordings drawn with ``seed`` when stochastic). Both are guarded
+    (:func:`codesign.optim.minimize_guarded`): a point whose simulation fails gets a
+    penalty, the best point evaluated is returned and the result's message counts the
+    failures."""
 
     optimizer: Any
     iterations: int
@@ -45,8 +49,8 @@ class Solver:
             return identify(problem, optimizer=self.optimizer, max_iterations=self.iterations,
                             batch_size=self.batch_size, seed=self.seed, callback=callback,
                             x0=x0).optimization
-        return self.optimizer.minimize(problem, x0, max_iterations=self.iterations,
-                                       callback=callback)
+        return minimize_guarded(self.optimizer, problem, x0, max_iterations=self.iterations,
+                                callback=callback)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,10 @@ The expansion is pure; the last θ's design and Jacobian are kept, since a rollo
 adjoint call the wrapper hundreds of times at one θ (a 4-phalanx finger: the design 0.5 ms,
 the Jacobian 0.25 s, each step's pull-back a product of 168 × 14).
 
+The free-form gripper (:mod:`sim_rigid.freeform`) goes through the same wrapper with its own
+layers and θ: ``design``, ``design_jacobian`` and ``parameters`` (array-valued θ, the inner
+handles' displacements) are keywords, θ being every parameter's entries flattened in order.
+
 Limits (those of :mod:`sim_rigid.morphology`): the dynamics have no ``link.com``, so each
 finger link's centre of mass stays where the model built at θ₀ put it; the contact areas
 the morphology computes are not passed on (``contact.area`` stays a weight of its own).
@@ -53,18 +57,28 @@ class CageSimulator(TiedSimulator):
         inner: the simulator of a robot holding the finger ``finger`` at its rest shape
             (links named as the finger's, from ``robot: {finger: ...}``), possibly beside
             other links (a carriage, an object).
-        finger: the finger's morphology (:func:`sim_rigid.morphology.assemble_finger`).
+        finger: the finger's morphology (:func:`sim_rigid.morphology.assemble_finger`), or
+            another cage-built morphology with ``link_names`` (those whose rows θ sets) and
+            the keywords below.
+        design, design_jacobian: ``f(finger, θ (m,))`` the rows of ``link.mass``,
+            ``link.inertia``, ``joint.origin`` and ``contact.point`` of those links, and
+            their Jacobian (each entry (size, m)); default the finger's
+            (:func:`sim_rigid.morphology.design`, :func:`~sim_rigid.morphology.design_jacobian`).
+        parameters: θ's :class:`~codesign.Parameter` list (default the finger's scalars
+            within :data:`FABRICATION_LIMITS`); θ is their entries flattened in order.
     """
 
-    def __init__(self, inner: RigidSimulator, finger: mo.FingerMorphology):
+    def __init__(self, inner: RigidSimulator, finger, *, design=mo.design,
+                 design_jacobian=mo.design_jacobian, parameters=None):
         super().__init__(inner)
         self.finger = finger
+        self._design, self._design_jacobian = design, design_jacobian
         model = inner.model
         missing = [name for name in finger.link_names if name not in model.link_names]
         if missing:
-            raise CageDesignError(f"the robot has no links {missing} of the cage-built finger "
-                                  f"{list(finger.link_names)}; build it with robot: {{finger: "
-                                  f"{{...}}}}")
+            raise CageDesignError(f"the robot has no links {missing} of the cage-built "
+                                  f"morphology {list(finger.link_names)}; build it with robot: "
+                                  f"{{finger: {{...}}}} (or {{gripper: {{...}}}})")
         links = np.array([model.link_names.index(name) for name in finger.link_names])
         contacts = np.concatenate([np.flatnonzero(model.contact_link == link)
                                    for link in links])
@@ -72,18 +86,21 @@ class CageSimulator(TiedSimulator):
                      "contact.point": contacts}
         wrapped = inner.design_space()
         self.base = {name: wrapped[name].default_array() for name in self.rows}
+        if parameters is None:
+            low, high = FABRICATION_LIMITS
+            parameters = [Parameter(name, (), default, lower=low, upper=high, unit="m",
+                                    scale=default, doc=_DOCS[name.split(".")[0]])
+                          for name, default in zip(finger.parameter_names,
+                                                   finger.parameter_defaults, strict=True)]
+        self._theta = list(parameters)
         self._check_rest_shape()
-        low, high = FABRICATION_LIMITS
-        cage = [Parameter(name, (), default, lower=low, upper=high, unit="m", scale=default,
-                          doc=_DOCS[name.split(".")[0]])
-                for name, default in zip(finger.parameter_names, finger.parameter_defaults,
-                                         strict=True)]
-        self._space = DesignSpace([*cage, *(p for p in wrapped if p.name not in self.rows)])
+        self._space = DesignSpace([*self._theta,
+                                   *(p for p in wrapped if p.name not in self.rows)])
         self._linearized = None
 
     def _check_rest_shape(self) -> None:
-        """CageDesignError unless the model's finger links are the finger at θ₀."""
-        rest = mo.design(self.finger, self.finger.parameter_defaults)
+        """CageDesignError unless the model's links are the morphology at θ's defaults."""
+        rest = self._design(self.finger, self._rest_parameters())
         for name, value in rest.items():
             model_value = self.base[name][self.rows[name]]
             if model_value.shape != value.shape or not np.allclose(model_value, value,
@@ -95,23 +112,34 @@ class CageSimulator(TiedSimulator):
                     f"makes them")
 
     def design_space(self) -> DesignSpace:
-        """θ (scalars [m]), then the wrapped parameters θ does not set."""
+        """θ ([m]), then the wrapped parameters θ does not set."""
         return self._space
 
+    def _rest_parameters(self) -> np.ndarray:
+        """θ's defaults, flattened in order (m,) [m]."""
+        return np.concatenate([p.default_array().reshape(-1) for p in self._theta])
+
     def cage_parameters(self, design: Mapping) -> np.ndarray:
-        """θ (m,) [m] of ``design`` in the finger's order (absent entries: defaults)."""
-        return np.array([float(np.asarray(design[name])) if name in design
-                         else float(self._space[name].default_array())
-                         for name in self.finger.parameter_names])
+        """θ (m,) [m] of ``design``: its parameters flattened in order (absent entries:
+        defaults)."""
+        values = []
+        for p in self._theta:
+            value = np.asarray(design[p.name], dtype=np.float64) if p.name in design \
+                else p.default_array()
+            if value.shape not in ((), p.shape):
+                raise CageDesignError(f"design parameter {p.name!r} has shape {value.shape}; "
+                                      f"it holds {p.shape} values ({p.doc})")
+            values.append(np.broadcast_to(value, p.shape).reshape(-1))
+        return np.concatenate(values)
 
     def _linearization(self, theta: np.ndarray, *, jacobian: bool):
         """(design, ∂design/∂θ or None) of the finger at θ, kept for the last θ."""
         key = theta.tobytes()
         kept = self._linearized
         if kept is None or kept[0] != key:
-            kept = (key, mo.design(self.finger, theta), None)
+            kept = (key, self._design(self.finger, theta), None)
         if jacobian and kept[2] is None:
-            kept = (key, kept[1], mo.design_jacobian(self.finger, theta))
+            kept = (key, kept[1], self._design_jacobian(self.finger, theta))
         self._linearized = kept
         return kept[1], kept[2]
 
@@ -120,7 +148,8 @@ class CageSimulator(TiedSimulator):
         ``link.inertia``, ``joint.origin`` and ``contact.point`` from θ, the other rows the
         model's, every other entry of ``design`` passed on."""
         finger, _ = self._linearization(self.cage_parameters(design), jacobian=False)
-        out = {k: v for k, v in design.items() if k not in self.finger.parameter_names}
+        names = {p.name for p in self._theta}
+        out = {k: v for k, v in design.items() if k not in names}
         for name, rows in self.rows.items():
             full = self.base[name].copy()
             full[rows] = finger[name]
@@ -132,15 +161,16 @@ class CageSimulator(TiedSimulator):
         :meth:`expand`; θ's needs θ, the map being nonlinear)."""
         g_design = g_design or {}
         out = {k: v for k, v in g_design.items() if k not in self.rows}
-        g_theta = np.zeros(len(self.finger.parameter_names))
+        g_theta = np.zeros(sum(int(np.prod(p.shape)) for p in self._theta))
         given = [name for name in self.rows if g_design.get(name) is not None]
         if given:
             _, jacobian = self._linearization(self.cage_parameters(design), jacobian=True)
         for name in given:
             g_rows = np.asarray(g_design[name])[self.rows[name]].reshape(-1)
             g_theta += jacobian[name].T @ g_rows
-        out.update({name: np.asarray(g) for name, g in zip(self.finger.parameter_names,
-                                                           g_theta, strict=True)})
+        sizes = np.cumsum([0] + [int(np.prod(p.shape)) for p in self._theta])
+        out.update({p.name: g_theta[sizes[k]:sizes[k + 1]].reshape(p.shape)
+                    for k, p in enumerate(self._theta)})
         return out
 
     def parameters(self, design: Mapping) -> dict[str, np.ndarray]:

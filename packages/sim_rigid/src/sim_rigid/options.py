@@ -40,13 +40,15 @@ class RigidOptions(Options):
                     "{links: [...], joints: [...]} (sim_rigid.description), or {finger: "
                     "{phalanges: 4, ...}}: a finger of the cage-based components "
                     "(sim_rigid.scene.finger_description), with optional links and joints "
-                    "beside it (sim_rigid.scene.robot_description)")
+                    "beside it (sim_rigid.scene.robot_description), or {gripper: {...}}: "
+                    "the free-form gripper scene (sim_rigid.gripper_scene)")
     design_space: str = option(
         "simulation", choices=DESIGN_SPACES,
         doc="what the design section optimizes: simulation (the simulator's parameters: "
             "link.mass, link.inertia, joint.origin, contact.point, ...) or cage (a robot: "
             "{finger: ...}'s cage parameters length.<component>, width.<station>, "
-            "height.tip, which set the finger's simulation parameters; "
+            "height.tip, which set the finger's simulation parameters, or a robot: "
+            "{gripper: ...}'s inner handles handles.left_finger, handles.right_finger; "
             "sim_rigid.cage_design)")
     initial_positions: dict[str, float] | list[float] = option(
         {}, unit="rad or m", doc="coordinates at t = 0 by name (a 1-DOF joint's name, a free "

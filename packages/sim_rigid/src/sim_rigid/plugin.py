@@ -5,6 +5,7 @@ from __future__ import annotations
 from codesign.examples import register_examples
 from codesign.hookspecs import hookimpl
 
+from .gripper_scene import GraspLiftShake
 from .scene import make_simulator
 from .terms import JointTarget, ReachTargets, TouchPoint
 
@@ -40,6 +41,9 @@ EXAMPLES = {
     "assemble_codesign": "Assemble co-design: the fingers' link lengths and the controls by "
                          "L-BFGS-B in three stages, the contact forces scaled 0.01, 0.1, 1 "
                          "(the paper's continuation)",
+    "freeform_gripper": "two free-form cube fingers grasp, lift and shake a diamond along a "
+                        "fixed motion; L-BFGS-B on the 120 inner cage handles' displacements "
+                        "(Xu et al., Free-form Gripper)",
 }
 """Example name -> description; each is ``sim_rigid/examples/<name>.yaml`` (package data)."""
 
@@ -56,6 +60,13 @@ def codesign_register_simulators(register):
 @hookimpl
 def codesign_register_examples(register):
     register_examples(register, __package__, EXAMPLES, default="arm_damping")
+
+
+@hookimpl
+def codesign_register_controllers(register):
+    register("grasp_lift_shake", GraspLiftShake,
+             description="the free-form gripper's predefined motion as an open-loop table of "
+                         "position targets: close the fingers, lift, shake (Xu et al.)")
 
 
 @hookimpl

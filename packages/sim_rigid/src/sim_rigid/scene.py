@@ -10,7 +10,8 @@ parameters θ.
 assembled from the cage-based components at their rest shape (:func:`finger_description`),
 with, optionally, more ``links`` and ``joints`` beside it (a carriage the finger rides on,
 an object it handles: :func:`robot_description`), or ``{fingers: [...]}``: several such
-fingers, each named by its ``prefix``.
+fingers, each named by its ``prefix``, or ``{gripper: {...}}``: the free-form gripper scene
+(:func:`sim_rigid.gripper_scene.gripper_description`: two cube fingers, a diamond).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from codesign.fields import view_window
 from codesign.options import options_factory
 from codesign.paths import named_file
 
+from . import freeform
 from .cage_design import CageSimulator
 from .description import DescriptionError, load_description, load_obstacles
+from .gripper_scene import gripper_description, gripper_morphology
 from .model import RigidModel
 from .morphology import FingerMorphology, assemble_finger, description
 from .options import RigidOptions
@@ -109,7 +112,17 @@ def robot_description(robot: dict) -> dict:
     {...}, links: [...], joints: [...]}`` the finger's (:func:`finger_description`) with the
     other links and joints added (they may hang from the finger's links, and the finger
     from them through its ``parent``); ``fingers: [{prefix: left_, ...}, ...]`` in place of
-    ``finger`` puts several fingers in the robot, each named by its ``prefix``."""
+    ``finger`` puts several fingers in the robot, each named by its ``prefix``; ``{gripper:
+    {...}}`` is the free-form gripper scene (:func:`sim_rigid.gripper_scene.
+    gripper_description`)."""
+    if "gripper" in robot:
+        if set(robot) != {"gripper"}:
+            raise SceneError(f"robot: {{gripper: {{...}}}} is a whole scene; remove the keys "
+                             f"{sorted(set(robot) - {'gripper'})} beside it")
+        try:
+            return gripper_description(robot["gripper"])
+        except ValueError as exc:
+            raise SceneError(str(exc)) from exc
     if "finger" not in robot and "fingers" not in robot:
         return robot
     if "finger" in robot and "fingers" in robot:
@@ -185,15 +198,22 @@ def build_model(options: RigidOptions) -> RigidModel:
     return dataclasses.replace(model, **changes)
 
 
-def cage_morphology(robot) -> FingerMorphology:
-    """The finger whose cage parameters ``design_space: cage`` optimizes: that of ``robot:
-    {finger: {...}}`` (:func:`finger_morphology`); a SceneError for any other robot."""
+def cage_morphology(robot) -> FingerMorphology | freeform.FreeformGripper:
+    """The morphology whose cage parameters ``design_space: cage`` optimizes: the finger of
+    ``robot: {finger: {...}}`` (:func:`finger_morphology`) or the free-form fingers of
+    ``robot: {gripper: {...}}``; a SceneError for any other robot."""
+    if isinstance(robot, dict) and "gripper" in robot:
+        try:
+            return gripper_morphology(robot["gripper"])
+        except ValueError as exc:
+            raise SceneError(str(exc)) from exc
     if not (isinstance(robot, dict) and "finger" in robot):
         shown = robot if isinstance(robot, str) else "(an inline description)"
         raise SceneError(f"design_space: cage optimizes the cage parameters of a finger built "
                          f"from the cage-based components, but robot is {shown}; give robot: "
                          f"{{finger: {{phalanges: 4, ...}}}} (with links and joints beside it "
-                         f"if the scene has more), or design_space: simulation")
+                         f"if the scene has more), robot: {{gripper: {{...}}}}, or "
+                         f"design_space: simulation")
     return finger_morphology(robot["finger"])
 
 
@@ -211,4 +231,8 @@ def make_simulator(options: RigidOptions) -> RigidSimulator | CageSimulator:
                                newton_iterations=o.newton_iterations, kernels=o.kernels,
                                view=o.view,
                                window=view_window(o.view_window, error=SceneError))
+    if isinstance(finger, freeform.FreeformGripper):
+        return CageSimulator(simulator, finger, design=freeform.design,
+                             design_jacobian=freeform.design_jacobian,
+                             parameters=freeform.handle_parameters(finger))
     return simulator if finger is None else CageSimulator(simulator, finger)

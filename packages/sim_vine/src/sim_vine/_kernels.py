@@ -18,7 +18,7 @@ from .model import VineModel
 from .obstacles import Circle, Polygon, Wall
 
 __all__ = ["ModelArrays", "model_arrays", "assemble_rows", "osqp_data", "rows_times_fast",
-           "guess_active"]
+           "guess_active", "everted_length", "evert_mass_factors", "evert_slot_backward"]
 
 _CIRCLE, _POLYGON, _WALL = 0, 1, 2
 
@@ -153,7 +153,7 @@ def _contact_point(q, body, offset):
     return -t_y, t_x, q[body, 0] + offset * t_x, q[body, 1] + offset * t_y
 
 @numba.njit(cache=True)
-def _everted_length(q, d):
+def everted_length(q, d):
     """E [m]: the length everted beyond body 0, ``Σ_{j≥1} (2d + σ_j)``
     (``evert.everted_length``)."""
     total = 0.0
@@ -180,6 +180,35 @@ def _evert_frame(d, base, q, j):
     tbx, tby = np.cos(q[j, 2]), np.sin(q[j, 2])
     return (tax, tay, -tay, tax, tbx, tby, -tby, tbx, q[j, 0] - d * tbx - ox,
             q[j, 1] - d * tby - oy)
+
+
+@numba.njit(cache=True)
+def evert_mass_factors(d, base, q, fraction):
+    """Each body's mass over its design mass for a vine that everts, shape (N,): ``f + (1 −
+    f)(2d + σ_j)/(2d)`` for j ≥ 1 and 1 for body 0 (``everted_mass.everted_masses``; q (N, 3)
+    poses, d the half body length [m], f the share a body has before it everts)."""
+    n = q.shape[0]
+    out = np.ones(n)
+    for j in range(1, n):
+        tax, tay, _, _, _, _, _, _, dx, dy = _evert_frame(d, base, q, j)
+        share = 1.0 + (tax * dx + tay * dy) / (2.0 * d)
+        out[j] = fraction + (1.0 - fraction) * share
+    return out
+
+
+@numba.njit(cache=True)
+def evert_slot_backward(d, base, q, g_sigma, g_q):
+    """``g_q += Σ_{j≥1} g_σ_j ∂σ_j/∂q`` (N, 3): the slot offsets' VJP through their rows
+    (``everted_mass.everted_masses_vjp``'s ``rows_transpose_times`` of ``evert.joint_rows``)."""
+    for j in range(1, q.shape[0]):
+        tax, tay, nax, nay, tbx, tby, nbx, nby, dx, dy = _evert_frame(d, base, q, j)
+        g = g_sigma[j]
+        g_q[j - 1, 0] -= g * tax
+        g_q[j - 1, 1] -= g * tay
+        g_q[j - 1, 2] += g * (nax * dx + nay * dy)
+        g_q[j, 0] += g * tax
+        g_q[j, 1] += g * tay
+        g_q[j, 2] -= g * d * (tax * nbx + tay * nby)
 
 
 @numba.njit(cache=True)
@@ -245,7 +274,7 @@ def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass,
             rhs[a, 2] -= dt * torque
     grown = np.inf  # everted length after the step (a vine that everts): bodies beyond it
     if evert:       # have no contact rows
-        grown = _everted_length(q, d) + dt * rate
+        grown = everted_length(q, d) + dt * rate
         _evert_rows(d, base, q, grown, dt, rows, lower, upper)
         row = 3 * n
     else:
@@ -525,7 +554,7 @@ def _evert_targets_backward(d, q, z, rows, row_bodies, dt, rate, g_q):
     for the body that emerges; returns ``∂L/∂rate = Σ_j z_j S_j'``."""
     n = q.shape[0]
     _rows_transpose_add(row_bodies, rows, z, -1.0 / dt, 0, 3 * n, g_q)
-    grown = _everted_length(q, d) + dt * rate
+    grown = everted_length(q, d) + dt * rate
     full = 2.0 * d
     emerging = 0.0
     for j in range(1, n):

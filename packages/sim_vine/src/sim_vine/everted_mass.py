@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import evert
-from .constraints import rows_transpose_times
+from ._kernels import evert_mass_factors, evert_slot_backward
 from .model import VineModel
 
 __all__ = ["UNEVERTED_MASS_FRACTION", "material_lengths", "everted_masses",
@@ -69,10 +69,10 @@ def everted_masses(model: VineModel, mass, body_q) -> np.ndarray:
 
 
 def _mass_factors(model: VineModel, body_q) -> np.ndarray:
-    share = material_lengths(model, body_q) / model.body_length
-    if model.evert:
-        return UNEVERTED_MASS_FRACTION + (1.0 - UNEVERTED_MASS_FRACTION) * share
-    return share
+    if model.evert:  # compiled: this runs twice a step (forward and VJP)
+        return evert_mass_factors(model.half_length, model.base,
+                                  np.asarray(body_q, dtype=np.float64), UNEVERTED_MASS_FRACTION)
+    return material_lengths(model, body_q) / model.body_length
 
 
 def everted_masses_vjp(model: VineModel, mass, body_q, g_masses) -> tuple[np.ndarray, np.ndarray]:
@@ -82,11 +82,10 @@ def everted_masses_vjp(model: VineModel, mass, body_q, g_masses) -> tuple[np.nda
     g_mass = g_masses * _mass_factors(model, body_q)
     if model.evert:  # ∂m_j/∂σ_j = mass_j (1 − f) / (2d), and σ_j's gradient is its slot row
         g_sigma = g_masses * mass * (1.0 - UNEVERTED_MASS_FRACTION) / model.body_length
-        g_sigma[0] = 0.0
-        parent, child = model.pins
-        slot_values = evert.joint_rows(model, body_q)[1]
-        return g_mass, rows_transpose_times(np.stack([parent, child], axis=1), slot_values,
-                                            g_sigma, model.body_count)
+        g_q = np.zeros((model.body_count, 3))
+        evert_slot_backward(model.half_length, model.base, np.asarray(body_q, dtype=np.float64),
+                            g_sigma, g_q)
+        return g_mass, g_q
     a, b, axis, gap = _pair_geometry(model, body_q)
     g_length = g_masses[b] * mass[b] / model.body_length  # ∂L/∂ℓ_b
     g_q = np.zeros((model.body_count, 3))

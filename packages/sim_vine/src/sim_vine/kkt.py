@@ -267,11 +267,14 @@ def exact_at(layout, Px, Ax, q, lower, col_scale, active, row_bodies, rows, row_
 
 
 @numba.njit(cache=True)
-def smoothed_at(layout, Px, Ax, q, lower, col_scale, equality_count, kappa, v0, max_iter):
+def smoothed_at(layout, Px, Ax, q, lower, col_scale, equality_count, kappa, v0, max_iter,
+                rows_on):
     """The step QP with relaxed contact complementarity, by a primal-dual interior point at
     the fixed barrier ``kappa`` [J]: every contact row has slack ``s > 0`` and impulse
     ``u = −y > 0`` with ``s u = κ`` (impulse [N s] × separation rate [m/s], the same in the
-    scaled units), the joint and growth rows hold exactly.
+    scaled units), the joint and growth rows hold exactly. Rows off in ``rows_on`` (m,) bool
+    (unbounded ones: a vine that everts has free lock rows and the contact rows of bodies
+    not yet out) keep a zero multiplier and stay out of the system.
 
     Each Newton step solves the banded KKT system with every row in it and ``−s/u`` on the
     contact rows' diagonal (the augmented system), the matrix :func:`step_vjp`'s adjoint
@@ -281,30 +284,37 @@ def smoothed_at(layout, Px, Ax, q, lower, col_scale, equality_count, kappa, v0, 
     """
     band, kl, ku, pi, pj, ai, aj, diag, position, p_rows, p_cols, a_rows, a_cols, n = layout
     m = lower.shape[0]
-    everything = np.ones(m, dtype=np.bool_)
     x = np.zeros(n + m)
     for i in range(n):
         x[i] = v0[i // 3, i % 3] / col_scale[i]
     zero = np.zeros(m)
-    row_values = _multiply(x, Px, Ax, everything, p_rows, p_cols, a_rows, a_cols, n, zero)
+    row_values = _multiply(x, Px, Ax, rows_on, p_rows, p_cols, a_rows, a_cols, n, zero)
     slack = np.zeros(m)
     impulse = np.zeros(m)
     root = np.sqrt(kappa)
     for r in range(equality_count, m):
+        if not rows_on[r]:
+            continue
         slack[r] = max(row_values[n + r] - lower[r], root)
         impulse[r] = kappa / slack[r]
         x[n + r] = -impulse[r]
-    size = 1.0 + np.max(np.abs(q)) + np.max(np.abs(lower))
+    size = 1.0 + np.max(np.abs(q))
+    for r in range(m):
+        if rows_on[r]:
+            size = max(size, 1.0 + np.max(np.abs(q)) + abs(lower[r]))
     dual = np.zeros(m)
     rhs = np.zeros(n + m)
     for iteration in range(max_iter):
-        product = _multiply(x, Px, Ax, everything, p_rows, p_cols, a_rows, a_cols, n, zero)
+        product = _multiply(x, Px, Ax, rows_on, p_rows, p_cols, a_rows, a_cols, n, zero)
         worst = 0.0
         for i in range(n):
             rhs[i] = -(product[i] + q[i])
             worst = max(worst, abs(rhs[i]))
         for r in range(m):
-            if r < equality_count:
+            if not rows_on[r]:  # its multiplier stays 0 (the matrix has 1 there)
+                rhs[n + r] = 0.0
+                dual[r] = 0.0
+            elif r < equality_count:
                 rhs[n + r] = lower[r] - product[n + r]
                 worst = max(worst, abs(rhs[n + r]))
                 dual[r] = 0.0
@@ -315,21 +325,23 @@ def smoothed_at(layout, Px, Ax, q, lower, col_scale, equality_count, kappa, v0, 
                 dual[r] = -slack[r] / impulse[r]
         centred = True
         for r in range(equality_count, m):
-            centred = centred and abs(slack[r] * impulse[r] - kappa) <= 1e-9 * kappa
+            centred = centred and (not rows_on[r]
+                                   or abs(slack[r] * impulse[r] - kappa) <= 1e-9 * kappa)
         if worst <= 1e-13 * size and centred:
             v = np.empty((n // 3, 3))
             for i in range(n):
                 v[i // 3, i % 3] = x[i] * col_scale[i]
             return True, v, x[n:].copy(), dual, iteration
-        step = _solve(layout, Px, Ax, everything, rhs, dual)
+        step = _solve(layout, Px, Ax, rows_on, rhs, dual)
         if step.shape[0] == 0:
             break
         # ds = A dv + (A v − s − l) keeps the rows' primal equation; du = −dy
-        products = _multiply(step, Px, Ax, everything, p_rows, p_cols, a_rows, a_cols, n,
-                             zero)
+        products = _multiply(step, Px, Ax, rows_on, p_rows, p_cols, a_rows, a_cols, n, zero)
         step_slack = np.zeros(m)
         alpha = 1.0
         for r in range(equality_count, m):
+            if not rows_on[r]:
+                continue
             step_slack[r] = products[n + r] + product[n + r] - slack[r] - lower[r]
             if step_slack[r] < 0.0:
                 alpha = min(alpha, -0.99 * slack[r] / step_slack[r])
@@ -338,8 +350,9 @@ def smoothed_at(layout, Px, Ax, q, lower, col_scale, equality_count, kappa, v0, 
         for i in range(n + m):
             x[i] += alpha * step[i]
         for r in range(equality_count, m):
-            slack[r] += alpha * step_slack[r]
-            impulse[r] = -x[n + r]
+            if rows_on[r]:
+                slack[r] += alpha * step_slack[r]
+                impulse[r] = -x[n + r]
     return False, np.empty((n // 3, 3)), x[n:].copy(), dual, max_iter
 
 

@@ -324,15 +324,16 @@ class VineQP:
     def _smoothed(self, Px, Ax, q, lower, col_scale, row_scale, warm_v) -> QPSolution:
         """The relaxed-complementarity solution (:func:`sim_vine.kkt.smoothed_at`)."""
         kappa, limit = self.settings.contact_smoothing, int(self.settings.smoothing_iterations)
+        rows_on = lower > -_INFINITY  # unbounded rows (a vine that everts) are free
         ok, v, scaled_y, dual, iterations = smoothed_at(
             tuple(self._banded.layout), Px, Ax, q, lower, col_scale,
-            self.layout.equality_count, kappa, warm_v, limit)
+            self.layout.equality_count, kappa, warm_v, limit, rows_on)
         if not ok:
             raise QPError(f"the smoothed contact solve (contact_smoothing {kappa:g} J) did not "
                           f"converge in {limit} iterations; raise contact_smoothing or "
                           "smoothing_iterations")
-        return QPSolution(v=v, y=scaled_y * row_scale, active=np.ones(self.layout.size, bool),
-                          exact=True, iterations=int(iterations), status="smoothed", dual=dual)
+        return QPSolution(v=v, y=scaled_y * row_scale, active=rows_on, exact=True,
+                          iterations=int(iterations), status="smoothed", dual=dual)
 
     def _guessed_active_set(self, problem: QPProblem, Px, Ax, q, lower, col_scale, row_scale,
                             warm_v) -> QPSolution | None:

@@ -55,10 +55,6 @@ class VineSimulator:
                  check_initial_pose: bool = True):
         self.model = model
         self.settings = settings or SolverSettings()
-        if model.evert and self.settings.contact_smoothing > 0:
-            raise ValueError("contact_smoothing is not implemented for growth: evert (its "
-                             "free lock rows and switched-off contacts); use hard contact "
-                             "(contact_smoothing: 0) or every_prismatic / tip growth")
         self.layout = row_layout(model)
         self.qp = VineQP(model, self.layout, self.settings)
         self.arrays = model_arrays(model)

@@ -7,6 +7,12 @@ the losses, so the same evaluation results always give the same iterates.
 Bounds: candidates are sampled unconstrained and clipped to ``[lower, upper]`` before
 evaluation; CMA-ES ranks a candidate by its loss plus ``bound_penalty · ‖y − clip(y)‖²`` so
 the search distribution is pulled back inside.
+
+Failed simulations: a candidate whose rollout raises :class:`codesign.SimulationError` (a
+step that does not converge, a state that leaves the model's domain) gets an infinite loss
+and is ranked last, as a non-finite loss is, instead of ending the search: wide samples
+of a contact-rich task hit such states. The result's message counts them and quotes the
+first. Only the start of the (1+1)-ES must simulate.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import numpy as np
 
 from ..limits import MAX_POPULATION
 from ..options import Range
+from ..simulator import SimulationError
 from .base import Callback, IterationInfo, ObjectiveFunction, OptimizeResult
 
 __all__ = ["CMAES", "OnePlusOneES"]
@@ -25,6 +32,32 @@ __all__ = ["CMAES", "OnePlusOneES"]
 
 def _finite_or_inf(loss: float) -> float:
     return float(loss) if np.isfinite(loss) else np.inf
+
+
+def _losses(function: ObjectiveFunction, points: list[np.ndarray], failures: list[str]
+            ) -> np.ndarray:
+    """Losses of ``points`` (k,), non-finite ones and failed simulations as inf; appends each
+    failure's message to ``failures``. A batch with a failure is evaluated again point by
+    point (an executor returns all of a batch or raises)."""
+    try:
+        return np.array([_finite_or_inf(e.loss)
+                         for e in function.evaluate_many(points, grad=False)])
+    except SimulationError:
+        losses = []
+        for x in points:
+            try:
+                losses.append(_finite_or_inf(function.evaluate(x, grad=False).loss))
+            except SimulationError as error:
+                losses.append(np.inf)
+                failures.append(str(error))
+        return np.array(losses)
+
+
+def _with_failures(message: str, failures: list[str], evaluations: int) -> str:
+    if not failures:
+        return message
+    return (f"{message}; {len(failures)} of {evaluations} candidates failed in the simulation "
+            f"and were ranked last (first: {failures[0]})")
 
 
 class CMAES:
@@ -81,6 +114,7 @@ class CMAES:
         cov, basis, scales = np.eye(n), np.eye(n), np.ones(n)
         best_x, best_loss = mean, np.inf
         history: list[float] = []
+        failures: list[str] = []
         evaluations = 0
         converged, message = False, "reached max_iterations"
         for generation in range(1, max_iterations + 1):
@@ -88,12 +122,13 @@ class CMAES:
             y = (z * scales) @ basis.T  # y_k = B D z_k ~ N(0, C)
             candidates = mean + sigma * y
             clipped = np.clip(candidates, lower, upper)
-            losses = np.array([_finite_or_inf(e.loss)
-                               for e in function.evaluate_many(list(clipped), grad=False)])
+            losses = _losses(function, list(clipped), failures)
             evaluations += lam
             if not np.any(np.isfinite(losses)):
+                failed = f" (a failed simulation: {failures[-1]})" if failures else ""
                 raise FloatingPointError("CMAES: every candidate of a generation has a "
-                                         "non-finite loss; reduce sigma0 or check the problem")
+                                         "non-finite loss; reduce sigma0 or check the "
+                                         f"problem{failed}")
             fitness = losses + self.bound_penalty * np.sum((candidates - clipped) ** 2, axis=1)
             order = np.argsort(fitness, kind="stable")
             winner = int(np.argmin(losses))
@@ -130,7 +165,8 @@ class CMAES:
                 message = "stopped by callback"
                 break
         return OptimizeResult(x=best_x, loss=float(best_loss), iterations=len(history),
-                              evaluations=evaluations, converged=converged, message=message,
+                              evaluations=evaluations, converged=converged,
+                              message=_with_failures(message, failures, evaluations),
                               history=history)
 
 
@@ -161,10 +197,11 @@ class OnePlusOneES:
         rng = np.random.default_rng(self.seed)
         sigma = self.sigma0
         history: list[float] = []
+        failures: list[str] = []
         converged, message = False, "reached max_iterations"
         for iteration in range(1, max_iterations + 1):
             child = np.clip(parent + sigma * rng.standard_normal(parent.size), lower, upper)
-            child_loss = _finite_or_inf(function.evaluate(child, grad=False).loss)
+            child_loss = _losses(function, [child], failures)[0]
             if child_loss <= parent_loss:
                 parent, parent_loss = child, child_loss
                 sigma *= math.exp(1.0 / 3.0)
@@ -182,4 +219,5 @@ class OnePlusOneES:
                 break
         return OptimizeResult(x=parent, loss=float(parent_loss), iterations=len(history),
                               evaluations=len(history) + 1, converged=converged,
-                              message=message, history=history)
+                              message=_with_failures(message, failures, len(history) + 1),
+                              history=history)

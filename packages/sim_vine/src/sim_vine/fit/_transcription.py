@@ -50,9 +50,10 @@ class StartPoint:
         body_q: poses [m, m, rad], shape (K + 1, N, 3).
         body_qd: velocities of steps 1 … K [m/s], shape (K, N, 3); None: differences of
             the poses.
-        reactions: joint and growth impulses of steps 1 … K − 1, scaled, shape
-            (rows, K − 1); None: zero.
-        contact_impulses: contact impulses, scaled, shape (K, pairs); None: zero.
+        reactions: joint and growth impulses λ of steps 1 … K − 1 [N s], shape
+            (K − 1, rows); None: zero.
+        contact_impulses: normal impulses of the scheduled contacts [N s], shape
+            (K, pairs); None: zero.
     """
 
     theta: np.ndarray
@@ -114,27 +115,28 @@ class Program:
         steps = len(self.body_q(x)) - 1
         return StartPoint(theta=np.asarray(x)[self.theta], body_q=self.body_q(x),
                           body_qd=self.body_qd(x, dt),
-                          reactions=np.asarray(x)[self.reactions].reshape(-1, steps - 1,
-                                                                          order="F"),
-                          contact_impulses=np.nan_to_num(contact_impulse) / self.impulse_unit)
+                          reactions=np.asarray(x)[self.reactions].reshape(steps - 1, -1)
+                          * self.impulse_unit,
+                          contact_impulses=np.nan_to_num(contact_impulse))
 
 
 class _Parameters:
-    """Parameter expressions: free ones from ``theta``, the others fixed at the design."""
+    """Parameter expressions: free ones from ``theta``, the others fixed at the design.
 
-    def __init__(self, ca, theta, free: list[FreeParameter], design, pin_count: int):
+    A free per-pin or per-body parameter not fitted ``per_joint`` is one value shared by
+    every entry (the paper's scalar K and C)."""
+
+    def __init__(self, ca, theta, free: list[FreeParameter], design):
         self.ca, self.theta, self.free, self.design = ca, theta, free, design
-        self.pin_count = pin_count
 
     def __call__(self, name: str):
         ca = self.ca
+        value = np.asarray(self.design[name], dtype=np.float64)
         item = next((f for f in self.free if f.name == name), None)
         if item is None:
-            value = np.asarray(self.design[name], dtype=np.float64)
             return ca.DM(value.reshape(-1)) if value.ndim else ca.DM(float(value))
-        value = self.theta[item.index] * item.scale
-        tied = name in ("joint.stiffness", "joint.damping") and not item.per_joint
-        return ca.repmat(value, self.pin_count, 1) if tied else value
+        fitted = self.theta[item.index] * item.scale
+        return ca.repmat(fitted, value.size, 1) if value.ndim and not item.per_joint else fitted
 
 
 def _step_terms(ca, sym: SymbolicVine, model: VineModel, param, m_diag, dt: float,
@@ -147,15 +149,19 @@ def _step_terms(ca, sym: SymbolicVine, model: VineModel, param, m_diag, dt: floa
     n_joint = 2 * (model.pin_count + model.prismatic_count)
     lam, rate = ca.SX.sym("lam", n_joint + model.prismatic_count), ca.SX.sym("rate")
     stiffness, damping = param("joint.stiffness"), param("joint.damping")
+    rest = param("joint.rest_angle")
+    ground = ca.repmat(ca.transpose(param("ground.friction")), 3, 1)  # c_g per coordinate
     gravity = np.zeros(3 * n)  # m g on the bodies' x and y
     gravity[0::3], gravity[1::3] = m_diag[0::3] * model.gravity[0], m_diag[1::3] * model.gravity[1]
     c, ext = sym.joint_residual(q), sym.extensions(q)
-    angle, angle_rate = sym.joint_angles(q), sym.joint_rates(v1)
+    bend, angle_rate = sym.joint_angles(q) - rest, sym.joint_rates(v1)
     if model.implicit_springs:
-        torque = -stiffness * (angle + dt * angle_rate) - damping * angle_rate
+        torque = -stiffness * (bend + dt * angle_rate) - damping * angle_rate
     else:
-        torque = -stiffness * angle - damping * sym.joint_rates(v)
-    free_momentum = m_diag * (v1 - v) - dt * sym.spread(torque) - dt * gravity
+        torque = -stiffness * bend - damping * sym.joint_rates(v)
+    # the viscous ground drag −c_g M v' is implicit, as in the step's P = M (1 + Δt c_g)
+    free_momentum = (m_diag * (v1 - v) + dt * ca.DM(m_diag) * ca.vec(ground) * v1
+                     - dt * sym.spread(torque) - dt * gravity)
     reaction = ca.jtimes(c, q, lam[:n_joint], True)
     if model.prismatic_count:
         reaction = reaction + ca.jtimes(ext, q, lam[n_joint:], True)
@@ -215,7 +221,7 @@ def transcribe(ca, model: VineModel, *, measured: np.ndarray, substeps: int, dt:
     n = model.body_count
     sym = SymbolicVine(ca, model)
     theta = ca.SX.sym("theta", len(start.theta))
-    param = _Parameters(ca, theta, free, design, model.pin_count)
+    param = _Parameters(ca, theta, free, design)
     mass = np.asarray(design["body.mass"], dtype=np.float64)
     m_diag = np.stack([mass, mass, mass * model.gyration**2], axis=1).reshape(-1)
     q_unit = np.tile([_MM, _MM, _MM / model.half_length], n)
@@ -283,9 +289,10 @@ def transcribe(ca, model: VineModel, *, measured: np.ndarray, substeps: int, dt:
         start.body_q[0].reshape(-1))).reshape(-1)
     x0 = np.concatenate([
         start.theta, q0.reshape(-1), v0.reshape(-1),
-        np.zeros(L.numel()) if start.reactions is None else start.reactions.reshape(-1, order="F"),
+        np.zeros(L.numel()) if start.reactions is None
+        else np.asarray(start.reactions).reshape(-1) / impulse_unit,
         np.zeros(len(slots)) if start.contact_impulses is None
-        else np.maximum([start.contact_impulses[slot] for slot in slots], 0.0),
+        else np.maximum([start.contact_impulses[slot] for slot in slots], 0.0) / impulse_unit,
         [e0 @ weights / (weights @ weights) / _MM] if model.prismatic_count else []])
 
     # the velocity before step 0: step 0's momentum with no constraint impulse, solved for v

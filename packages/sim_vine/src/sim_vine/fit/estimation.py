@@ -13,11 +13,20 @@ rather than as hard constraints, so both the model and the video may be wrong:
          (N + s μ T)·v_c,k+1 Δt + Φ(q_k) = 0, impulse ≥ 0        (known contacts)
          c(q_0) = 0, extensions(q_0) = w_growth e_0             (a vine at the start)
 
-The momentum residual is the simulator's own step (:mod:`sim_vine.step`), ``M(v' − v) −
-Δt R τ' − Δt m g − Jᵀλ − Gᵀw − Σ impulses`` with the implicit (or explicit) spring-damper
-torque. The constraints are written in the step's linearized form, so a trajectory of the
-simulator is exactly feasible with zero residual; the paper writes ``c(q) = 0`` and
-``Φ(q) = 0``, which differ from these by O(Δt²).
+The momentum residual is the simulator's own step (:mod:`sim_vine.step`), ``M(v' − v) +
+Δt c_g M v' − Δt R τ' − Δt m g − Jᵀλ − Gᵀw − Σ impulses`` with the implicit (or explicit)
+spring-damper torque about the rest angles φ0, ``τ = −K(φ − φ0) − Cφ̇``, and the implicit
+viscous ground friction c_g. The constraints are written in the step's linearized form, so
+a trajectory of the simulator is exactly feasible with zero residual
+(``tests/test_estimation_warm_start.py``); the paper writes ``c(q) = 0`` and ``Φ(q) = 0``,
+which differ from these by O(Δt²). Not modelled: masses that grow with the everted length
+(``linear_density``) and the everting vine (``growth: evert``, slot joints instead of
+prismatic pairs): both are refused, fit them by shooting.
+
+Start: poses fitted to each frame's keypoints, linear in time between frames, with contacts
+detected on them; or a warm start (:mod:`sim_vine.fit.warm_start`), a simulated trajectory
+such as a shooting fit's rollout with its velocities, impulses, design and the simulator's
+own active contacts.
 
 Why it is posed this way (each found on a simulated wall run, where IPOPT used to leave
 the exact solution and stop at its iteration limit):
@@ -69,12 +78,14 @@ from ._transcription import FreeParameter, Program, StartPoint, transcribe
 from .contact_schedule import detect_contacts, update_contacts
 from .shooting import (
     FrameSchedule,
+    ShootingFit,
     VideoRecording,
     frame_schedule,
     simulate_keypoints,
     tip_errors_mm,
 )
 from .start_pose import start_pose_from_keypoints
+from .warm_start import WarmStart, warm_start_from_fit
 
 __all__ = [
     "EstimationError",
@@ -84,7 +95,8 @@ __all__ = [
     "ESTIMATED_PARAMETERS",
 ]
 
-ESTIMATED_PARAMETERS = ("joint.stiffness", "joint.damping", "contact.friction", "growth.offset")
+ESTIMATED_PARAMETERS = ("joint.stiffness", "joint.damping", "joint.rest_angle", "contact.friction",
+                        "ground.friction", "growth.offset")
 """Design parameters the estimation can fit; the others stay at the simulator's design."""
 
 _RELEASE = 1e-3
@@ -163,6 +175,20 @@ def _keypoint_poses(model: VineModel, recording: VideoRecording, schedule: Frame
     columns = frame_q.reshape(len(seen), -1).T
     q = np.stack([np.interp(t_steps, seen, column) for column in columns], axis=1)
     return q.reshape(len(t_steps), model.body_count, 3)
+
+
+def _check_warm_start(warm_start: WarmStart, model: VineModel, steps: int, pairs: int):
+    """Refuse a warm start that does not cover the recording's model steps."""
+    n = model.body_count
+    expected = {"body_q": (steps + 1, n, 3), "body_qd": (steps + 1, n, 3),
+                "contacts": (steps, pairs), "contact_impulse": (steps, pairs)}
+    wrong = {name: np.shape(getattr(warm_start, name)) for name, shape in expected.items()
+             if np.shape(getattr(warm_start, name)) != shape}
+    if wrong or len(warm_start.joint_impulse) != steps:
+        raise EstimationError(
+            f"the warm start does not cover the recording's {steps} model steps of {n} bodies "
+            f"and {pairs} contact pairs (shapes {wrong or 'of joint_impulse'} differ): "
+            "simulate it with the recording's growth rates, schedule and this simulator")
 
 
 def _free_parameters(space, design, free, per_joint, bounds):
@@ -251,6 +277,7 @@ def estimate(
     recording: VideoRecording,
     *,
     design: Mapping[str, Any] | None = None,
+    warm_start: WarmStart | ShootingFit | None = None,
     free: Sequence[str] = ("joint.stiffness", "joint.damping"),
     per_joint: Sequence[str] = (),
     bounds: Mapping[str, tuple[float, float]] | None = None,
@@ -262,7 +289,7 @@ def estimate(
     fit_length: bool = True,
     solver: str = "ipopt",
     max_iterations: int = 500,
-    tolerance: float = 1e-8,
+    tolerance: float | None = None,
     verbose: bool = False,
 ) -> Estimate:
     """Estimate the trajectory and the model parameters jointly from one recording.
@@ -272,14 +299,22 @@ def estimate(
             ``design`` is given) its design defaults, which are the starting guess for the
             free parameters and the values of the fixed ones.
         recording: keypoints and commanded growth rate.
-        design: the simulator design to start from (default the simulator's defaults).
+        design: the simulator design to start from (default the simulator's defaults, or
+            the warm start's).
+        warm_start: start from a simulated trajectory instead of the keypoints' poses: a
+            :class:`~sim_vine.fit.warm_start.WarmStart`, or the
+            :class:`~sim_vine.fit.shooting.ShootingFit` of this recording (its rollout, see
+            :func:`~sim_vine.fit.warm_start.warm_start_from_fit`). Its poses, velocities,
+            impulses and design are the initial point, and its active contact rows the
+            initial contact schedule (unless ``contacts`` is given).
         free: parameters to fit, from :data:`ESTIMATED_PARAMETERS`.
-        per_joint: free per-pin parameters fitted per pin; others are one scalar.
+        per_joint: free per-pin or per-body parameters fitted per entry; the others are one
+            value shared by every entry.
         bounds: ``name -> (lower, upper)`` for free parameters (default: the design
             space's bounds).
         contacts: contact modes per model step, shape (steps, pairs), see
-            :func:`sim_vine.fit.contact_schedule.detect_contacts`; default: detected on the
-            poses fitted to the keypoints with ``contact_tolerance`` [m].
+            :func:`sim_vine.fit.contact_schedule.detect_contacts`; default: the warm start's,
+            or detected on the poses fitted to the keypoints with ``contact_tolerance`` [m].
         contact_rounds: solves after the first that may update the schedule from the
             estimated trajectory (:func:`sim_vine.fit.contact_schedule.update_contacts`: drop
             contacts that do not push, add points that penetrate) until it stops changing;
@@ -290,15 +325,19 @@ def estimate(
         fit_length: fit each frame's vine length in the poses of the initial guess (and of
             the contact detection); ``False`` keeps the model's length, which only suits a
             vine that does not grow. The estimate fits the start's length either way.
+            Not used with ``warm_start``.
         solver: ``"ipopt"`` (CasADi's bundled IPOPT) or ``"trust-constr"`` (SciPy).
-        max_iterations, tolerance: solver limits per solve (the tolerance is IPOPT's on the
-            scaled NLP, whose variables are about millimetres).
+        max_iterations, tolerance: solver limits per solve. The tolerance is IPOPT's on the
+            NLP as IPOPT scales it (variables about millimetres); default 1e-8, and 1e-5
+            with ``warm_start``: from the keypoints' poses the objective's gradient is about
+            1e10 and IPOPT scales the objective by 100 / that, from a warm start it is about
+            1 and unscaled, where the dual infeasibility stalls at 1e-6–1e-5 (the package
+            README's measurement) and 1e-8 is never reached.
         verbose: print the solver's progress.
     """
     ca = _casadi()
     model: VineModel = simulator.model
     space = simulator.design_space()
-    base_design = space.check(dict(space.defaults() if design is None else design))
     unknown = [name for name in free if name not in ESTIMATED_PARAMETERS]
     if unknown:
         raise EstimationError(f"the estimation fits {ESTIMATED_PARAMETERS}; cannot fit {unknown}")
@@ -318,12 +357,15 @@ def estimate(
             "the joint estimation models fixed body masses; the simulator's masses grow with "
             "the everted length (linear_density): fit it by shooting (fit_shooting), or build "
             "the simulator with total_mass instead")
-    unmodelled = [name for name in ("joint.rest_angle", "ground.friction")
-                  if np.any(np.asarray(base_design[name]) != 0.0)]
-    if unmodelled:
-        raise EstimationError(
-            f"the joint estimation models straight spring rests and no ground friction; the "
-            f"design sets {unmodelled}: fit them by shooting (fit_shooting), or set them to 0")
+    if warm_start is not None and design is not None:
+        raise EstimationError("give the starting design or a warm start, not both: the warm "
+                              "start's design is where it starts")
+    if isinstance(warm_start, ShootingFit):
+        warm_start = warm_start_from_fit(simulator, warm_start, recording,
+                                         model_rate=model_rate)
+    if warm_start is not None:
+        design = warm_start.design
+    base_design = space.check(dict(space.defaults() if design is None else design))
     keypoints = recording.keypoints
     schedule = frame_schedule(keypoints.times, model_rate=model_rate)
     steps = (keypoints.frame_count - 1) * schedule.substeps
@@ -331,17 +373,29 @@ def estimate(
         raise EstimationError("the estimation needs at least two model steps; use more frames "
                               "or a higher model_rate")
     rates = np.repeat(recording.growth_table()[:, 0], schedule.substeps)
-    q_guess = _keypoint_poses(model, recording, schedule, fit_length)
     n_pairs = model.contact_count * len(model.obstacles)
-    if contacts is None:
-        contacts = detect_contacts(model, q_guess, tolerance=contact_tolerance)
+    if warm_start is None:
+        q_guess = _keypoint_poses(model, recording, schedule, fit_length)
+        if contacts is None:
+            contacts = detect_contacts(model, q_guess, tolerance=contact_tolerance)
+    else:
+        _check_warm_start(warm_start, model, steps, n_pairs)
+        if contacts is None:
+            contacts = warm_start.contacts
     contacts = np.asarray(contacts, dtype=np.int64)
     if contacts.shape != (steps, n_pairs):
         raise EstimationError(f"contacts must have shape (steps, pairs) = ({steps}, {n_pairs}), "
                               f"got {contacts.shape}")
     items, theta0 = _free_parameters(space, base_design, free, per_joint, bounds)
     solve = _solve_ipopt if solver == "ipopt" else _solve_trust_constr
-    start, iterations, rounds = StartPoint(theta=theta0, body_q=q_guess), 0, 0
+    if tolerance is None:
+        tolerance = 1e-8 if warm_start is None else 1e-5
+    start = (StartPoint(theta=theta0, body_q=q_guess) if warm_start is None
+             else StartPoint(theta=theta0, body_q=warm_start.body_q,
+                             body_qd=warm_start.body_qd[1:],
+                             reactions=warm_start.joint_impulse[1:],
+                             contact_impulses=warm_start.contact_impulse))
+    iterations, rounds = 0, 0
     while True:
         program = transcribe(ca, model, measured=keypoints.points,
                              substeps=schedule.substeps, dt=schedule.dt, rates=rates,

@@ -53,16 +53,18 @@ from codesign.identification import IdentificationProblem, Recording
 from codesign.optim import (
     LBFGSB,
     Evaluation,
+    FailedEvaluation,
+    GuardedProblem,
     OptimizeResult,
     ResidualProblem,
     TrustRegionLeastSquares,
+    best_result,
 )
 from codesign.tying import Tie, TiedSimulator
 
 from ..state import VineState
 from ..terms import KeypointObserver
 from ..vision.keypoints import Keypoints, check_point_counts
-from .guarded import FailedEvaluation, GuardedProblem, best_result
 from .identifiability import Identifiability, LeastSquaresPoint, residual_jacobian
 from .start_pose import (
     FixedStart,
@@ -231,7 +233,7 @@ class ShootingFit:
         optimization: the optimizer's account (history, iterations, evaluations); its
             message also counts the evaluations whose simulation failed.
         failed_evaluations: the points where a rollout failed (penalized for the line
-            search, see :mod:`sim_vine.fit.guarded`) with the simulator's messages.
+            search, see :mod:`codesign.optim.guarded`) with the simulator's messages.
         least_squares: the keypoint residuals [mm] and their Jacobian in the fitted
             parameters at the result (:meth:`identifiability` reads them).
         growth_rates: per recording, the growth rate of every frame interval the result's
