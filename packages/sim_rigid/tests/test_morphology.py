@@ -10,6 +10,7 @@ from codesign.testing import gradcheck
 from codesign.tree import tree_vdot
 from sim_rigid import RigidState
 from sim_rigid import morphology as mo
+from sim_rigid.components import check_sizes
 from sim_rigid.scene import make_simulator
 
 FIELDS = ("joint_q", "joint_qd", "joint_q_prev", "joint_qd_prev")
@@ -39,6 +40,16 @@ def test_assembly_by_number_of_phalanges():
         mo.assemble_finger(0)
     with pytest.raises(ValueError, match="cage_margin must be > 1"):
         mo.assemble_finger(1, cage_margin=1.0)
+    with pytest.raises(ValueError, match=r"finger sizes must be positive, got \{'width': -0.01\}"):
+        mo.assemble_finger(1, width=-0.01)
+
+
+def test_sizes_are_checked_by_name():
+    check_sizes("part", {"side": 0.02})
+    with pytest.raises(ValueError, match=r"part sizes must be positive, got \{'side': 0.0\}"):
+        check_sizes("part", {"side": 0.0, "depth": 0.01})
+    with pytest.raises(ValueError, match="cage_margin must be > 1 so the cage encloses"):
+        check_sizes("part", {"side": 0.02}, cage_margin=0.9)
 
 
 def test_rest_parameters_are_the_boxes(finger):

@@ -12,7 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["box_mesh"]
+__all__ = ["box_mesh", "check_sizes"]
+
+
+def check_sizes(kind: str, sizes: dict, *, cage_margin: float | None = None) -> None:
+    """Raise ValueError naming ``kind``'s ``sizes`` (name -> value) that are not positive,
+    or a ``cage_margin`` that is not above 1 (the cage must enclose the mesh)."""
+    bad = {k: v for k, v in sizes.items() if not float(v) > 0}
+    if bad:
+        raise ValueError(f"{kind} sizes must be positive, got {bad}")
+    if cage_margin is not None and not cage_margin > 1.0:
+        raise ValueError(f"cage_margin must be > 1 so the cage encloses the mesh, got "
+                         f"{cage_margin!r}")
 
 
 def box_mesh(low, high, divisions=(1, 1, 1)) -> tuple[np.ndarray, np.ndarray]:

@@ -41,7 +41,7 @@ import numpy as np
 from codesign import Parameter
 
 from .cage import mean_value_coordinates
-from .components import box_mesh
+from .components import box_mesh, check_sizes
 from .mesh_properties import deform, mass_properties, mass_properties_vjp
 
 __all__ = ["FINGER_NAMES", "FreeformGripper", "design", "design_jacobian", "design_vjp",
@@ -106,13 +106,8 @@ def freeform_gripper(*, side: float = 0.04, divisions: int = 6, cage_divisions: 
     ``cage_margin`` (> 1) times as large cut ``cage_divisions`` times per side, of
     ``density`` [kg/m³]; their centres ``opening`` [m] either side of the palm along y and
     ``drop`` [m] below it; inner handles move at most ``normal_travel`` [m] along y."""
-    sizes = dict(side=side, normal_travel=normal_travel, density=density, opening=opening)
-    bad = {k: v for k, v in sizes.items() if not float(v) > 0}
-    if bad:
-        raise ValueError(f"gripper sizes must be positive, got {bad}")
-    if not cage_margin > 1.0:
-        raise ValueError(f"cage_margin must be > 1 so the cage encloses the finger, got "
-                         f"{cage_margin!r}")
+    check_sizes("gripper", dict(side=side, normal_travel=normal_travel, density=density,
+                                opening=opening), cage_margin=cage_margin)
     for name, count in (("divisions", divisions), ("cage_divisions", cage_divisions)):
         if int(count) != count or count < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {count!r}")

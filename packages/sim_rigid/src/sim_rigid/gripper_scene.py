@@ -23,6 +23,7 @@ import numpy as np
 
 from codesign.controllers import OpenLoopController
 
+from .components import check_sizes
 from .freeform import FreeformGripper, design, freeform_gripper
 from .mesh_properties import mass_properties
 
@@ -43,10 +44,8 @@ def diamond_mesh(*, radius: float = 0.022, table_radius: float = 0.013, crown: f
     ``sides``-gon of circumradius ``table_radius`` [m] at z = -``crown``, the girdle of
     ``radius`` [m] at z = 0, the culet at z = ``pavilion`` [m]; a side of each polygon faces
     +y and -y (the fingers). Faces counter-clockwise seen from outside."""
-    sizes = dict(radius=radius, table_radius=table_radius, crown=crown, pavilion=pavilion)
-    bad = {k: v for k, v in sizes.items() if not float(v) > 0}
-    if bad:
-        raise ValueError(f"diamond sizes must be positive, got {bad}")
+    check_sizes("diamond", dict(radius=radius, table_radius=table_radius, crown=crown,
+                                pavilion=pavilion))
     if int(sides) != sides or sides < 3:
         raise ValueError(f"a diamond needs sides >= 3 (an integer), got {sides!r}")
     n = int(sides)

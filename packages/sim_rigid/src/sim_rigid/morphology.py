@@ -38,7 +38,7 @@ import dataclasses
 import numpy as np
 
 from .cage import mean_value_coordinates
-from .components import box_mesh
+from .components import box_mesh, check_sizes
 from .mesh_properties import (
     deform,
     deform_vjp,
@@ -107,14 +107,9 @@ def assemble_finger(phalanges: int, *, base_length: float = 0.02,
     the base's joint at ``mount`` [m] in the world."""
     if int(phalanges) != phalanges or phalanges < 1:
         raise ValueError(f"a finger needs phalanges >= 1 (an integer), got {phalanges!r}")
-    sizes = dict(base_length=base_length, phalanx_length=phalanx_length,
-                 tip_length=tip_length, width=width, height=height, density=density)
-    bad = {k: v for k, v in sizes.items() if not float(v) > 0}
-    if bad:
-        raise ValueError(f"finger sizes must be positive, got {bad}")
-    if not cage_margin > 1.0:
-        raise ValueError(f"cage_margin must be > 1 so the cage encloses the mesh, got "
-                         f"{cage_margin!r}")
+    check_sizes("finger", dict(base_length=base_length, phalanx_length=phalanx_length,
+                               tip_length=tip_length, width=width, height=height,
+                               density=density), cage_margin=cage_margin)
     n = int(phalanges) + 2
     link_names = ("base", *(f"phalanx{k}" for k in range(1, n - 1)), "tip")
     station_names = ("base", *(f"joint{k}" for k in range(1, n - 1)), "tip_joint", "tip")
