@@ -7,8 +7,9 @@ import numpy as np
 
 from codesign.testing import gradcheck
 
-NAMES = ("joint.origin", "contact.point")
-"""The design parameters checked: the kinematics and the pad's contact points."""
+NAMES = ("joint.origin", "joint.axis", "link.com", "contact.point")
+"""The design parameters checked: the kinematics (joint origins and axes), the centres of
+mass and the pad's contact points."""
 
 
 def check_pressing_gradients(simulator, action, *, eps: float, steps: int = 3,
