@@ -480,8 +480,9 @@ def link_frames_dual(model: RigidModel, origin, q, *,
 
 def link_frames(model: RigidModel, params: dict, q) -> tuple[np.ndarray, np.ndarray]:
     """World orientations (rotation matrices, link frame to world, (n, 3, 3)) and origins
-    [m] (n, 3) of the link frames at coordinates ``q`` (d,)."""
-    rotations, origins = link_frames_dual(model, np.asarray(params["joint_origin"])[None],
-                                          np.asarray(q, dtype=np.float64)[None],
-                                          axis=unit_axes(params["joint_axis"]))
+    [m] (n, 3) of the link frames at coordinates ``q`` (d,), from ``params``'
+    ``joint_origin`` and ``joint_axis`` (default the model's)."""
+    rotations, origins = link_frames_dual(
+        model, np.asarray(params["joint_origin"])[None], np.asarray(q, dtype=np.float64)[None],
+        axis=unit_axes(params.get("joint_axis", model.joint_axis)))
     return rotations[0], origins[0]
