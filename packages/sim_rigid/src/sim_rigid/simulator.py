@@ -77,6 +77,7 @@ class RigidSimulator:
                              iterations=int(newton_iterations), kernels=str(kernels))
         self.view, self.window = view, window
         self.action_size = len(model.actuated)
+        self._axis_joints = np.flatnonzero(model.joint_type <= JOINT_TYPES.index("prismatic"))
         self._design_space = self._build_design_space()
 
     # -- contract -----------------------------------------------------------------------
@@ -136,12 +137,13 @@ class RigidSimulator:
                                      if name in self._design_space})
         if np.any(params["link_mass"] <= 0):
             raise ValueError("link.mass must be positive for every link")
-        moving = self.model.joint_type <= JOINT_TYPES.index("prismatic")
-        norms = np.linalg.norm(params["joint_axis"], axis=1)
-        bad = np.flatnonzero(moving & ~(np.isfinite(norms) & (norms > 0.0)))
-        if bad.size:
+        axis = params["joint_axis"]
+        # squared lengths and one min: this runs on every step (NaN fails the test too)
+        lengths = (axis * axis).sum(axis=1)[self._axis_joints]
+        if not 0.0 < lengths.min(initial=1.0) < np.inf:
+            bad = self._axis_joints[~((lengths > 0.0) & (lengths < np.inf))]
             raise ValueError(f"joint.axis of joint {self.model.joint_names[bad[0]]!r} is "
-                             f"{params['joint_axis'][bad[0]].tolist()}: a revolute or "
+                             f"{axis[bad[0]].tolist()}: a revolute or "
                              f"prismatic joint needs a finite nonzero axis direction (it is "
                              f"normalized, so any length > 0 will do)")
         return params
