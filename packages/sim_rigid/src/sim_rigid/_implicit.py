@@ -156,13 +156,14 @@ def _unit_axes(direction):
 
 @numba.njit(cache=True)
 def _constant_duals(theta, rows):
-    """The parameters as dual arrays of ``rows`` rows with zero tangents (masses, inertias,
-    origins, unit joint axes, points, areas, coefficients), for passes that differentiate
-    along q and v."""
+    """The parameters as dual arrays of ``rows`` rows with zero tangents (origins, unit joint
+    axes, points, areas, coefficients), and the masses and inertias as constants of one row
+    (the recursion skips their tangents; their gradient is the virtual-power pass's), for
+    passes that differentiate along q, v and the joint frames."""
     mass, inertia, origin, points, area, coefficients = (theta[0], theta[1], theta[2],
                                                          theta[3], theta[4], theta[5])
-    out_mass = np.zeros((rows,) + mass.shape)
-    out_inertia = np.zeros((rows,) + inertia.shape)
+    out_mass = np.zeros((1,) + mass.shape)
+    out_inertia = np.zeros((1,) + inertia.shape)
     out_origin = np.zeros((rows,) + origin.shape)
     out_axis = np.zeros((rows,) + origin.shape)
     out_points = np.zeros((rows,) + points.shape)

@@ -121,15 +121,17 @@ def _cross_constant(a, c, out):
 
 @numba.njit(cache=True)
 def _rotate(rotation, x, transpose, out):
-    """out = R x (or Rᵀ x) for dual rotations (R, 3, 3) and dual vectors (R, 3)."""
+    """out = R x (or Rᵀ x) for dual rotations (R, 3, 3) and dual vectors (R, 3); a rotation
+    of one row is constant (zero tangents)."""
     rows = x.shape[0]
+    varies = rotation.shape[0] > 1
     for k in range(rows):
         for i in range(3):
             total = 0.0
             for j in range(3):
                 r0 = rotation[0, j, i] if transpose else rotation[0, i, j]
                 total += r0 * x[k, j]
-                if k > 0:
+                if k > 0 and varies:
                     rk = rotation[k, j, i] if transpose else rotation[k, i, j]
                     total += rk * x[0, j]
             out[k, i] = total
@@ -137,10 +139,12 @@ def _rotate(rotation, x, transpose, out):
 
 @numba.njit(cache=True)
 def _scale(s, x, out):
-    """out = s x for a dual scalar (R,) and a dual vector (R, 3)."""
+    """out = s x for a dual scalar (R,) and a dual vector (R, 3); a scalar of one row is
+    constant (zero tangents)."""
+    varies = s.shape[0] > 1
     for k in range(x.shape[0]):
         for i in range(3):
-            out[k, i] = s[0] * x[k, i] + (s[k] * x[0, i] if k > 0 else 0.0)
+            out[k, i] = s[0] * x[k, i] + (s[k] * x[0, i] if k > 0 and varies else 0.0)
 
 
 @numba.njit(cache=True)
@@ -162,22 +166,25 @@ def _skew_squared_entry(a, i, j):
 
 
 @numba.njit(cache=True)
-def _node_axis(nodes, axis, node, out):
-    """out = the node's dual unit axis (R, 3): its joint's row of the dual joint axes
+def _node_axes(nodes, axis):
+    """Every node's dual unit axis (N, R, 3): its joint's row of the dual joint axes
     ``axis`` (R, n, 3), or its constant axis with zero tangents."""
-    joint = nodes[7][node]
-    for k in range(out.shape[0]):
-        for i in range(3):
-            if joint >= 0:
-                out[k, i] = axis[k, joint, i]
-            else:
-                out[k, i] = nodes[2][node, i] if k == 0 else 0.0
+    count, rows = nodes[0].shape[0], axis.shape[0]
+    out = np.zeros((count, rows, 3))
+    for node in range(count):
+        joint = nodes[7][node]
+        if joint >= 0:
+            out[node] = axis[:, joint]
+        else:
+            out[node, 0] = nodes[2][node]
+    return out
 
 
 @numba.njit(cache=True)
-def _placement(nodes, node, origin, axis, q, rotation, offset):
+def _placement(nodes, node, origin, node_axis, q, rotation, offset):
     """The node's dual rotation to its parent's frame (R, 3, 3) and dual origin (R, 3), from
-    dual joint origins and unit axes (R, n, 3) and coordinates (R, d)."""
+    dual joint origins (R, n, 3), the node's dual unit axis (R, 3) (:func:`_node_axes`) and
+    dual coordinates (R, d)."""
     parent, kind, _, base, origin_joint, link, coordinate, axis_joint = nodes
     rows = q.shape[0]
     joint = origin_joint[node]
@@ -188,7 +195,7 @@ def _placement(nodes, node, origin, axis, q, rotation, offset):
                 rotation[k, i, j] = base[node, i, j] if k == 0 else 0.0
     c = coordinate[node]
     moving = axis_joint[node]
-    a = axis[0, moving] if moving >= 0 else nodes[2][node]
+    a = node_axis[0]
     if kind[node] == _REVOLUTE:
         angle = q[0, c]
         sin, cos = math.sin(angle), math.cos(angle)
@@ -210,7 +217,7 @@ def _placement(nodes, node, origin, axis, q, rotation, offset):
                     rotation[k, i, j] = q[k, c] * derivative
         if moving >= 0:  # along the axis: base (sin δK + (1 - cos)(δK K + K δK))
             for k in range(1, rows):
-                delta = axis[k, moving]
+                delta = node_axis[k]
                 if delta[0] == 0.0 and delta[1] == 0.0 and delta[2] == 0.0:
                     continue
                 turn = np.zeros((3, 3))
@@ -230,7 +237,7 @@ def _placement(nodes, node, origin, axis, q, rotation, offset):
                 offset[k, i] += q[k, c] * direction
         if moving >= 0:  # along the axis: q base δa
             for k in range(1, rows):
-                delta = axis[k, moving]
+                delta = node_axis[k]
                 for i in range(3):
                     offset[k, i] += q[0, c] * (base[node, i, 0] * delta[0]
                                                + base[node, i, 1] * delta[1]
@@ -595,12 +602,12 @@ def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offse
 
 
 @numba.njit(cache=True)
-def _motion(nodes, q, qd, qdd, origin, axis, gravity):
+def _motion(nodes, q, qd, qdd, origin, node_axis, gravity):
     """Every node's dual placement in its parent's frame (rotation (N, R, 3, 3), origin
     (N, R, 3)) and spatial velocity and acceleration in its own frame (ω, v, α, a, each
     (N, R, 3); the base accelerates at -gravity): the forward pass of the recursive
     Newton-Euler algorithm on dual coordinates, rates, accelerations (R, d), joint
-    origins and unit joint axes (R, n, 3)."""
+    origins (R, n, 3) and the nodes' unit axes (N, R, 3) (:func:`_node_axes`)."""
     parent, kind, _, base, origin_joint, link, coordinate, _ = nodes
     count, rows = parent.shape[0], q.shape[0]
     rotation = np.zeros((count, rows, 3, 3))
@@ -614,9 +621,9 @@ def _motion(nodes, q, qd, qdd, origin, axis, gravity):
     base_accel[0] = -gravity
     tmp = np.zeros((rows, 3))
     s_motion = np.zeros((rows, 3))
-    a = np.zeros((rows, 3))
     for node in range(count):
-        _placement(nodes, node, origin, axis, q, rotation[node], offset[node])
+        a = node_axis[node]
+        _placement(nodes, node, origin, a, q, rotation[node], offset[node])
         p = parent[node]
         if p < 0:
             w_p, v_p, dw_p, dv_p = zero, zero, zero, base_accel
@@ -624,7 +631,6 @@ def _motion(nodes, q, qd, qdd, origin, axis, gravity):
             w_p, v_p, dw_p, dv_p = w[p], v[p], dw[p], dv[p]
         c = coordinate[node]
         revolute, prismatic = kind[node] == _REVOLUTE, kind[node] == _PRISMATIC
-        _node_axis(nodes, axis, node, a)
         # ω = Rᵀ ω_p + s_ω q̇
         _rotate(rotation[node], w_p, True, w[node])
         # v = Rᵀ (v_p + ω_p × t) + s_v q̇
@@ -637,10 +643,16 @@ def _motion(nodes, q, qd, qdd, origin, axis, gravity):
         tmp += dv_p
         _rotate(rotation[node], tmp, True, dv[node])
         if c >= 0:
-            _scale(qd[:, c], a, s_motion)
+            # s q̇ and s q̈ by the product rule (the axis has tangents of its own)
+            for k in range(rows):
+                for i in range(3):
+                    s_motion[k, i] = qd[k, c] * a[0, i]
+                    tmp[k, i] = qdd[k, c] * a[0, i]
+                    if k > 0:
+                        s_motion[k, i] += qd[0, c] * a[k, i]
+                        tmp[k, i] += qdd[0, c] * a[k, i]
             if revolute:
                 w[node] += s_motion
-                _scale(qdd[:, c], a, tmp)
                 dw[node] += tmp
                 _cross(w[node], s_motion, tmp)
                 dw[node] += tmp
@@ -648,7 +660,6 @@ def _motion(nodes, q, qd, qdd, origin, axis, gravity):
                 dv[node] += tmp
             elif prismatic:
                 v[node] += s_motion
-                _scale(qdd[:, c], a, tmp)
                 dv[node] += tmp
                 _cross(w[node], s_motion, tmp)
                 dv[node] += tmp
@@ -661,10 +672,12 @@ def rnea(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, points, 
     """Dual joint forces (R, d) of dual coordinates, rates, accelerations (R, d), masses
     (R, n), plain centres of mass (n, 3), inertias (R, n, 3, 3), joint origins and unit joint
     axes (R, n, 3), contact points (R, c, 3), areas (R, c) and contact coefficients (R, 4),
-    contact forces subtracted (the reference's ``inverse_dynamics_tangents``)."""
+    contact forces subtracted (the reference's ``inverse_dynamics_tangents``). Masses and
+    inertias of one row are constants (no tangent rows to carry)."""
     parent, kind, _, base, origin_joint, link, coordinate, _ = nodes
     count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
-    rotation, offset, w, v, dw, dv = _motion(nodes, q, qd, qdd, origin, axis, gravity)
+    node_axis = _node_axes(nodes, axis)
+    rotation, offset, w, v, dw, dv = _motion(nodes, q, qd, qdd, origin, node_axis, gravity)
     torque = np.zeros((count, rows, 3))
     force = np.zeros((count, rows, 3))
     tmp = np.zeros((rows, 3))
@@ -710,12 +723,11 @@ def rnea(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, points, 
         _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
                         torque, force)
     tau = np.zeros((rows, d))
-    a = np.zeros((rows, 3))
     for node in range(count - 1, -1, -1):
         c = coordinate[node]
         if c >= 0:
             source = torque[node] if kind[node] == _REVOLUTE else force[node]
-            _node_axis(nodes, axis, node, a)
+            a = node_axis[node]
             for k in range(rows):
                 tau[k, c] = source[k, 0] * a[0, 0] + source[k, 1] * a[0, 1] + source[k, 2] * a[0, 2]
                 if k > 0:
@@ -737,6 +749,12 @@ def _cross3(a, b):
     """a × b for plain 3-vectors."""
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2],
                      a[0] * b[1] - a[1] * b[0]])
+
+
+@numba.njit(cache=True)
+def _cross_tuple(a, b):
+    """a × b as a tuple of 3 floats, for 3-vectors given as arrays or tuples."""
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
 @numba.njit(cache=True)
@@ -766,19 +784,23 @@ def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, mass, com, g_mass, 
         for i in range(3):
             for j in range(3):
                 g_inertia[body, i, j] += virtual_w[i] * alpha[j] + spin[i] * omega[j]
-        # along c_j (unit e): δp = m ω × e, δṗ = m α × e ; δn = e × ṗ + c × δṗ
-        # + ω × (e × p + c × δp) + v × δp, δf = δṗ + ω × δp
-        m = mass[body]
-        p, p_dot = m * rate, m * rate_dot
-        for j in range(3):
-            e = np.zeros(3)
-            e[j] = 1.0
-            dp, dp_dot = m * _cross3(omega, e), m * _cross3(alpha, e)
-            d_torque = (_cross3(e, p_dot) + _cross3(centre, dp_dot)
-                        + _cross3(omega, _cross3(e, p) + _cross3(centre, dp))
-                        + _cross3(velocity, dp))
-            d_force = dp_dot + _cross3(omega, dp)
-            g_com[body, j] += _dot(d_torque, virtual_w) + _dot(d_force, virtual_v)
+        # along δc: δp = m ω × δc, δṗ = m α × δc ; δn = δc × ṗ + c × δṗ + ω × (δc × p
+        # + c × δp) + v × δp, δf = δṗ + ω × δp; their power with (ω_λ, v_λ), rearranged by
+        # the scalar triple product into g · δc:
+        # g = m [ṗ/m × ω_λ + p/m × (ω_λ × ω) + (ω_λ × c) × α + ((ω_λ × ω) × c) × ω
+        #        + (ω_λ × v) × ω + v_λ × α + (v_λ × ω) × ω]
+        # in scalars (tuples): small arrays here would cost more than the arithmetic
+        lever = _cross_tuple(virtual_w, centre)
+        first = _cross_tuple(spin, centre)
+        second = _cross_tuple(virtual_w, velocity)
+        third = _cross_tuple(virtual_v, omega)
+        turned = (first[0] + second[0] + third[0], first[1] + second[1] + third[1],
+                  first[2] + second[2] + third[2])
+        for terms in (_cross_tuple(rate_dot, virtual_w), _cross_tuple(rate, spin),
+                      _cross_tuple(lever, alpha), _cross_tuple(turned, omega),
+                      _cross_tuple(virtual_v, alpha)):
+            for i in range(3):
+                g_com[body, i] += mass[body] * terms[i]
 
 
 @numba.njit(cache=True)
@@ -865,11 +887,12 @@ def rnea_parameter_vjp(nodes, contacts, q, qd, qdd, adjoint, mass, com, inertia,
     spatial velocity were the rates λ, and these parameters act only through their own
     node's body force or contact force."""
     d, n, c = q.shape[0], mass.shape[0], points.shape[0]
-    q_row, origin_row, axis_row = q.reshape(1, d), origin.reshape(1, n, 3), axis.reshape(1, n, 3)
+    q_row, origin_row = q.reshape(1, d), origin.reshape(1, n, 3)
+    node_axis = _node_axes(nodes, axis.reshape(1, n, 3))
     rotation, offset, w, v, dw, dv = _motion(nodes, q_row, qd.reshape(1, d),
-                                             qdd.reshape(1, d), origin_row, axis_row, gravity)
+                                             qdd.reshape(1, d), origin_row, node_axis, gravity)
     _, _, w_virtual, v_virtual, _, _ = _motion(nodes, q_row, adjoint.reshape(1, d),
-                                               np.zeros((1, d)), origin_row, axis_row, gravity)
+                                               np.zeros((1, d)), origin_row, node_axis, gravity)
     g_mass, g_com, g_inertia = np.zeros(n), np.zeros((n, 3)), np.zeros((n, 3, 3))
     _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, mass, com, g_mass, g_com,
                   g_inertia)
@@ -889,14 +912,13 @@ def mass_matrix(nodes, q, mass, com, inertia, origin, axis):
     count, d = parent.shape[0], q.shape[0]
     q_dual = q.reshape(1, d)
     origin_dual = origin.reshape(1, origin.shape[0], 3)
-    axis_dual = axis.reshape(1, axis.shape[0], 3)
-    node_axis = np.zeros((1, 3))
+    node_axis = _node_axes(nodes, axis.reshape(1, axis.shape[0], 3))
     rotation = np.zeros((1, 3, 3))
     offset = np.zeros((1, 3))
     transforms = np.zeros((count, 6, 6))
     composite = np.zeros((count, 6, 6))
     for node in range(count):
-        _placement(nodes, node, origin_dual, axis_dual, q_dual, rotation, offset)
+        _placement(nodes, node, origin_dual, node_axis[node], q_dual, rotation, offset)
         r, t = rotation[0], offset[0]
         skew_t = np.array([[0.0, -t[2], t[1]], [t[2], 0.0, -t[0]], [-t[1], t[0], 0.0]])
         transforms[node, :3, :3] = r.T
@@ -919,11 +941,10 @@ def mass_matrix(nodes, q, mass, com, inertia, origin, axis):
     matrix = np.zeros((d, d))
     subspace = np.zeros((count, 6))
     for node in range(count):
-        _node_axis(nodes, axis_dual, node, node_axis)
         if kind[node] == _REVOLUTE:
-            subspace[node, :3] = node_axis[0]
+            subspace[node, :3] = node_axis[node, 0]
         elif kind[node] == _PRISMATIC:
-            subspace[node, 3:] = node_axis[0]
+            subspace[node, 3:] = node_axis[node, 0]
     for node in range(count):
         row = coordinate[node]
         if row < 0:

@@ -79,6 +79,10 @@ class RigidSimulator:
         self.action_size = len(model.actuated)
         self._axis_joints = np.flatnonzero(model.joint_type <= JOINT_TYPES.index("prismatic"))
         self._design_space = self._build_design_space()
+        # built once: parameters() runs on every step and VJP (the model is immutable)
+        self._model_parameters = model.parameters()
+        self._design_fields = {name: field for name, field in DESIGN_FIELDS.items()
+                               if name in self._design_space}
 
     # -- contract -----------------------------------------------------------------------
 
@@ -132,9 +136,7 @@ class RigidSimulator:
     def parameters(self, design: dict) -> dict[str, np.ndarray]:
         """The model's :data:`~sim_rigid.model.PARAMETERS` with the design's values in place
         (float64), the one place the model's values meet the design's."""
-        params = fields_from_design(self.model.parameters(), design,
-                                    {name: field for name, field in DESIGN_FIELDS.items()
-                                     if name in self._design_space})
+        params = fields_from_design(self._model_parameters, design, self._design_fields)
         if np.any(params["link_mass"] <= 0):
             raise ValueError("link.mass must be positive for every link")
         axis = params["joint_axis"]
@@ -164,8 +166,7 @@ class RigidSimulator:
         :func:`parameters` at ``design`` (a renaming, whatever the design; a wrapper such as
         :class:`~sim_rigid.cage_design.CageSimulator` has the same pair and needs it)."""
         return {name: np.asarray(g_params[field], dtype=np.float64)
-                for name, field in DESIGN_FIELDS.items()
-                if field in g_params and name in self._design_space}
+                for name, field in self._design_fields.items() if field in g_params}
 
     def step(self, state: RigidState, action, design: dict, dt: float) -> RigidState:
         """Advance by ``dt`` [s]; pure."""
