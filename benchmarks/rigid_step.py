@@ -18,14 +18,14 @@ loss (200 Σ‖a‖² + 200 Σ‖p − p̂‖ at the control steps). The control
 2. times (median of ``--rounds``, one process, float64): sim_rigid's forward; forward +
    backward (√N checkpointed reverse sweep of ``codesign.Rollout``) with the controls
    free; forward + backward with the controls and every simulation parameter free (the
-   206 of the finger's design space: masses, inertias, joint origins, damping, contact
-   points, areas and coefficients); MuJoCo's forward (the loss computed as ours); and
-   forward finite differences through MuJoCo for as many parameters as the full gradient
-   (N + 1 episodes, run here, each with one control entry perturbed: a parameter's
-   episode costs the same), then prints the ratios and the anchors from the issue (the
-   authors' C++ code: reach forward 0.43–0.53 s, forward + backward with design gradients
-   1.2–1.5 s) and the target (gradients ≥ 20× faster than finite differences through
-   MuJoCo);
+   242 of the finger's design space: masses, centres of mass, inertias, joint origins and
+   axes, damping, contact points, areas and coefficients); MuJoCo's forward (the loss
+   computed as ours); and forward finite differences through MuJoCo for as many
+   parameters as the full gradient (N + 1 episodes, run here, each with one control entry
+   perturbed: a parameter's episode costs the same), then prints the ratios and the
+   anchors from the issue (the authors' C++ code: reach forward 0.43–0.53 s, forward +
+   backward with design gradients 1.2–1.5 s) and the target (gradients ≥ 20× faster than
+   finite differences through MuJoCo);
 3. compares the adjoint's control gradient with central differences through sim_rigid
    (a few entries) and with forward differences through MuJoCo (cosine), as a sanity check
    of what the finite-difference peer computes;

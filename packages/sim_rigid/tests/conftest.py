@@ -89,7 +89,7 @@ def models():
     return types.SimpleNamespace(arm4=arm4, mixed_tree=mixed_tree,
                                  mixed_tree_description=mixed_tree_description,
                                  box_description=box_description, random_point=random_point,
-                                 cuboid_mesh=cuboid_mesh)
+                                 cuboid_mesh=cuboid_mesh, tilted=tilted)
 
 
 @pytest.fixture(params=["arm4", "mixed_tree"])
@@ -100,16 +100,17 @@ def any_model(request):
 
 @pytest.fixture(scope="session")
 def paths_agree():
-    """``paths_agree(model, state, action, steps, dt, **settings)``: the compiled step and
-    VJP (``kernels="numba"``) equal the NumPy reference over ``steps`` steps; returns the
-    last state."""
+    """``paths_agree(model, state, action, steps, dt, *, params=None, **settings)``: the
+    compiled step and VJP (``kernels="numba"``) equal the NumPy reference over ``steps``
+    steps (at the model's parameters, those in ``params`` replaced); returns the last
+    state."""
     return _paths_agree
 
 
-def _paths_agree(model, state, action, steps, dt, **settings):
+def _paths_agree(model, state, action, steps, dt, *, params=None, **settings):
     """Take ``steps`` steps by both paths (SDIRK2's start, then BDF2), comparing the states
-    and every VJP to round-off."""
-    params = model.parameters()
+    and every VJP to round-off; ``params`` replace the model's parameters by name."""
+    params = model.parameters() | (params or {})
     d = model.coordinate_count
     g_next = RigidState(*(np.linspace(-1.0, 2.0, d) * (k + 1) for k in range(4)), None)
     for _ in range(steps):
@@ -158,6 +159,15 @@ def pressing_gradcheck():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.check_pressing_gradients
+
+
+def tilted(model, seed: int = 0) -> dict:
+    """Parameters off the model's: its joint axis directions turned and scaled off unit
+    length (the dynamics normalize them) and every centre of mass moved, by name."""
+    rng = np.random.default_rng(seed)
+    axes = model.joint_axis + 0.3 * rng.standard_normal(model.joint_axis.shape)
+    return {"joint_axis": axes * rng.uniform(0.5, 2.0, (model.link_count, 1)),
+            "link_com": model.link_com + 0.02 * rng.standard_normal(model.link_com.shape)}
 
 
 def random_point(model, seed: int = 0):

@@ -24,7 +24,7 @@ from sim_rigid.scene import SceneError, make_simulator
 EXAMPLE = Path(__file__).parents[1] / "src" / "sim_rigid" / "examples" / "assemble_cage.yaml"
 CONFIG = yaml.safe_load(EXAMPLE.read_text())
 OPTIONS = CONFIG["simulator"]["options"]
-SET_BY_THETA = {"link.mass", "link.inertia", "joint.origin", "contact.point"}
+SET_BY_THETA = {"link.mass", "link.com", "link.inertia", "joint.origin", "contact.point"}
 PRESS = {"right_phalanx1_joint": 0.3, "right_phalanx2_joint": 1.27,
          "box_slide_x": -0.0322, "box_slide_y": -0.02}
 """The right finger curled down, its tip's pad 1 mm inside the box's +x face (as
@@ -84,7 +84,7 @@ def test_each_fingers_layers_set_its_own_links_only(hand):
     finger = mo.design(left, theta_left)
     links = [model.link_names.index("left_" + name) for name in left.link_names]
     others = [k for k in range(model.link_count) if k not in links]
-    for name in ("link.mass", "link.inertia", "joint.origin"):
+    for name in ("link.mass", "link.com", "link.inertia", "joint.origin"):
         np.testing.assert_array_equal(expanded[name][links], finger[name])
         np.testing.assert_array_equal(expanded[name][others], base[name][others])
     on_left = np.isin(model.contact_link, links)

@@ -127,6 +127,7 @@ def test_gradients_through_contact_between_bodies(models, shape):
         g_state, _, g_p = step_vjp(model, before, np.zeros(2), params, dt, g_state)
         g_params = {k: g_params[k] + g_p[k] for k in params}
     assert np.abs(g_params["contact_area"]).max() > 0.0
+    assert np.abs(g_params["joint_axis"]).max() > 0.0  # the pusher's axis steers the touch
     inputs = {"state": {f: getattr(state, f) for f in fields}} | params
     grads = {"state": {f: getattr(g_state, f) for f in fields}} | g_params
     eps = {"contact_stiffness": 1e-1, "contact_damping": 1e-1, "friction_stiffness": 1e-4}
@@ -143,6 +144,7 @@ def test_compiled_steps_between_bodies_equal_the_reference(models, shape, paths_
     q, velocity = np.array([0.01, 0.05]), np.array([0.2, -0.5])
     state = RigidState(q, velocity, q, velocity, np.asarray(0, np.int64))
     paths_agree(model, state, np.array([1.0, -0.2]), 3, 1e-3)
+    paths_agree(model, state, np.array([1.0, -0.2]), 3, 1e-3, params=models.tilted(model, 2))
 
 
 def test_conformance_of_two_bodies_in_contact():

@@ -29,8 +29,11 @@ def _moving_state(model, seed):
                       np.asarray(0, dtype=np.int64))
 
 
-def _check(model, *, steps, dt=0.01, seed=0, start_count=0, **settings):
-    params = {k: np.array(v, dtype=np.float64) for k, v in model.parameters().items()}
+def _check(model, *, steps, dt=0.01, seed=0, start_count=0, overrides=None, **settings):
+    """gradcheck of every input group; ``overrides`` replace the model's parameters by name.
+    Returns the gradients by input group."""
+    params = {k: np.array(v, dtype=np.float64)
+              for k, v in (model.parameters() | (overrides or {})).items()}
     state = _moving_state(model, seed)
     state = RigidState(*(getattr(state, f) for f in FIELDS),
                        np.asarray(start_count, dtype=np.int64))
@@ -63,6 +66,7 @@ def _check(model, *, steps, dt=0.01, seed=0, start_count=0, **settings):
     for group in inputs:
         gradcheck(loss, inputs, grads, eps=EPS.get(group, 1e-4), relative_step=False,
                   groups=[group], directions=2, seed=seed).assert_ok()
+    return grads
 
 
 @pytest.mark.parametrize("steps", [1, 2])
@@ -79,6 +83,19 @@ def test_bdf2_steps_from_a_history(models):
     # a state that already has a previous step: BDF2 from the first step on, so the
     # previous coordinates and rates get their gradients
     _check(models.arm4(), steps=3, start_count=5, seed=3)
+
+
+@pytest.mark.parametrize("steps", [1, 3])
+@pytest.mark.parametrize("actuation", ["torque", "position"])
+def test_joint_axes_and_centres_of_mass_off_the_model(any_model, models, steps, actuation):
+    # tilted directions of other lengths: the normalization's VJP is part of the gradient;
+    # the mixed tree's free joint and fixed plate have no axis: zero gradient in their rows
+    grads = _check(any_model, steps=steps, actuation=actuation, seed=5,
+                   overrides=models.tilted(any_model, 6))
+    moving = any_model.joint_type <= 1
+    assert np.abs(grads["joint_axis"][moving]).min() > 1e-6
+    assert np.abs(grads["joint_axis"][~moving]).max(initial=0.0) == 0.0
+    assert np.abs(grads["link_com"]).max() > 1e-3
 
 
 def test_gears_and_an_unactuated_joint(models):

@@ -15,14 +15,15 @@ from sim_rigid.step import NewtonError, step, step_vjp
 
 
 def test_rnea_tangents_equal_the_reference(any_model, models):
-    params = any_model.parameters()
+    params = any_model.parameters() | models.tilted(any_model, 5)
     q, qd, qdd = models.random_point(any_model, seed=6)
     d, n = any_model.coordinate_count, any_model.link_count
     rng = np.random.default_rng(7)
     tangents = {"q": rng.standard_normal((3, d)), "qd": rng.standard_normal((3, d)),
                 "qdd": rng.standard_normal((3, d)), "link_mass": rng.standard_normal((3, n)),
                 "link_inertia": rng.standard_normal((3, n, 3, 3)),
-                "joint_origin": rng.standard_normal((3, n, 3))}
+                "joint_origin": rng.standard_normal((3, n, 3)),
+                "joint_axis": rng.standard_normal((3, n, 3))}
     expected = dynamics.inverse_dynamics_tangents(any_model, params, q, qd, qdd,
                                                   tangents=tangents)
     got = kernels.inverse_dynamics_tangents(any_model, params, q, qd, qdd, tangents=tangents)
@@ -32,16 +33,24 @@ def test_rnea_tangents_equal_the_reference(any_model, models):
                                atol=1e-13 * np.abs(expected).max())
 
 
+def test_the_compiled_recursion_takes_no_tangents_along_the_centres_of_mass(models):
+    model = models.arm4()
+    q = np.zeros(4)
+    with pytest.raises(ValueError, match="keeps the centres of mass constant"):
+        kernels.inverse_dynamics_tangents(model, model.parameters(), q, q, q,
+                                          tangents={"link_com": np.ones((1, 4, 3))})
+
+
 def test_mass_matrix_equals_the_reference(any_model, models):
-    params = any_model.parameters()
+    params = any_model.parameters() | models.tilted(any_model, 5)
     q, _, _ = models.random_point(any_model, seed=8)
     expected = dynamics.mass_matrix(any_model, params, q)
     np.testing.assert_allclose(kernels.mass_matrix(any_model, params, q), expected, rtol=0,
                                atol=1e-14 * np.abs(expected).max())
 
 
-def test_steps_and_vjps_equal_the_reference(any_model):
-    params = any_model.parameters()
+def test_steps_and_vjps_equal_the_reference(any_model, models):
+    params = any_model.parameters() | models.tilted(any_model, 4)
     d = any_model.coordinate_count
     state = RigidState(any_model.joint_rest, np.linspace(-1.0, 1.0, d), any_model.joint_rest,
                        np.zeros(d), np.asarray(0, dtype=np.int64))
@@ -111,8 +120,7 @@ def _box_on_obstacles(models, **fields):
                                friction_stiffness=20.0, **fields)
 
 
-def _parameter_vjp_matches_tangents(model, q, qd, qdd):
-    params = model.parameters()
+def _parameter_vjp_matches_tangents(model, params, q, qd, qdd):
     c = len(model.contact_link)
     blocks = {"link_mass": (model.link_count,), "link_inertia": (model.link_count, 3, 3),
               "contact_point": (c, 3), "contact_area": (c,)} | {
@@ -128,11 +136,21 @@ def _parameter_vjp_matches_tangents(model, q, qd, qdd):
         np.testing.assert_allclose(np.ravel(got[name]), want, rtol=0,
                                    atol=1e-13 * np.abs(expected).max(), err_msg=name)
         start += size
+    # the centres of mass against the reference's tangent rows (the compiled recursion
+    # keeps them constant)
+    identity = np.eye(3 * model.link_count).reshape(-1, model.link_count, 3)
+    want = dynamics.inverse_dynamics_tangents(model, params, q, qd, qdd,
+                                              tangents={"link_com": identity})[1:] @ adjoint
+    np.testing.assert_allclose(np.ravel(got["link_com"]), want, rtol=0,
+                               atol=1e-13 * np.abs(want).max())
+    assert np.abs(want).max() > 1e-3
     return got
 
 
 def test_parameter_vjp_equals_the_tangent_rows(any_model, models):
-    got = _parameter_vjp_matches_tangents(any_model, *models.random_point(any_model, seed=6))
+    got = _parameter_vjp_matches_tangents(any_model,
+                                          any_model.parameters() | models.tilted(any_model, 8),
+                                          *models.random_point(any_model, seed=6))
     assert np.abs(got["link_inertia"]).max() > 1e-3  # the masses and inertias act
 
 
@@ -140,8 +158,8 @@ def test_parameter_vjp_through_contact_equals_the_tangent_rows(models):
     q = np.array([0.0, 0.0, 0.099, 0.02, 0.01, -0.015])
     qd = np.array([0.02, 0.01, -0.05, 0.3, -0.2, 0.1])
     for sharpness in (0.0, 4.0):  # the hard stick-slip switch and the smooth law
-        got = _parameter_vjp_matches_tangents(
-            _box_on_obstacles(models, friction_sharpness=sharpness), q, qd, np.zeros(6))
+        model = _box_on_obstacles(models, friction_sharpness=sharpness)
+        got = _parameter_vjp_matches_tangents(model, model.parameters(), q, qd, np.zeros(6))
         assert np.abs(got["contact_point"]).max() > 1.0 and got["contact_stiffness"] != 0.0
 
 
@@ -149,9 +167,9 @@ def test_compiled_position_servo_steps_equal_the_reference(models, paths_agree):
     model = models.arm4()
     state = RigidState(model.joint_rest, np.linspace(-1.0, 1.0, 4), model.joint_rest,
                        np.zeros(4), np.asarray(0, dtype=np.int64))
-    paths_agree(model, state, np.array([0.3, -0.2, 0.5, 0.1]), 3, 0.01,
-                                actuation="position", servo_stiffness=40.0,
-                                servo_damping=2.0)
+    for params in (None, models.tilted(model, 9)):
+        paths_agree(model, state, np.array([0.3, -0.2, 0.5, 0.1]), 3, 0.01, params=params,
+                    actuation="position", servo_stiffness=40.0, servo_damping=2.0)
 
 
 def test_compiled_contact_steps_equal_the_reference(models, paths_agree):

@@ -18,21 +18,26 @@ def test_link_point_and_its_jacobians(any_model):
     rng = np.random.default_rng(1)
     q = model.joint_rest + rng.uniform(-0.4, 0.4, model.coordinate_count)
     origin = model.joint_origin + rng.uniform(-0.02, 0.02, model.joint_origin.shape)
+    axis = 2.0 * model.joint_axis + rng.uniform(-0.3, 0.3, model.joint_axis.shape)
     link = model.link_count - 1
-    rotation, frame = link_frames(model, {"joint_origin": origin}, q)
-    position = link_point(model, origin, q, link, POINT)
+    rotation, frame = link_frames(model, {"joint_origin": origin, "joint_axis": axis}, q)
+    position = link_point(model, origin, q, link, POINT, joint_axis=axis)
     np.testing.assert_allclose(position, frame[link] + rotation[link] @ POINT, atol=1e-15)
+    assert np.abs(position - link_point(model, origin, q, link, POINT)).max() > 1e-4
 
-    value, d_q, d_origin = link_point_jacobians(model, origin, q, link, POINT)
+    value, d_q, d_origin, d_axis = link_point_jacobians(model, origin, q, link, POINT,
+                                                        joint_axis=axis)
     np.testing.assert_allclose(value, position, atol=1e-15)
     weights = rng.normal(size=3)  # a scalar of the position, so gradcheck applies
 
     def scalar(inputs):
-        return float(weights @ link_point(model, inputs["origin"], inputs["q"], link, POINT))
+        return float(weights @ link_point(model, inputs["origin"], inputs["q"], link, POINT,
+                                          joint_axis=inputs["axis"]))
 
-    report = gradcheck(scalar, {"q": q, "origin": origin},
-                       {"q": weights @ d_q, "origin": np.einsum("i,ijk->jk", weights,
-                                                                  d_origin)})
+    report = gradcheck(scalar, {"q": q, "origin": origin, "axis": axis},
+                       {"q": weights @ d_q,
+                        "origin": np.einsum("i,ijk->jk", weights, d_origin),
+                        "axis": np.einsum("i,ijk->jk", weights, d_axis)})
     report.assert_ok()
 
 

@@ -39,13 +39,52 @@ def test_conformance_of_a_floating_tree(models):
 def test_design_parameters_replace_the_model_values(models):
     sim = RigidSimulator(models.arm4())
     design = sim.design_space().defaults()
-    assert set(design) == {"link.mass", "link.inertia", "joint.origin", "joint.damping"}
+    assert set(design) == {"link.mass", "link.com", "link.inertia", "joint.origin",
+                           "joint.axis", "joint.damping"}
     params = sim.parameters({**design, "link.mass": np.array([2.0, 3.0, 1.0, 1.0])})
     np.testing.assert_array_equal(params["link_mass"], [2.0, 3.0, 1.0, 1.0])
     with pytest.raises(ValueError, match="link.mass must be positive"):
         sim.parameters({"link.mass": np.array([1.0, 0.0, 1.0, 1.0])})
     with pytest.raises(ValueError, match=r"joint.origin.*shape \(4, 3\)"):
         sim.parameters({"joint.origin": np.zeros(3)})
+
+
+def test_centres_of_mass_and_joint_axes_are_design_parameters(models):
+    sim = RigidSimulator(models.arm4())
+    space = sim.design_space()
+    com, axis = space["link.com"], space["joint.axis"]
+    assert com.shape == axis.shape == (4, 3)
+    assert com.unit == "m" and com.entity == "link" and axis.entity == "joint"
+    np.testing.assert_array_equal(com.default_array(), sim.model.link_com)
+    np.testing.assert_array_equal(axis.default_array(), sim.model.joint_axis)
+    assert np.all(np.isinf(com.lower_array())) and np.all(np.isinf(com.upper_array()))
+    np.testing.assert_array_equal(axis.lower_array(), -np.ones((4, 3)))
+    np.testing.assert_array_equal(axis.upper_array(), np.ones((4, 3)))
+    design = space.defaults()
+    moved = sim.parameters(design | {"link.com": sim.model.link_com + 0.01})
+    np.testing.assert_array_equal(moved["link_com"], sim.model.link_com + 0.01)
+    # a direction of any length is the unit axis it points along; a moved centre of mass
+    # changes the motion
+    state = sim.initial_state(design)
+    action = np.array([0.3, -0.2, 0.1, 0.05])
+    unit = sim.step(state, action, design, 0.01)
+    longer = sim.step(state, action, design | {"joint.axis": 2.5 * sim.model.joint_axis}, 0.01)
+    np.testing.assert_allclose(longer.joint_q, unit.joint_q, rtol=0, atol=1e-14)
+    shifted = sim.step(state, action, design | {"link.com": sim.model.link_com + 0.01}, 0.01)
+    assert np.abs(shifted.joint_q - unit.joint_q).max() > 1e-6
+
+
+@pytest.mark.parametrize("bad", [np.zeros(3), np.array([np.nan, 0.0, 1.0])])
+def test_a_zero_or_nan_joint_axis_is_refused(models, bad):
+    sim = RigidSimulator(models.arm4())
+    design = sim.design_space().defaults()
+    axes = sim.model.joint_axis.copy()
+    axes[1] = bad
+    with pytest.raises(ValueError, match=r"joint.axis of joint 'shoulder' is .*finite "
+                                         r"nonzero axis direction"):
+        sim.parameters(design | {"joint.axis": axes})
+    with pytest.raises(ValueError, match="joint.axis of joint 'shoulder'"):
+        sim.step(sim.initial_state(design), np.zeros(4), design | {"joint.axis": axes}, 0.01)
 
 
 def test_a_robot_with_contact_points_gets_contact_parameters(models):

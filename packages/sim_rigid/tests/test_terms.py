@@ -44,22 +44,16 @@ def test_each_target_holds_over_its_window_and_the_value_is_the_distance(simulat
         np.linalg.norm(tip - TARGETS[1]), abs=1e-15)
 
 
-def test_gradient_with_respect_to_the_state_and_the_joint_origins(simulator):
+def test_gradient_with_respect_to_the_state_and_the_joint_origins_and_axes(simulator):
     term = _term(simulator)
-    design = simulator.design_space().defaults()
-    rng = np.random.default_rng(0)
-    state = simulator.initial_state(design)
-    state = tree_zeros_with(state, joint_q=rng.uniform(-0.5, 0.5, 2))
-    design["joint.origin"] = design["joint.origin"] + rng.uniform(-0.01, 0.01, (4, 3))
+    state, design = _moved(simulator, 0)
     g_state, g_action, g_design = term.grad(state, None, design, 7)
-    assert g_action is None and set(g_design) == {"joint.origin"}
-
-    def value(inputs):
-        moved = tree_zeros_with(state, joint_q=inputs["q"])
-        return term.value(moved, None, design | {"joint.origin": inputs["origin"]}, 7)
-
-    gradcheck(value, {"q": state.joint_q, "origin": design["joint.origin"]},
-              {"q": g_state.joint_q, "origin": g_design["joint.origin"]}).assert_ok()
+    assert g_action is None and set(g_design) == {"joint.origin", "joint.axis"}
+    # a tilted axis moves the tip: the term reads the design's axes, not the model's
+    assert term.value(state, None, design, 7) != pytest.approx(
+        term.value(state, None, design | {"joint.axis": simulator.model.joint_axis}, 7),
+        abs=1e-9)
+    _check_gradient(term, state, design, 7)
     assert term.grad(state, None, design, 0) == (None, None, None)
 
 
@@ -77,10 +71,12 @@ def test_bad_options_are_named(simulator):
 
 
 def _moved(simulator, seed):
-    """A design with moved joint origins and a state with random joint angles."""
+    """A design with moved joint origins and tilted joint axes of other lengths, and a state
+    with random joint angles."""
     design = simulator.design_space().defaults()
     rng = np.random.default_rng(seed)
     design["joint.origin"] = design["joint.origin"] + rng.uniform(-0.01, 0.01, (4, 3))
+    design["joint.axis"] = (design["joint.axis"] + rng.uniform(-0.2, 0.2, (4, 3))) * 1.5
     state = tree_zeros_with(simulator.initial_state(design),
                             joint_q=rng.uniform(-0.5, 0.5, 2))
     return state, design
@@ -92,12 +88,14 @@ def _check_gradient(term, state, design, control_step):
 
     def value(inputs):
         moved = tree_zeros_with(state, joint_q=inputs["q"])
-        return term.value(moved, None, design | {"joint.origin": inputs["origin"]},
-                          control_step)
+        return term.value(moved, None, design | {"joint.origin": inputs["origin"],
+                                                 "joint.axis": inputs["axis"]}, control_step)
 
-    inputs = {"q": state.joint_q, "origin": design["joint.origin"]}
+    inputs = {"q": state.joint_q, "origin": design["joint.origin"],
+              "axis": design["joint.axis"]}
     grads = {"q": g_state.joint_q,
-             "origin": (g_design or {}).get("joint.origin", np.zeros((4, 3)))}
+             "origin": (g_design or {}).get("joint.origin", np.zeros((4, 3))),
+             "axis": (g_design or {}).get("joint.axis", np.zeros((4, 3)))}
     gradcheck(value, inputs, grads).assert_ok()
 
 
@@ -157,8 +155,9 @@ def test_touch_point_follows_the_touched_link_until_its_time(simulator):
                       dt=0.01, substeps=2)
     state, design = _moved(simulator, 2)
     model, origin, q = simulator.model, design["joint.origin"], state.joint_q
-    offset = (link_point(model, origin, q, 3, [0.025, 0.0, -0.0075])
-              - link_point(model, origin, q, 1, [0.02, 0.0, 0.01]))
+    axis = design["joint.axis"]
+    offset = (link_point(model, origin, q, 3, [0.025, 0.0, -0.0075], joint_axis=axis)
+              - link_point(model, origin, q, 1, [0.02, 0.0, 0.01], joint_axis=axis))
     # control steps are 0.02 s apart: steps 1 to 4 are before 0.1 s, step 5 is at it
     assert [term.counts(k) for k in (0, 1, 4, 5)] == [False, True, True, False]
     assert term.value(state, None, design, 3) == pytest.approx(offset @ offset, abs=1e-15)

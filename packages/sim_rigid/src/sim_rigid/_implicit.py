@@ -4,8 +4,10 @@ analytic Jacobian, servo terms, penalty contact), and one call its VJP (the step
 the final Jacobian's LU factorization, the adjoint solve, ∂L/∂(state, action, θ)). The
 formulas and their order are :mod:`sim_rigid.step`'s NumPy path (``kernels="numpy"``), the
 readable reference these equal to round-off; only the parameter rows differ in method:
-∂L/∂(masses, inertias, contact points, areas, coefficients) come from one virtual-power
-pass (:func:`sim_rigid._kernels.rnea_parameter_vjp`) instead of one tangent row each.
+∂L/∂(masses, centres of mass, inertias, contact points, areas, coefficients) come from one
+virtual-power pass (:func:`sim_rigid._kernels.rnea_parameter_vjp`) instead of one tangent
+row each, and a joint axis takes two tangent rows (two directions across the unit axis,
+the only ones its normalization lets it move in) where the reference takes three.
 
 Arguments are plain tuples (:class:`Parameters`, :class:`Drive`, and the kernels' node and
 contact tuples) so a step crosses from Python once. A solve that does not converge returns
@@ -20,7 +22,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ._kernels import _dot, _matvec, mass_matrix, rnea, rnea_parameter_vjp
+from ._kernels import _cross3, _dot, _matvec, mass_matrix, rnea, rnea_parameter_vjp
 
 __all__ = ["ARMIJO", "CONVERGED", "Drive", "GAMMA", "NOT_CONVERGED", "Parameters",
            "SMALLEST_STEP", "step", "step_vjp"]
@@ -46,6 +48,8 @@ class Parameters(NamedTuple):
     coefficients: np.ndarray  # (4,) kn, kd, μ, kt
     damping: np.ndarray  # (d,) joint damping
     gravity: np.ndarray  # (3,) [m/s²]
+    com: np.ndarray  # (n, 3) centres of mass in the link frames [m]
+    axis: np.ndarray  # (n, 3) joint axis directions (normalized here; any length > 0)
 
 
 class Drive(NamedTuple):
@@ -138,20 +142,38 @@ def _servo(drive, action, q, v):
 
 
 @numba.njit(cache=True)
+def _unit_axes(direction):
+    """(unit axes (n, 3), norms (n,)) of joint axis directions (n, 3); a zero direction
+    (a fixed or free joint's, unused) stays zero."""
+    unit = np.zeros_like(direction)
+    norms = np.zeros(direction.shape[0])
+    for j in range(direction.shape[0]):
+        norms[j] = math.sqrt(_dot(direction[j], direction[j]))
+        if norms[j] > 0.0:
+            unit[j] = direction[j] / norms[j]
+    return unit, norms
+
+
+@numba.njit(cache=True)
 def _constant_duals(theta, rows):
-    """The parameters as dual arrays of ``rows`` rows with zero tangents (masses, inertias,
-    origins, points, areas, coefficients), for passes that differentiate along q and v."""
+    """The parameters as dual arrays of ``rows`` rows with zero tangents (origins, unit joint
+    axes, points, areas, coefficients), and the masses and inertias as constants of one row
+    (the recursion skips their tangents; their gradient is the virtual-power pass's), for
+    passes that differentiate along q, v and the joint frames."""
     mass, inertia, origin, points, area, coefficients = (theta[0], theta[1], theta[2],
                                                          theta[3], theta[4], theta[5])
-    out_mass = np.zeros((rows,) + mass.shape)
-    out_inertia = np.zeros((rows,) + inertia.shape)
+    out_mass = np.zeros((1,) + mass.shape)
+    out_inertia = np.zeros((1,) + inertia.shape)
     out_origin = np.zeros((rows,) + origin.shape)
+    out_axis = np.zeros((rows,) + origin.shape)
     out_points = np.zeros((rows,) + points.shape)
     out_area = np.zeros((rows,) + area.shape)
     out_coefficients = np.zeros((rows, 4))
     out_mass[0], out_inertia[0], out_origin[0] = mass, inertia, origin
+    out_axis[0] = _unit_axes(theta[9])[0]
     out_points[0], out_area[0], out_coefficients[0] = points, area, coefficients
-    return out_mass, out_inertia, out_origin, out_points, out_area, out_coefficients
+    return (out_mass, out_inertia, out_origin, out_axis, out_points, out_area,
+            out_coefficients)
 
 
 @numba.njit(cache=True)
@@ -171,9 +193,9 @@ def _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, duals
         q_dual[k, k - 1] = c
         v_dual[k, k - 1] = 1.0
         a_dual[k, k - 1] = 1.0 / c
-    mass, inertia, origin, points, area, coefficients = duals
-    tau = rnea(nodes, contacts, q_dual, v_dual, a_dual, mass, inertia, origin, points, area,
-               coefficients, theta[7])
+    mass, inertia, origin, axis, points, area, coefficients = duals
+    tau = rnea(nodes, contacts, q_dual, v_dual, a_dual, mass, theta[8], inertia, origin, axis,
+               points, area, coefficients, theta[7])
     damping = theta[6]
     residual = tau[0] + damping * v - _servo(drive, action, q, v)
     if not jacobian:
@@ -272,31 +294,67 @@ def step(nodes, contacts, theta, drive, action, q, qd, q_prev, qd_prev, count, d
 
 
 @numba.njit(cache=True)
+def _axis_joints(nodes, n):
+    """The joints whose axis some node turns about or slides along (revolute, prismatic),
+    in order, (m,) int64."""
+    used = np.zeros(n, dtype=np.bool_)
+    for joint in nodes[7]:
+        if joint >= 0:
+            used[joint] = True
+    return np.flatnonzero(used)
+
+
+@numba.njit(cache=True)
+def _across(axis):
+    """Two unit vectors (2, 3) orthogonal to the unit ``axis`` and to each other: the
+    directions a normalized axis can move in."""
+    helper = np.zeros(3)
+    helper[np.argmin(np.abs(axis))] = 1.0
+    first = _cross3(axis, helper)
+    first /= math.sqrt(_dot(first, first))
+    out = np.zeros((2, 3))
+    out[0] = first
+    out[1] = _cross3(axis, first)
+    return out
+
+
+@numba.njit(cache=True)
 def _solve_vjp(nodes, contacts, theta, drive, action, q_base, v_base, c, v, g_q, g_v,
                g_action, g_parameters):
     """(∂L/∂q_b, ∂L/∂v_b) of a solution v given ∂L/∂q and ∂L/∂v of its outputs q = q_b +
     c v and v; adds ∂L/∂action to ``g_action`` and ∂L/∂θ to ``g_parameters`` (masses,
-    inertias, origins, damping, points, areas, coefficients)."""
-    mass, inertia, origin, points, area, coefficients, damping, gravity = theta
+    inertias, origins, damping, points, areas, coefficients, centres of mass, axis
+    directions)."""
+    mass, inertia, origin, points, area, coefficients, damping, gravity, com, direction = theta
     d, n = v.shape[0], mass.shape[0]
     q = q_base + c * v
     a = (v - v_base) / c
-    # tangents along q, v (the Jacobian's two halves) and every joint origin coordinate
-    rows = 1 + 2 * d + 3 * n
+    unit, norms = _unit_axes(direction)
+    moving = _axis_joints(nodes, n)
+    # tangents along q, v (the Jacobian's two halves), every joint origin coordinate, and two
+    # directions across each revolute or prismatic joint's unit axis
+    first_axis = 1 + 2 * d + 3 * n
+    rows = first_axis + 2 * moving.shape[0]
     q_dual, v_dual, a_dual = np.zeros((rows, d)), np.zeros((rows, d)), np.zeros((rows, d))
     q_dual[0], v_dual[0], a_dual[0] = q, v, a
     for k in range(d):
         q_dual[1 + k, k] = 1.0
         v_dual[1 + d + k, k] = 1.0
     duals = _constant_duals(theta, rows)
-    origin_dual = duals[2]
+    origin_dual, axis_dual = duals[2], duals[3]
     for k in range(3 * n):
         origin_dual[1 + 2 * d + k, k // 3, k % 3] = 1.0
-    tau = rnea(nodes, contacts, q_dual, v_dual, a_dual, duals[0], duals[1], origin_dual,
-               duals[3], duals[4], duals[5], gravity)
-    d_q, d_v, d_origin = tau[1:1 + d], tau[1 + d:1 + 2 * d], tau[1 + 2 * d:]
+    across = np.zeros((moving.shape[0], 2, 3))
+    for t in range(moving.shape[0]):
+        across[t] = _across(unit[moving[t]])
+        axis_dual[first_axis + 2 * t, moving[t]] = across[t, 0]
+        axis_dual[first_axis + 2 * t + 1, moving[t]] = across[t, 1]
+    tau = rnea(nodes, contacts, q_dual, v_dual, a_dual, duals[0], com, duals[1], origin_dual,
+               axis_dual, duals[4], duals[5], duals[6], gravity)
+    d_q, d_v = tau[1:1 + d], tau[1 + d:1 + 2 * d]
+    d_origin, d_axis = tau[1 + 2 * d:first_axis], tau[first_axis:]
     gain_q, gain_v = _gains(drive, d)
-    inertia_matrix = mass_matrix(nodes, q, mass, inertia, origin)
+    inertia_matrix = mass_matrix(nodes, q, mass, com, inertia, origin, unit)
     matrix = c * d_q.T + d_v.T + inertia_matrix / c
     for k in range(d):
         matrix[k, k] += damping[k] + c * gain_q[k] + gain_v[k]
@@ -307,13 +365,21 @@ def _solve_vjp(nodes, contacts, theta, drive, action, q_base, v_base, c, v, g_q,
     actuated, gear, position, stiffness, _ = drive
     for k in range(actuated.shape[0]):
         g_action[k] += adjoint[actuated[k]] * (stiffness if position else gear[k])
-    g_mass, g_inertia, g_origin, g_damping, g_points, g_area, g_coefficients = g_parameters
+    (g_mass, g_inertia, g_origin, g_damping, g_points, g_area, g_coefficients, g_com,
+     g_axis) = g_parameters
     g_origin -= _matvec(d_origin, adjoint).reshape(n, 3)
+    # the direction u's gradient: (I - a aᵀ)/|u| maps it to a's, spanned by the two rows
+    g_across = _matvec(d_axis, adjoint)
+    for t in range(moving.shape[0]):
+        j = moving[t]
+        g_axis[j] -= (g_across[2 * t] * across[t, 0]
+                      + g_across[2 * t + 1] * across[t, 1]) / norms[j]
     g_damping -= adjoint * v
-    p_mass, p_inertia, p_points, p_area, p_coefficients = rnea_parameter_vjp(
-        nodes, contacts, q, v, a, adjoint, mass, inertia, origin, points, area, coefficients,
-        gravity)
+    p_mass, p_com, p_inertia, p_points, p_area, p_coefficients = rnea_parameter_vjp(
+        nodes, contacts, q, v, a, adjoint, mass, com, inertia, origin, unit, points, area,
+        coefficients, gravity)
     g_mass -= p_mass
+    g_com -= p_com
     g_inertia -= p_inertia
     g_points -= p_points
     g_area -= p_area
@@ -327,11 +393,12 @@ def step_vjp(nodes, contacts, theta, drive, action, q, qd, q_prev, qd_prev, coun
     """The step again and its VJP (:func:`sim_rigid.step.step_vjp`) given ∂L/∂(next q, qd,
     q_prev, qd_prev) (d,) each: (status, |r|, last update, ∂L/∂(q, qd, q_prev, qd_prev)
     (4, d), ∂L/∂action (a,), ∂L/∂θ as (masses (n,), inertias (n, 3, 3), origins (n, 3),
-    damping (d,), points (c, 3), areas (c,), coefficients (4,)))."""
+    damping (d,), points (c, 3), areas (c,), coefficients (4,), centres of mass (n, 3), axis
+    directions (n, 3)))."""
     d = q.shape[0]
     g_parameters = (np.zeros_like(theta[0]), np.zeros_like(theta[1]), np.zeros_like(theta[2]),
                     np.zeros_like(theta[6]), np.zeros_like(theta[3]), np.zeros_like(theta[4]),
-                    np.zeros(4))
+                    np.zeros(4), np.zeros_like(theta[8]), np.zeros_like(theta[9]))
     g_action = np.zeros(drive[0].shape[0])
     g_state = np.zeros((4, d))
     stages, q_base, v_base, solution, c, status, norm, update = _stages(

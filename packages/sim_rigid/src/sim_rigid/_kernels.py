@@ -4,7 +4,11 @@ composite-rigid-body algorithm, equal to the NumPy reference in :mod:`sim_rigid.
 
 Dual arrays as in the reference: row 0 a value, rows 1..K its tangents along K directions;
 every product of two dual quantities applies the product rule row by row, products with
-constants act on every row. Entry points take :class:`NodeArrays` as a plain tuple.
+constants act on every row. Entry points take :class:`NodeArrays` as a plain tuple, and
+the parameters that the model's nodes share (joint origins, unit joint axes, centres of
+mass) as arrays by joint or link: the joint axes as dual arrays (their tangents carried like
+the joint origins'), the centres of mass as plain ones (their gradient comes from the
+virtual-power pass, :func:`rnea_parameter_vjp`).
 """
 
 from __future__ import annotations
@@ -27,12 +31,12 @@ class NodeArrays(NamedTuple):
 
     parent: np.ndarray  # (N,) int64, -1 the world
     kind: np.ndarray  # (N,) int64: 0 revolute, 1 prismatic, 2 fixed
-    axis: np.ndarray  # (N, 3)
+    axis: np.ndarray  # (N, 3) constant axes (a free joint's nodes)
     rotation: np.ndarray  # (N, 3, 3) joint frame in the parent node's frame
     origin_joint: np.ndarray  # (N,) int64, -1 none
     link: np.ndarray  # (N,) int64, -1 massless
     coordinate: np.ndarray  # (N,) int64, -1 fixed
-    com: np.ndarray  # (N, 3) centre of mass of the node's link [m] (0 when massless)
+    axis_joint: np.ndarray  # (N,) int64: the joint whose axis the node has, -1 constant
 
 
 class Contacts(NamedTuple):
@@ -117,15 +121,17 @@ def _cross_constant(a, c, out):
 
 @numba.njit(cache=True)
 def _rotate(rotation, x, transpose, out):
-    """out = R x (or Rᵀ x) for dual rotations (R, 3, 3) and dual vectors (R, 3)."""
+    """out = R x (or Rᵀ x) for dual rotations (R, 3, 3) and dual vectors (R, 3); a rotation
+    of one row is constant (zero tangents)."""
     rows = x.shape[0]
+    varies = rotation.shape[0] > 1
     for k in range(rows):
         for i in range(3):
             total = 0.0
             for j in range(3):
                 r0 = rotation[0, j, i] if transpose else rotation[0, i, j]
                 total += r0 * x[k, j]
-                if k > 0:
+                if k > 0 and varies:
                     rk = rotation[k, j, i] if transpose else rotation[k, i, j]
                     total += rk * x[0, j]
             out[k, i] = total
@@ -133,10 +139,12 @@ def _rotate(rotation, x, transpose, out):
 
 @numba.njit(cache=True)
 def _scale(s, x, out):
-    """out = s x for a dual scalar (R,) and a dual vector (R, 3)."""
+    """out = s x for a dual scalar (R,) and a dual vector (R, 3); a scalar of one row is
+    constant (zero tangents)."""
+    varies = s.shape[0] > 1
     for k in range(x.shape[0]):
         for i in range(3):
-            out[k, i] = s[0] * x[k, i] + (s[k] * x[0, i] if k > 0 else 0.0)
+            out[k, i] = s[0] * x[k, i] + (s[k] * x[0, i] if k > 0 and varies else 0.0)
 
 
 @numba.njit(cache=True)
@@ -158,9 +166,26 @@ def _skew_squared_entry(a, i, j):
 
 
 @numba.njit(cache=True)
-def _placement(nodes, node, origin, q, rotation, offset):
-    """The node's dual rotation to its parent's frame (R, 3, 3) and dual origin (R, 3)."""
-    parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
+def _node_axes(nodes, axis):
+    """Every node's dual unit axis (N, R, 3): its joint's row of the dual joint axes
+    ``axis`` (R, n, 3), or its constant axis with zero tangents."""
+    count, rows = nodes[0].shape[0], axis.shape[0]
+    out = np.zeros((count, rows, 3))
+    for node in range(count):
+        joint = nodes[7][node]
+        if joint >= 0:
+            out[node] = axis[:, joint]
+        else:
+            out[node, 0] = nodes[2][node]
+    return out
+
+
+@numba.njit(cache=True)
+def _placement(nodes, node, origin, node_axis, q, rotation, offset):
+    """The node's dual rotation to its parent's frame (R, 3, 3) and dual origin (R, 3), from
+    dual joint origins (R, n, 3), the node's dual unit axis (R, 3) (:func:`_node_axes`) and
+    dual coordinates (R, d)."""
+    parent, kind, _, base, origin_joint, link, coordinate, axis_joint = nodes
     rows = q.shape[0]
     joint = origin_joint[node]
     for k in range(rows):
@@ -169,7 +194,8 @@ def _placement(nodes, node, origin, q, rotation, offset):
             for j in range(3):
                 rotation[k, i, j] = base[node, i, j] if k == 0 else 0.0
     c = coordinate[node]
-    a = axis[node]
+    moving = axis_joint[node]
+    a = node_axis[0]
     if kind[node] == _REVOLUTE:
         angle = q[0, c]
         sin, cos = math.sin(angle), math.cos(angle)
@@ -189,11 +215,33 @@ def _placement(nodes, node, origin, q, rotation, offset):
                     derivative += rotation[0, i, m] * _skew_entry(a, m, j)
                 for k in range(1, rows):
                     rotation[k, i, j] = q[k, c] * derivative
+        if moving >= 0:  # along the axis: base (sin δK + (1 - cos)(δK K + K δK))
+            for k in range(1, rows):
+                delta = node_axis[k]
+                if delta[0] == 0.0 and delta[1] == 0.0 and delta[2] == 0.0:
+                    continue
+                turn = np.zeros((3, 3))
+                for i in range(3):
+                    for j in range(3):
+                        total = sin * _skew_entry(delta, i, j)
+                        for m in range(3):
+                            total += (1.0 - cos) * (
+                                _skew_entry(delta, i, m) * _skew_entry(a, m, j)
+                                + _skew_entry(a, i, m) * _skew_entry(delta, m, j))
+                        turn[i, j] = total
+                rotation[k] += _matmul(base[node], turn)
     elif kind[node] == _PRISMATIC:
         for i in range(3):
             direction = base[node, i, 0] * a[0] + base[node, i, 1] * a[1] + base[node, i, 2] * a[2]
             for k in range(rows):
                 offset[k, i] += q[k, c] * direction
+        if moving >= 0:  # along the axis: q base δa
+            for k in range(1, rows):
+                delta = node_axis[k]
+                for i in range(3):
+                    offset[k, i] += q[0, c] * (base[node, i, 0] * delta[0]
+                                               + base[node, i, 1] * delta[1]
+                                               + base[node, i, 2] * delta[2])
 
 
 @numba.njit(cache=True)
@@ -554,13 +602,13 @@ def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offse
 
 
 @numba.njit(cache=True)
-def _motion(nodes, q, qd, qdd, origin, gravity):
+def _motion(nodes, q, qd, qdd, origin, node_axis, gravity):
     """Every node's dual placement in its parent's frame (rotation (N, R, 3, 3), origin
     (N, R, 3)) and spatial velocity and acceleration in its own frame (ω, v, α, a, each
     (N, R, 3); the base accelerates at -gravity): the forward pass of the recursive
-    Newton-Euler algorithm on dual coordinates, rates, accelerations (R, d) and joint
-    origins (R, n, 3)."""
-    parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
+    Newton-Euler algorithm on dual coordinates, rates, accelerations (R, d), joint
+    origins (R, n, 3) and the nodes' unit axes (N, R, 3) (:func:`_node_axes`)."""
+    parent, kind, _, base, origin_joint, link, coordinate, _ = nodes
     count, rows = parent.shape[0], q.shape[0]
     rotation = np.zeros((count, rows, 3, 3))
     offset = np.zeros((count, rows, 3))
@@ -574,7 +622,8 @@ def _motion(nodes, q, qd, qdd, origin, gravity):
     tmp = np.zeros((rows, 3))
     s_motion = np.zeros((rows, 3))
     for node in range(count):
-        _placement(nodes, node, origin, q, rotation[node], offset[node])
+        a = node_axis[node]
+        _placement(nodes, node, origin, a, q, rotation[node], offset[node])
         p = parent[node]
         if p < 0:
             w_p, v_p, dw_p, dv_p = zero, zero, zero, base_accel
@@ -582,7 +631,6 @@ def _motion(nodes, q, qd, qdd, origin, gravity):
             w_p, v_p, dw_p, dv_p = w[p], v[p], dw[p], dv[p]
         c = coordinate[node]
         revolute, prismatic = kind[node] == _REVOLUTE, kind[node] == _PRISMATIC
-        a = axis[node]
         # ω = Rᵀ ω_p + s_ω q̇
         _rotate(rotation[node], w_p, True, w[node])
         # v = Rᵀ (v_p + ω_p × t) + s_v q̇
@@ -595,38 +643,41 @@ def _motion(nodes, q, qd, qdd, origin, gravity):
         tmp += dv_p
         _rotate(rotation[node], tmp, True, dv[node])
         if c >= 0:
+            # s q̇ and s q̈ by the product rule (the axis has tangents of its own)
             for k in range(rows):
                 for i in range(3):
-                    s_motion[k, i] = qd[k, c] * a[i]
+                    s_motion[k, i] = qd[k, c] * a[0, i]
+                    tmp[k, i] = qdd[k, c] * a[0, i]
+                    if k > 0:
+                        s_motion[k, i] += qd[0, c] * a[k, i]
+                        tmp[k, i] += qdd[0, c] * a[k, i]
             if revolute:
                 w[node] += s_motion
-                for k in range(rows):
-                    for i in range(3):
-                        dw[node][k, i] += qdd[k, c] * a[i]
+                dw[node] += tmp
                 _cross(w[node], s_motion, tmp)
                 dw[node] += tmp
                 _cross(v[node], s_motion, tmp)
                 dv[node] += tmp
             elif prismatic:
                 v[node] += s_motion
-                for k in range(rows):
-                    for i in range(3):
-                        dv[node][k, i] += qdd[k, c] * a[i]
+                dv[node] += tmp
                 _cross(w[node], s_motion, tmp)
                 dv[node] += tmp
     return rotation, offset, w, v, dw, dv
 
 
 @numba.njit(cache=True)
-def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coefficients,
-         gravity):
+def rnea(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, points, area,
+         coefficients, gravity):
     """Dual joint forces (R, d) of dual coordinates, rates, accelerations (R, d), masses
-    (R, n), inertias (R, n, 3, 3), joint origins (R, n, 3), contact points (R, c, 3), areas
-    (R, c) and contact coefficients (R, 4), contact forces subtracted (the reference's
-    ``inverse_dynamics_tangents``)."""
-    parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
+    (R, n), plain centres of mass (n, 3), inertias (R, n, 3, 3), joint origins and unit joint
+    axes (R, n, 3), contact points (R, c, 3), areas (R, c) and contact coefficients (R, 4),
+    contact forces subtracted (the reference's ``inverse_dynamics_tangents``). Masses and
+    inertias of one row are constants (no tangent rows to carry)."""
+    parent, kind, _, base, origin_joint, link, coordinate, _ = nodes
     count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
-    rotation, offset, w, v, dw, dv = _motion(nodes, q, qd, qdd, origin, gravity)
+    node_axis = _node_axes(nodes, axis)
+    rotation, offset, w, v, dw, dv = _motion(nodes, q, qd, qdd, origin, node_axis, gravity)
     torque = np.zeros((count, rows, 3))
     force = np.zeros((count, rows, 3))
     tmp = np.zeros((rows, 3))
@@ -637,7 +688,7 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coeff
     for node in range(count):
         body = link[node]
         if body >= 0:
-            centre = com[node]
+            centre = com[body]
             m_dual = mass[:, body]
             i_dual = inertia[:, body]
             # p = m (v + ω × c), ṗ = m (a + α × c)
@@ -676,9 +727,12 @@ def rnea(nodes, contacts, q, qd, qdd, mass, inertia, origin, points, area, coeff
         c = coordinate[node]
         if c >= 0:
             source = torque[node] if kind[node] == _REVOLUTE else force[node]
+            a = node_axis[node]
             for k in range(rows):
-                tau[k, c] = (source[k, 0] * axis[node, 0] + source[k, 1] * axis[node, 1]
-                             + source[k, 2] * axis[node, 2])
+                tau[k, c] = source[k, 0] * a[0, 0] + source[k, 1] * a[0, 1] + source[k, 2] * a[0, 2]
+                if k > 0:
+                    tau[k, c] += (source[0, 0] * a[k, 0] + source[0, 1] * a[k, 1]
+                                  + source[0, 2] * a[k, 2])
         p = parent[node]
         if p >= 0:
             _rotate(rotation[node], force[node], False, tmp)
@@ -698,16 +752,24 @@ def _cross3(a, b):
 
 
 @numba.njit(cache=True)
-def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, g_mass, g_inertia):
-    """Add λᵀ ∂τ/∂(masses, inertias) to ``g_mass`` (n,) and ``g_inertia`` (n, 3, 3), from
-    each node's motion and its virtual velocity V(λ) (plain (N, 1, 3) arrays): a link's
+def _cross_tuple(a, b):
+    """a × b as a tuple of 3 floats, for 3-vectors given as arrays or tuples."""
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+@numba.njit(cache=True)
+def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, mass, com, g_mass, g_com,
+                  g_inertia):
+    """Add λᵀ ∂τ/∂(masses, centres of mass, inertias) to ``g_mass`` (n,), ``g_com`` (n, 3)
+    and ``g_inertia`` (n, 3, 3), from each node's motion and its virtual velocity V(λ)
+    (plain (N, 1, 3) arrays) at masses (n,) and centres (n, 3): a link's
     parameters enter only its own body force F, whose virtual power is F · V(λ)."""
-    link, com = nodes[5], nodes[7]
+    link = nodes[5]
     for node in range(link.shape[0]):
         body = link[node]
         if body < 0:
             continue
-        centre = com[node]
+        centre = com[body]
         omega, velocity, alpha = w[node, 0], v[node, 0], dw[node, 0]
         rate = v[node, 0] + _cross3(omega, centre)  # p / m
         rate_dot = dv[node, 0] + _cross3(alpha, centre)  # ṗ / m
@@ -722,6 +784,23 @@ def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, g_mass, g_inertia):
         for i in range(3):
             for j in range(3):
                 g_inertia[body, i, j] += virtual_w[i] * alpha[j] + spin[i] * omega[j]
+        # along δc: δp = m ω × δc, δṗ = m α × δc ; δn = δc × ṗ + c × δṗ + ω × (δc × p
+        # + c × δp) + v × δp, δf = δṗ + ω × δp; their power with (ω_λ, v_λ), rearranged by
+        # the scalar triple product into g · δc:
+        # g = m [ṗ/m × ω_λ + p/m × (ω_λ × ω) + (ω_λ × c) × α + ((ω_λ × ω) × c) × ω
+        #        + (ω_λ × v) × ω + v_λ × α + (v_λ × ω) × ω]
+        # in scalars (tuples): small arrays here would cost more than the arithmetic
+        lever = _cross_tuple(virtual_w, centre)
+        first = _cross_tuple(spin, centre)
+        second = _cross_tuple(virtual_w, velocity)
+        third = _cross_tuple(virtual_v, omega)
+        turned = (first[0] + second[0] + third[0], first[1] + second[1] + third[1],
+                  first[2] + second[2] + third[2])
+        for terms in (_cross_tuple(rate_dot, virtual_w), _cross_tuple(rate, spin),
+                      _cross_tuple(lever, alpha), _cross_tuple(turned, omega),
+                      _cross_tuple(virtual_v, alpha)):
+            for i in range(3):
+                g_com[body, i] += mass[body] * terms[i]
 
 
 @numba.njit(cache=True)
@@ -798,43 +877,48 @@ def _contact_vjp(nodes, contacts, rotation, offset, w, v, w_virtual, v_virtual, 
 
 
 @numba.njit(cache=True)
-def rnea_parameter_vjp(nodes, contacts, q, qd, qdd, adjoint, mass, inertia, origin, points,
-                       area, coefficients, gravity):
-    """λᵀ ∂τ/∂(link masses (n,), inertias (n, 3, 3), contact points (c, 3), areas (c,),
-    coefficients (4,)) for the adjoint λ = ``adjoint`` (d,) at plain coordinates, rates,
-    accelerations (d,) and parameters, τ as :func:`rnea`'s, in one pass instead of one
+def rnea_parameter_vjp(nodes, contacts, q, qd, qdd, adjoint, mass, com, inertia, origin,
+                       axis, points, area, coefficients, gravity):
+    """λᵀ ∂τ/∂(link masses (n,), centres of mass (n, 3), inertias (n, 3, 3), contact points
+    (c, 3), areas (c,), coefficients (4,)) for the adjoint λ = ``adjoint`` (d,) at plain
+    coordinates, rates, accelerations (d,) and parameters (``axis`` the unit joint axes
+    (n, 3)), τ as :func:`rnea`'s, in one pass instead of one
     tangent row per parameter: by virtual power, λᵀ τ = Σ_k F_k · V_k(λ), V_k(λ) node k's
     spatial velocity were the rates λ, and these parameters act only through their own
     node's body force or contact force."""
     d, n, c = q.shape[0], mass.shape[0], points.shape[0]
     q_row, origin_row = q.reshape(1, d), origin.reshape(1, n, 3)
+    node_axis = _node_axes(nodes, axis.reshape(1, n, 3))
     rotation, offset, w, v, dw, dv = _motion(nodes, q_row, qd.reshape(1, d),
-                                             qdd.reshape(1, d), origin_row, gravity)
+                                             qdd.reshape(1, d), origin_row, node_axis, gravity)
     _, _, w_virtual, v_virtual, _, _ = _motion(nodes, q_row, adjoint.reshape(1, d),
-                                               np.zeros((1, d)), origin_row, gravity)
-    g_mass, g_inertia = np.zeros(n), np.zeros((n, 3, 3))
-    _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, g_mass, g_inertia)
+                                               np.zeros((1, d)), origin_row, node_axis, gravity)
+    g_mass, g_com, g_inertia = np.zeros(n), np.zeros((n, 3)), np.zeros((n, 3, 3))
+    _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, mass, com, g_mass, g_com,
+                  g_inertia)
     g_points, g_area, g_coefficients = np.zeros((c, 3)), np.zeros(c), np.zeros(4)
     if c and contacts[2].shape[0]:  # points and shapes
         _contact_vjp(nodes, contacts, rotation, offset, w, v, w_virtual, v_virtual, points,
                      area, coefficients, g_points, g_area, g_coefficients)
-    return g_mass, g_inertia, g_points, g_area, g_coefficients
+    return g_mass, g_com, g_inertia, g_points, g_area, g_coefficients
 
 
 @numba.njit(cache=True)
-def mass_matrix(nodes, q, mass, inertia, origin):
+def mass_matrix(nodes, q, mass, com, inertia, origin, axis):
     """M(q) (d, d) by the composite-rigid-body algorithm (the reference's
-    ``mass_matrix``)."""
-    parent, kind, axis, base, origin_joint, link, coordinate, com = nodes
+    ``mass_matrix``), at plain masses (n,), centres of mass (n, 3), inertias (n, 3, 3),
+    joint origins (n, 3) and unit joint axes (n, 3)."""
+    parent, kind, _, base, origin_joint, link, coordinate, _ = nodes
     count, d = parent.shape[0], q.shape[0]
     q_dual = q.reshape(1, d)
     origin_dual = origin.reshape(1, origin.shape[0], 3)
+    node_axis = _node_axes(nodes, axis.reshape(1, axis.shape[0], 3))
     rotation = np.zeros((1, 3, 3))
     offset = np.zeros((1, 3))
     transforms = np.zeros((count, 6, 6))
     composite = np.zeros((count, 6, 6))
     for node in range(count):
-        _placement(nodes, node, origin_dual, q_dual, rotation, offset)
+        _placement(nodes, node, origin_dual, node_axis[node], q_dual, rotation, offset)
         r, t = rotation[0], offset[0]
         skew_t = np.array([[0.0, -t[2], t[1]], [t[2], 0.0, -t[0]], [-t[1], t[0], 0.0]])
         transforms[node, :3, :3] = r.T
@@ -842,7 +926,7 @@ def mass_matrix(nodes, q, mass, inertia, origin):
         transforms[node, 3:, :3] = -_matmul(r.T, skew_t)
         body = link[node]
         if body >= 0:
-            m, c = mass[body], com[node]
+            m, c = mass[body], com[body]
             skew_c = np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
             composite[node, :3, :3] = inertia[body] + m * _matmul(skew_c, skew_c.T)
             composite[node, :3, 3:] = m * skew_c
@@ -858,9 +942,9 @@ def mass_matrix(nodes, q, mass, inertia, origin):
     subspace = np.zeros((count, 6))
     for node in range(count):
         if kind[node] == _REVOLUTE:
-            subspace[node, :3] = axis[node]
+            subspace[node, :3] = node_axis[node, 0]
         elif kind[node] == _PRISMATIC:
-            subspace[node, 3:] = axis[node]
+            subspace[node, 3:] = node_axis[node, 0]
     for node in range(count):
         row = coordinate[node]
         if row < 0:

@@ -2,8 +2,8 @@
 :class:`~sim_rigid.simulator.RigidSimulator` whose robot holds a cage-built finger, seen
 through the finger's high-level parameters instead of its simulation parameters.
 
-    θ --morphology.design--> link.mass, link.inertia, joint.origin, contact.point of the
-        finger's links (the other links' stay the model's) --> the wrapped simulator
+    θ --morphology.design--> link.mass, link.com, link.inertia, joint.origin, contact.point
+        of the finger's links (the other links' stay the model's) --> the wrapped simulator
 
 Several fingers (``robot: {fingers: [...]}``) go through the same wrapper as one
 :class:`~sim_rigid.morphology.HandMorphology`: θ is the fingers' parameters in turn, each
@@ -14,22 +14,23 @@ named with its finger's prefix (``length.right_phalanx1``), and ``design`` /
 :class:`CageSimulator` is the core's :class:`~codesign.tying.TiedSimulator` with another
 expansion: its design space holds θ (``length.<component>``, ``width.<station>``,
 ``height.<station>`` [m], each a scalar within :data:`FABRICATION_LIMITS`) and every wrapped
-parameter θ does not set (``joint.damping``, ``contact.area``, the contact law's
-coefficients); ``step``, ``initial_state`` and the optional hooks run the wrapped simulator
+parameter θ does not set (``joint.axis``, ``joint.damping``, ``contact.area``, the contact
+law's coefficients); ``step``, ``initial_state`` and the optional hooks run the wrapped simulator
 on the expanded design (inherited), ``step_vjp`` and ``initial_state_vjp`` pull its design
 gradient back to θ through ∂design/∂θ (:func:`sim_rigid.morphology.design_jacobian`).
 
 The expansion is pure; the last θ's design and Jacobian are kept, since a rollout and its
 adjoint call the wrapper hundreds of times at one θ (a 4-phalanx finger: the design 0.5 ms,
-the Jacobian 0.25 s, each step's pull-back a product of 168 × 14).
+the Jacobian 0.25 s, each step's pull-back a product of 186 × 14).
 
 The free-form gripper (:mod:`sim_rigid.freeform`) goes through the same wrapper with its own
 layers and θ: ``design``, ``design_jacobian`` and ``parameters`` (array-valued θ, the inner
 handles' displacements) are keywords, θ being every parameter's entries flattened in order.
+The wrapper sets the entries its ``design`` returns (the free-form gripper's has no
+``link.com``: its fingers' centres of mass stay the model's).
 
-Limits (those of :mod:`sim_rigid.morphology`): the dynamics have no ``link.com``, so each
-finger link's centre of mass stays where the model built at θ₀ put it; the contact areas
-the morphology computes are not passed on (``contact.area`` stays a weight of its own).
+Limits (those of :mod:`sim_rigid.morphology`): the contact areas the morphology computes
+are not passed on (``contact.area`` stays a weight of its own).
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class CageSimulator(TiedSimulator):
             another cage-built morphology with ``link_names`` (those whose rows θ sets) and
             the keywords below.
         design, design_jacobian: ``f(finger, θ (m,))`` the rows of ``link.mass``,
-            ``link.inertia``, ``joint.origin`` and ``contact.point`` of those links, and
-            their Jacobian (each entry (size, m)); default the finger's
+            ``link.com`` (optional), ``link.inertia``, ``joint.origin`` and
+            ``contact.point`` of those links, and their Jacobian (each entry (size, m));
+            default the finger's
             (:func:`sim_rigid.morphology.design`, :func:`~sim_rigid.morphology.design_jacobian`).
         parameters: θ's :class:`~codesign.Parameter` list (default the finger's scalars
             within :data:`FABRICATION_LIMITS`); θ is their entries flattened in order.
@@ -90,10 +92,6 @@ class CageSimulator(TiedSimulator):
         links = np.array([model.link_names.index(name) for name in finger.link_names])
         contacts = np.concatenate([np.flatnonzero(model.contact_link == link)
                                    for link in links])
-        self.rows = {"link.mass": links, "link.inertia": links, "joint.origin": links,
-                     "contact.point": contacts}
-        wrapped = inner.design_space()
-        self.base = {name: wrapped[name].default_array() for name in self.rows}
         if parameters is None:
             low, high = FABRICATION_LIMITS
             parameters = [Parameter(name, (), default, lower=low, upper=high, unit="m",
@@ -101,14 +99,20 @@ class CageSimulator(TiedSimulator):
                           for name, default in zip(finger.parameter_names,
                                                    finger.parameter_defaults, strict=True)]
         self._theta = list(parameters)
-        self._check_rest_shape()
+        rest = self._design(self.finger, self._rest_parameters())
+        rows = {"link.mass": links, "link.com": links, "link.inertia": links,
+                "joint.origin": links, "contact.point": contacts}
+        self.rows = {name: rows[name] for name in rows if name in rest}
+        wrapped = inner.design_space()
+        self.base = {name: wrapped[name].default_array() for name in self.rows}
+        self._check_rest_shape(rest)
         self._space = DesignSpace([*self._theta,
                                    *(p for p in wrapped if p.name not in self.rows)])
         self._linearized = None
 
-    def _check_rest_shape(self) -> None:
-        """CageDesignError unless the model's links are the morphology at θ's defaults."""
-        rest = self._design(self.finger, self._rest_parameters())
+    def _check_rest_shape(self, rest: dict) -> None:
+        """CageDesignError unless the model's links are the morphology at θ's defaults
+        (``rest``, its design there)."""
         for name, value in rest.items():
             model_value = self.base[name][self.rows[name]]
             if model_value.shape != value.shape or not np.allclose(model_value, value,
@@ -152,7 +156,7 @@ class CageSimulator(TiedSimulator):
         return kept[1], kept[2]
 
     def expand(self, design: Mapping) -> dict:
-        """The wrapped simulator's design: the finger's rows of ``link.mass``,
+        """The wrapped simulator's design: the finger's rows of ``link.mass``, ``link.com``,
         ``link.inertia``, ``joint.origin`` and ``contact.point`` from θ, the other rows the
         model's, every other entry of ``design`` passed on."""
         finger, _ = self._linearization(self.cage_parameters(design), jacobian=False)

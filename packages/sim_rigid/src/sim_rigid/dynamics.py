@@ -16,7 +16,13 @@ the frame origin, accelerations spatial, not classical).
 Derivatives are exact forward-mode tangents carried through the same recursion
 (:func:`inverse_dynamics_tangents`): each quantity is an array whose row 0 is its value and
 rows 1..K its derivatives along K input directions (coordinates, rates, accelerations,
-masses, inertias, joint origins), so one pass gives a Jacobian of K columns.
+masses, centres of mass, inertias, joint origins and axes, contact parameters), so one pass
+gives a Jacobian of K columns.
+
+Joint axes enter as directions (``joint_axis``, any nonzero length): the recursions use the
+unit vector a = u / |u| (:func:`unit_axes`), whose tangent (I - a aᵀ) δu / |u| is the
+normalization's derivative, so a design may move an axis freely and stays a rotation about
+(or a slide along) a unit vector.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from .model import JOINT_TYPES, RigidModel
 
 __all__ = ["NodeTable", "bias_forces", "dual", "dual_rows", "inverse_dynamics",
            "inverse_dynamics_tangents", "link_frames", "link_frames_dual", "mass_matrix",
-           "node_table"]
+           "node_table", "unit_axes"]
 
 _REVOLUTE, _PRISMATIC, _FIXED = 0, 1, 2
 _AXES = np.eye(3)
@@ -43,13 +49,17 @@ class NodeTable(NamedTuple):
     Attributes:
         parent: parent node, -1 for the world, (N,).
         kind: 0 revolute, 1 prismatic, 2 fixed, (N,).
-        axis: unit axis in the node's joint frame, (N, 3).
+        axis: unit axis in the node's joint frame, (N, 3): the model's for a node of a
+            revolute or prismatic joint (replaced by the parameters' ``joint_axis``, see
+            ``axis_joint``), constant for a free joint's nodes, zero for a fixed one.
         rotation: constant orientation of the joint frame in the parent node's frame, (N, 3, 3).
         origin_joint: the joint whose ``joint_origin`` is the node's offset in its parent's
             frame, -1 for none (the inner nodes of a free joint), (N,).
         link: the link whose mass the node carries, -1 for none, (N,).
         coordinate: the node's coordinate in ``joint_q``, -1 for a fixed node, (N,).
         link_node: each link's node, (n,).
+        axis_joint: the joint whose ``joint_axis`` is the node's axis, -1 for a constant
+            axis (a free joint's nodes, a fixed node), (N,).
     """
 
     parent: np.ndarray
@@ -60,6 +70,7 @@ class NodeTable(NamedTuple):
     link: np.ndarray
     coordinate: np.ndarray
     link_node: np.ndarray
+    axis_joint: np.ndarray
 
 
 @functools.cache
@@ -78,13 +89,14 @@ def node_table(model: RigidModel) -> NodeTable:
             for k, (node_kind, axis, coordinate) in enumerate(steps):
                 rows.append((parent, node_kind, axis,
                              model.joint_rotation[i] if k == 0 else np.eye(3),
-                             i if k == 0 else -1, i if k == 5 else -1, coordinate))
+                             i if k == 0 else -1, i if k == 5 else -1, coordinate, -1))
                 parent = len(rows) - 1
         else:
             node_kind = {"revolute": _REVOLUTE, "prismatic": _PRISMATIC, "fixed": _FIXED}[name]
-            rows.append((parent, node_kind, model.joint_axis[i] if node_kind != _FIXED
-                         else np.zeros(3), model.joint_rotation[i], i, i,
-                         start if node_kind != _FIXED else -1))
+            moving = node_kind != _FIXED
+            rows.append((parent, node_kind, model.joint_axis[i] if moving else np.zeros(3),
+                         model.joint_rotation[i], i, i, start if moving else -1,
+                         i if moving else -1))
         link_node[i] = len(rows) - 1
     columns = list(zip(*rows, strict=True))
     return NodeTable(parent=np.array(columns[0], dtype=np.int64),
@@ -94,7 +106,23 @@ def node_table(model: RigidModel) -> NodeTable:
                      origin_joint=np.array(columns[4], dtype=np.int64),
                      link=np.array(columns[5], dtype=np.int64),
                      coordinate=np.array(columns[6], dtype=np.int64),
-                     link_node=link_node)
+                     link_node=link_node,
+                     axis_joint=np.array(columns[7], dtype=np.int64))
+
+
+def unit_axes(direction, tangent=None, rows: int = 1) -> np.ndarray:
+    """Dual unit joint axes (K+1, n, 3) of axis directions ``direction`` (n, 3) (any
+    nonzero length) with their (K, n, 3) tangents (None: zero), ``rows`` = K+1: a = u / |u|,
+    δa = (δu - a (a · δu)) / |u|. A zero direction gives NaN rows (the simulator refuses it
+    first, :meth:`~sim_rigid.simulator.RigidSimulator.parameters`)."""
+    direction = dual(np.asarray(direction, dtype=np.float64), tangent, rows)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        norm = np.linalg.norm(direction[0], axis=-1)[:, None]
+        axis = np.empty_like(direction)
+        axis[0] = direction[0] / norm
+        along = np.einsum("ni,kni->kn", axis[0], direction[1:])
+        axis[1:] = (direction[1:] - along[..., None] * axis[0]) / norm
+    return axis
 
 
 # -- dual arrays: row 0 the value, rows 1..K the tangents -----------------------------------
@@ -133,26 +161,44 @@ def _skew(a):
     return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
 
 
-def _node_placements(table: NodeTable, origin, q):
+def _node_axis(table: NodeTable, axis, node: int) -> np.ndarray:
+    """The node's dual unit axis (K+1, 3) from the dual joint axes (K+1, n, 3)
+    (:func:`unit_axes`); a constant axis has zero tangents."""
+    joint = table.axis_joint[node]
+    if joint >= 0:
+        return axis[:, joint]
+    out = np.zeros((axis.shape[0], 3))
+    out[0] = table.axis[node]
+    return out
+
+
+def _node_placements(table: NodeTable, origin, axis, q):
     """Per node, the dual rotation from its frame to its parent's (K+1, 3, 3) and the dual
     position of its origin in the parent's frame (K+1, 3), from dual joint origins
-    (K+1, n, 3) and dual coordinates (K+1, d)."""
+    (K+1, n, 3), dual unit joint axes (K+1, n, 3) and dual coordinates (K+1, d)."""
     rows = q.shape[0]
     placements = []
     for node in range(len(table.parent)):
-        kind, axis, base = table.kind[node], table.axis[node], table.rotation[node]
+        kind, base = table.kind[node], table.rotation[node]
         joint, coordinate = table.origin_joint[node], table.coordinate[node]
         offset = origin[:, joint] if joint >= 0 else np.zeros((rows, 3))
         rotation = np.zeros((rows, 3, 3))
         rotation[0] = base
+        node_axis = _node_axis(table, axis, node)
         if kind == _REVOLUTE:
+            # base (I + sin θ K + (1 - cos θ) K²), K = [a]×: along θ its derivative is the
+            # value times K; along the axis, base (sin θ δK + (1 - cos θ)(δK K + K δK))
             angle = q[:, coordinate]
-            skew = _skew(axis)
-            turn = np.eye(3) + np.sin(angle[0]) * skew + (1.0 - np.cos(angle[0])) * skew @ skew
+            sin, cos = np.sin(angle[0]), np.cos(angle[0])
+            skew = _skew(node_axis[0])
+            turn = np.eye(3) + sin * skew + (1.0 - cos) * skew @ skew
             rotation[0] = base @ turn
-            rotation[1:] = angle[1:, None, None] * (rotation[0] @ skew)
+            turns = np.array([_skew(a) for a in node_axis[1:]]).reshape(-1, 3, 3)
+            rotation[1:] = (angle[1:, None, None] * (rotation[0] @ skew)
+                            + base @ (sin * turns + (1.0 - cos) * (turns @ skew
+                                                                   + skew @ turns)))
         elif kind == _PRISMATIC:
-            offset = offset + np.outer(q[:, coordinate], base @ axis)
+            offset = offset + _scale(q[:, coordinate], node_axis @ base.T)
         placements.append((rotation, offset))
     return placements
 
@@ -183,12 +229,14 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
 
     Args:
         model: the robot.
-        params: :data:`~sim_rigid.model.PARAMETERS` (``link_mass``, ``link_inertia``,
-            ``joint_origin``, the contact points and coefficients; damping is not part of
-            the rigid-body dynamics).
+        params: :data:`~sim_rigid.model.PARAMETERS` (``link_mass``, ``link_com``,
+            ``link_inertia``, ``joint_origin``, ``joint_axis`` (directions, normalized
+            here), the contact points and coefficients; damping is not part of the
+            rigid-body dynamics).
         q, qd, qdd: coordinates [rad or m], rates, accelerations, each (d,).
         tangents: K input directions, by name: ``q``, ``qd``, ``qdd`` (K, d), ``link_mass``
-            (K, n), ``link_inertia`` (K, n, 3, 3), ``joint_origin`` (K, n, 3),
+            (K, n), ``link_com`` (K, n, 3), ``link_inertia`` (K, n, 3, 3), ``joint_origin``
+            (K, n, 3), ``joint_axis`` (K, n, 3, of the directions),
             ``contact_point`` (K, c, 3), ``contact_area`` (K, c), each contact coefficient of
             :data:`~sim_rigid.contact.COEFFICIENTS` (K,); a missing name is zero along every
             direction. All given arrays share K.
@@ -202,9 +250,11 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
     q_d, qd_d, qdd_d = (dual(np.asarray(x, dtype=np.float64), tangents.get(name), rows)
                         for name, x in (("q", q), ("qd", qd), ("qdd", qdd)))
     mass = dual(params["link_mass"], tangents.get("link_mass"), rows)
+    com = dual(params["link_com"], tangents.get("link_com"), rows)
     inertia = dual(params["link_inertia"], tangents.get("link_inertia"), rows)
     origin = dual(params["joint_origin"], tangents.get("joint_origin"), rows)
-    placements = _node_placements(table, origin, q_d)
+    axis = unit_axes(params["joint_axis"], tangents.get("joint_axis"), rows)
+    placements = _node_placements(table, origin, axis, q_d)
     zero = np.zeros((rows, 3))
     gravity_acceleration = np.zeros((rows, 3))
     gravity_acceleration[0] = -model.gravity  # the base accelerates up: gravity on every link
@@ -217,22 +267,22 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
             w_p, v_p, dw_p, dv_p = zero, zero, zero, gravity_acceleration
         else:
             w_p, v_p, dw_p, dv_p = w[parent], v[parent], dw[parent], dv[parent]
-        s_w, s_v = _motion_subspace(table, node)
+        s_w, s_v = _motion_subspace(table, node, axis)
         coordinate = table.coordinate[node]
         rate = qd_d[:, coordinate] if coordinate >= 0 else np.zeros(rows)
         accel = qdd_d[:, coordinate] if coordinate >= 0 else np.zeros(rows)
-        w[node] = _rotate(rotation, w_p, transpose=True) + np.outer(rate, s_w)
+        w[node] = _rotate(rotation, w_p, transpose=True) + _scale(rate, s_w)
         v[node] = _rotate(rotation, v_p + _cross(w_p, offset), transpose=True) \
-            + np.outer(rate, s_v)
-        dw[node] = (_rotate(rotation, dw_p, transpose=True) + np.outer(accel, s_w)
-                    + _cross(w[node], np.outer(rate, s_w)))
+            + _scale(rate, s_v)
+        dw[node] = (_rotate(rotation, dw_p, transpose=True) + _scale(accel, s_w)
+                    + _cross(w[node], _scale(rate, s_w)))
         dv[node] = (_rotate(rotation, dv_p + _cross(dw_p, offset), transpose=True)
-                    + np.outer(accel, s_v) + _cross(w[node], np.outer(rate, s_v))
-                    + _cross(v[node], np.outer(rate, s_w)))
+                    + _scale(accel, s_v) + _cross(w[node], _scale(rate, s_v))
+                    + _cross(v[node], _scale(rate, s_w)))
         link = table.link[node]
         if link >= 0:
             torque[node], force[node] = _body_force(
-                mass[:, link], inertia[:, link], model.link_com[link],
+                mass[:, link], inertia[:, link], com[:, link],
                 w[node], v[node], dw[node], dv[node])
         else:
             torque[node], force[node] = np.zeros((rows, 3)), np.zeros((rows, 3))
@@ -245,10 +295,10 @@ def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
                         force)
     tau = np.zeros((rows, model.coordinate_count))
     for node in range(count_nodes - 1, -1, -1):
-        s_w, s_v = _motion_subspace(table, node)
+        s_w, s_v = _motion_subspace(table, node, axis)
         coordinate = table.coordinate[node]
         if coordinate >= 0:
-            tau[:, coordinate] = torque[node] @ s_w + force[node] @ s_v
+            tau[:, coordinate] = _dot(torque[node], s_w) + _dot(force[node], s_v)
         parent = table.parent[node]
         if parent >= 0:
             rotation, offset = placements[node]
@@ -304,22 +354,33 @@ def _apply_contacts(model, table, placements, points, coefficients, area, w, v, 
                 torque[other_node] = torque[other_node] + _cross(lever, reaction)
 
 
-def _motion_subspace(table: NodeTable, node: int):
-    """(s_ω, s_v): the node's motion per unit rate in its own frame."""
-    axis, kind = table.axis[node], table.kind[node]
-    zero = np.zeros(3)
-    return (axis, zero) if kind == _REVOLUTE else (zero, axis if kind == _PRISMATIC else zero)
+def _motion_subspace(table: NodeTable, node: int, axis):
+    """Dual (s_ω, s_v), each (K+1, 3): the node's motion per unit rate in its own frame,
+    from the dual unit joint axes (K+1, n, 3)."""
+    node_axis = _node_axis(table, axis, node)
+    zero = np.zeros_like(node_axis)
+    kind = table.kind[node]
+    return (node_axis, zero) if kind == _REVOLUTE else (
+        zero, node_axis if kind == _PRISMATIC else zero)
+
+
+def _dot(a, b):
+    """a · b (K+1,) for dual vectors (K+1, 3)."""
+    out = a @ b[0]
+    out[1:] += b[1:] @ a[0]
+    return out
 
 
 def _body_force(mass, inertia, com, w, v, dw, dv):
     """Dual spatial force (n, f) at the frame origin, I A + V ×* I V, of a body of dual mass
-    (K+1,), dual inertia about its centre of mass (K+1, 3, 3) and constant centre ``com``."""
-    accel_com = dv + np.cross(dw, com)          # classical-free: a + α × c
-    speed_com = v + np.cross(w, com)
+    (K+1,), dual inertia about its centre of mass (K+1, 3, 3) and dual centre of mass
+    (K+1, 3) in its frame."""
+    accel_com = dv + _cross(dw, com)          # classical-free: a + α × c
+    speed_com = v + _cross(w, com)
     p_dot = _scale(mass, accel_com)
     p = _scale(mass, speed_com)
-    n = _rotate(inertia, dw) + np.cross(com, p_dot)
-    momentum = _rotate(inertia, w) + np.cross(com, p)
+    n = _rotate(inertia, dw) + _cross(com, p_dot)
+    momentum = _rotate(inertia, w) + _cross(com, p)
     return n + _cross(w, momentum) + _cross(v, p), p_dot + _cross(w, p)
 
 
@@ -358,12 +419,13 @@ def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:
     the composite-rigid-body algorithm."""
     table = node_table(model)
     q_d = np.asarray(q, dtype=np.float64)[None]
-    placements = _node_placements(table, np.asarray(params["joint_origin"])[None], q_d)
+    axis = unit_axes(params["joint_axis"])
+    placements = _node_placements(table, np.asarray(params["joint_origin"])[None], axis, q_d)
     count_nodes = len(table.parent)
     transforms = [_motion_transform(r[0], t[0]) for r, t in placements]
     composite = [np.zeros((6, 6)) if table.link[node] < 0 else
                  _spatial_inertia(params["link_mass"][table.link[node]],
-                                  model.link_com[table.link[node]],
+                                  params["link_com"][table.link[node]],
                                   params["link_inertia"][table.link[node]])
                  for node in range(count_nodes)]
     for node in range(count_nodes - 1, -1, -1):
@@ -377,7 +439,7 @@ def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:
         row = table.coordinate[node]
         if row < 0:
             continue
-        subspace = np.concatenate(_motion_subspace(table, node))
+        subspace = np.concatenate([s[0] for s in _motion_subspace(table, node, axis)])
         force = composite[node] @ subspace
         matrix[row, row] = subspace @ force
         other = node
@@ -386,18 +448,23 @@ def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:
             other = table.parent[other]
             column = table.coordinate[other]
             if column >= 0:
-                matrix[row, column] = matrix[column, row] = \
-                    np.concatenate(_motion_subspace(table, other)) @ force
+                matrix[row, column] = matrix[column, row] = np.concatenate(
+                    [s[0] for s in _motion_subspace(table, other, axis)]) @ force
     return matrix
 
 
-def link_frames_dual(model: RigidModel, origin, q) -> tuple[np.ndarray, np.ndarray]:
+def link_frames_dual(model: RigidModel, origin, q, *,
+                     axis=None) -> tuple[np.ndarray, np.ndarray]:
     """Dual world orientations (link frame to world, (K+1, n, 3, 3)) and origins [m]
-    (K+1, n, 3) of the link frames from dual joint origins (K+1, n, 3) [m] and dual
-    coordinates (K+1, d) (:func:`dual`): row 0 the frames, rows 1..K their tangents."""
+    (K+1, n, 3) of the link frames from dual joint origins (K+1, n, 3) [m], dual
+    coordinates (K+1, d) (:func:`dual`) and dual unit joint axes (K+1, n, 3)
+    (:func:`unit_axes`; None: the model's, constant): row 0 the frames, rows 1..K their
+    tangents."""
     table = node_table(model)
-    placements = _node_placements(table, np.asarray(origin, dtype=np.float64),
-                                  np.asarray(q, dtype=np.float64))
+    q = np.asarray(q, dtype=np.float64)
+    if axis is None:
+        axis = unit_axes(model.joint_axis, rows=q.shape[0])
+    placements = _node_placements(table, np.asarray(origin, dtype=np.float64), axis, q)
     rotations, origins = [], []
     for node, (rotation, offset) in enumerate(placements):
         parent = table.parent[node]
@@ -413,7 +480,9 @@ def link_frames_dual(model: RigidModel, origin, q) -> tuple[np.ndarray, np.ndarr
 
 def link_frames(model: RigidModel, params: dict, q) -> tuple[np.ndarray, np.ndarray]:
     """World orientations (rotation matrices, link frame to world, (n, 3, 3)) and origins
-    [m] (n, 3) of the link frames at coordinates ``q`` (d,)."""
-    rotations, origins = link_frames_dual(model, np.asarray(params["joint_origin"])[None],
-                                          np.asarray(q, dtype=np.float64)[None])
+    [m] (n, 3) of the link frames at coordinates ``q`` (d,), from ``params``'
+    ``joint_origin`` and ``joint_axis`` (default the model's)."""
+    rotations, origins = link_frames_dual(
+        model, np.asarray(params["joint_origin"])[None], np.asarray(q, dtype=np.float64)[None],
+        axis=unit_axes(params.get("joint_axis", model.joint_axis)))
     return rotations[0], origins[0]

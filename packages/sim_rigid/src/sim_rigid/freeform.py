@@ -27,9 +27,9 @@ displacements in those frames: ``handles.left_finger`` and ``handles.right_finge
 links, :func:`design_jacobian` gives ∂design/∂θ for
 :class:`~sim_rigid.cage_design.CageSimulator`.
 
-Limits (those of :mod:`sim_rigid.morphology`): the dynamics have no ``link.com``, so each
-finger's centre of mass stays where the rest cube put it (its centre); the mass and the
-inertia about it follow θ.
+Limits: :func:`design` does not pass ``link.com`` (the simulator takes it; the finger
+morphology's :func:`sim_rigid.morphology.design` does), so each finger's centre of mass
+stays where the rest cube put it (its centre); the mass and the inertia about it follow θ.
 """
 
 from __future__ import annotations

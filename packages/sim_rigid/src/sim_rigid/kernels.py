@@ -19,7 +19,7 @@ from codesign.compile_notice import announce_compiles
 
 from . import _implicit, _kernels
 from .contact import COEFFICIENTS
-from .dynamics import dual, dual_rows, node_table
+from .dynamics import dual, dual_rows, node_table, unit_axes
 from .model import OBSTACLE_TYPES, RigidModel
 
 __all__ = ["COMPILE_NOTICE", "contact_arrays", "inverse_dynamics_tangents", "mass_matrix",
@@ -40,12 +40,10 @@ def node_arrays(model: RigidModel) -> tuple:
     arrays = _NODE_ARRAYS.get(model)
     if arrays is None:
         table = node_table(model)
-        com = np.zeros((len(table.parent), 3))
-        carries = table.link >= 0
-        com[carries] = model.link_com[table.link[carries]]
         fields = _kernels.NodeArrays(parent=table.parent, kind=table.kind, axis=table.axis,
                                      rotation=table.rotation, origin_joint=table.origin_joint,
-                                     link=table.link, coordinate=table.coordinate, com=com)
+                                     link=table.link, coordinate=table.coordinate,
+                                     axis_joint=table.axis_joint)
         arrays = _NODE_ARRAYS[model] = tuple(np.ascontiguousarray(a) for a in fields)
     return arrays
 
@@ -90,36 +88,46 @@ def drive_arrays(model: RigidModel) -> tuple[np.ndarray, np.ndarray]:
 def inverse_dynamics_tangents(model: RigidModel, params: dict, q, qd, qdd, *,
                               tangents: dict | None = None) -> np.ndarray:
     """τ and its directional derivatives (K+1, d), compiled; arguments as
-    :func:`sim_rigid.dynamics.inverse_dynamics_tangents`."""
+    :func:`sim_rigid.dynamics.inverse_dynamics_tangents`, except that the centres of mass
+    take no tangents (their gradient is :func:`parameter_vjp`'s)."""
     tangents = tangents or {}
+    if "link_com" in tangents:
+        raise ValueError("the compiled recursion keeps the centres of mass constant: take "
+                         "their gradient from kernels.parameter_vjp, or tangents along "
+                         "link_com from sim_rigid.dynamics.inverse_dynamics_tangents")
     rows = dual_rows(tangents)
-    duals = [dual(np.asarray(value, dtype=np.float64), tangents.get(name), rows)
-             for name, value in (("q", q), ("qd", qd), ("qdd", qdd),
-                                 ("link_mass", params["link_mass"]),
-                                 ("link_inertia", params["link_inertia"]),
-                                 ("joint_origin", params["joint_origin"]),
-                                 ("contact_point", params["contact_point"]),
-                                 ("contact_area", params["contact_area"]))]
-    coefficients = np.stack([dual(np.asarray(params[name], dtype=np.float64),
-                                   tangents.get(name), rows) for name in COEFFICIENTS], axis=1)
-    return _kernels.rnea(node_arrays(model), contact_arrays(model), *duals, coefficients,
-                         np.asarray(model.gravity, np.float64))
+
+    def plain(name):
+        return np.ascontiguousarray(params[name], dtype=np.float64)
+
+    def dual_of(name, value):
+        return dual(np.asarray(value, dtype=np.float64), tangents.get(name), rows)
+
+    mass, inertia, origin, points, area = (dual_of(name, params[name]) for name in (
+        "link_mass", "link_inertia", "joint_origin", "contact_point", "contact_area"))
+    coefficients = np.stack([dual_of(name, params[name]) for name in COEFFICIENTS], axis=1)
+    return _kernels.rnea(node_arrays(model), contact_arrays(model), dual_of("q", q),
+                         dual_of("qd", qd), dual_of("qdd", qdd), mass, plain("link_com"),
+                         inertia, origin,
+                         unit_axes(params["joint_axis"], tangents.get("joint_axis"), rows),
+                         points, area, coefficients, np.asarray(model.gravity, np.float64))
 
 
 def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:
     """M(q) (d, d), compiled; arguments as :func:`sim_rigid.dynamics.mass_matrix`."""
     return _kernels.mass_matrix(
         node_arrays(model), np.ascontiguousarray(q, dtype=np.float64),
-        np.ascontiguousarray(params["link_mass"], dtype=np.float64),
-        np.ascontiguousarray(params["link_inertia"], dtype=np.float64),
-        np.ascontiguousarray(params["joint_origin"], dtype=np.float64))
+        *(np.ascontiguousarray(params[name], dtype=np.float64)
+          for name in ("link_mass", "link_com", "link_inertia", "joint_origin")),
+        np.ascontiguousarray(unit_axes(params["joint_axis"])[0]))
 
 
 def parameter_arrays(model: RigidModel, params: dict) -> tuple:
     """The parameters as the plain tuple the compiled steps take (:class:`~sim_rigid.
     _implicit.Parameters`: masses, inertias, joint origins, contact points, areas, the four
-    coefficients of :data:`~sim_rigid.contact.COEFFICIENTS`, joint damping, gravity), float64
-    and contiguous."""
+    coefficients of :data:`~sim_rigid.contact.COEFFICIENTS`, joint damping, gravity, centres
+    of mass, joint axis directions, normalized in the compiled step), float64 and
+    contiguous."""
     def plain(value):
         return np.ascontiguousarray(value, dtype=np.float64)
 
@@ -128,20 +136,22 @@ def parameter_arrays(model: RigidModel, params: dict) -> tuple:
         origin=plain(params["joint_origin"]), points=plain(params["contact_point"]),
         area=plain(params["contact_area"]),
         coefficients=np.array([params[name] for name in COEFFICIENTS], dtype=np.float64),
-        damping=plain(params["joint_damping"]), gravity=plain(model.gravity)))
+        damping=plain(params["joint_damping"]), gravity=plain(model.gravity),
+        com=plain(params["link_com"]), axis=plain(params["joint_axis"])))
 
 
 def parameter_vjp(model: RigidModel, params: dict, q, qd, qdd, adjoint) -> dict:
     """λᵀ ∂τ/∂θ for τ of :func:`inverse_dynamics_tangents` and the adjoint λ = ``adjoint``
-    (d,), by :data:`~sim_rigid.model.PARAMETERS` name: ``link_mass`` (n,), ``link_inertia``
-    (n, 3, 3), ``contact_point`` (c, 3), ``contact_area`` (c,) and each coefficient (a
-    float); compiled, one pass (virtual power) where tangents would take one row each."""
-    mass, inertia, origin, points, area, coefficients, _, gravity = parameter_arrays(model,
-                                                                                     params)
+    (d,), by :data:`~sim_rigid.model.PARAMETERS` name: ``link_mass`` (n,), ``link_com``
+    (n, 3), ``link_inertia`` (n, 3, 3), ``contact_point`` (c, 3), ``contact_area`` (c,) and
+    each coefficient (a float); compiled, one pass (virtual power) where tangents would take
+    one row each."""
+    theta = _implicit.Parameters(*parameter_arrays(model, params))
     plain = [np.ascontiguousarray(x, dtype=np.float64) for x in (q, qd, qdd, adjoint)]
-    g_mass, g_inertia, g_points, g_area, g_coefficients = _kernels.rnea_parameter_vjp(
-        node_arrays(model), contact_arrays(model), *plain, mass, inertia, origin, points,
-        area, coefficients, gravity)
-    return {"link_mass": g_mass, "link_inertia": g_inertia, "contact_point": g_points,
-            "contact_area": g_area} | {name: float(g_coefficients[k])
-                                       for k, name in enumerate(COEFFICIENTS)}
+    g_mass, g_com, g_inertia, g_points, g_area, g_coefficients = _kernels.rnea_parameter_vjp(
+        node_arrays(model), contact_arrays(model), *plain, theta.mass, theta.com,
+        theta.inertia, theta.origin, np.ascontiguousarray(unit_axes(theta.axis)[0]),
+        theta.points, theta.area, theta.coefficients, theta.gravity)
+    return {"link_mass": g_mass, "link_com": g_com, "link_inertia": g_inertia,
+            "contact_point": g_points, "contact_area": g_area} | {
+        name: float(g_coefficients[k]) for k, name in enumerate(COEFFICIENTS)}

@@ -2,15 +2,17 @@
 reaching targets) reads from a state and differentiates.
 
 The Jacobians come from one forward-mode pass of :func:`sim_rigid.dynamics.link_frames_dual`
-with d + 3 n tangent directions (the coordinates, then every joint origin's entries), the
-same dual arithmetic the dynamics' tangents use.
+with d + 6 n tangent directions (the coordinates, then every joint origin's entries, then
+every joint axis direction's), the same dual arithmetic the dynamics' tangents use. Joint
+axes are directions of any nonzero length, normalized as the dynamics do
+(:func:`sim_rigid.dynamics.unit_axes`); None stands for the model's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .dynamics import dual, link_frames_dual
+from .dynamics import dual, link_frames_dual, unit_axes
 from .model import RigidModel
 
 __all__ = ["link_point", "link_point_jacobians"]
@@ -27,28 +29,35 @@ def _check_link(model: RigidModel, link: int, point) -> np.ndarray:
     return point
 
 
-def link_point(model: RigidModel, joint_origin, joint_q, link: int, point) -> np.ndarray:
+def link_point(model: RigidModel, joint_origin, joint_q, link: int, point, *,
+               joint_axis=None) -> np.ndarray:
     """World position [m] (3,) of ``point`` (3,) [m, in link ``link``'s frame] at joint
-    origins (n, 3) [m] and coordinates ``joint_q`` (d,)."""
+    origins (n, 3) [m], joint axis directions (n, 3) and coordinates ``joint_q`` (d,)."""
     point = _check_link(model, link, point)
+    axis = unit_axes(model.joint_axis if joint_axis is None else joint_axis)
     rotations, origins = link_frames_dual(model, np.asarray(joint_origin)[None],
-                                          np.asarray(joint_q, dtype=np.float64)[None])
+                                          np.asarray(joint_q, dtype=np.float64)[None],
+                                          axis=axis)
     return origins[0, link] + rotations[0, link] @ point
 
 
-def link_point_jacobians(model: RigidModel, joint_origin, joint_q, link: int,
-                         point) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(position (3,) [m], ∂position/∂joint_q (3, d), ∂position/∂joint_origin (3, n, 3))
-    of :func:`link_point`."""
+def link_point_jacobians(model: RigidModel, joint_origin, joint_q, link: int, point, *,
+                         joint_axis=None) -> tuple[np.ndarray, ...]:
+    """(position (3,) [m], ∂position/∂joint_q (3, d), ∂position/∂joint_origin (3, n, 3),
+    ∂position/∂joint_axis (3, n, 3), of the directions) of :func:`link_point`."""
     point = _check_link(model, link, point)
     joint_origin = np.asarray(joint_origin, dtype=np.float64)
     joint_q = np.asarray(joint_q, dtype=np.float64)
     d, n = joint_q.size, joint_origin.shape[0]
-    directions = np.eye(d + 3 * n)
-    rows = d + 3 * n + 1
+    directions = np.eye(d + 6 * n)
+    rows = d + 6 * n + 1
     q = dual(joint_q, directions[:, :d], rows)
-    origin = dual(joint_origin, directions[:, d:].reshape(-1, n, 3), rows)
-    rotations, origins = link_frames_dual(model, origin, q)
+    origin = dual(joint_origin, directions[:, d:d + 3 * n].reshape(-1, n, 3), rows)
+    axis = unit_axes(model.joint_axis if joint_axis is None else joint_axis,
+                     directions[:, d + 3 * n:].reshape(-1, n, 3), rows)
+    rotations, origins = link_frames_dual(model, origin, q, axis=axis)
     # the point is constant in its link: every row (value and tangents) is R_k p
     position = origins[:, link] + np.einsum("kij,j->ki", rotations[:, link], point)
-    return position[0], position[1:d + 1].T, position[d + 1:].T.reshape(3, n, 3)
+    return (position[0], position[1:d + 1].T,
+            position[d + 1:d + 1 + 3 * n].T.reshape(3, n, 3),
+            position[d + 1 + 3 * n:].T.reshape(3, n, 3))

@@ -52,11 +52,12 @@ column of ``obstacle_rotation`` (the solid side below it); a box, sphere, capsul
 its frame's z) or mesh grid centred at ``obstacle_center``, turned by ``obstacle_rotation``,
 within ``obstacle_half_extents`` (the half sizes of its bounding box)."""
 
-PARAMETERS = ("link_mass", "link_inertia", "joint_origin", "joint_damping", "contact_point",
-              "contact_stiffness", "contact_damping", "friction", "friction_stiffness",
-              "contact_area")
+PARAMETERS = ("link_mass", "link_com", "link_inertia", "joint_origin", "joint_axis",
+              "joint_damping", "contact_point", "contact_stiffness", "contact_damping",
+              "friction", "friction_stiffness", "contact_area")
 """The model fields a design may replace at step time (:meth:`RigidModel.parameters`); the
-step's VJP returns a gradient for each."""
+step's VJP returns a gradient for each. A design's ``joint_axis`` is a direction of any
+nonzero length: the dynamics normalize it (:func:`sim_rigid.dynamics.unit_axes`)."""
 
 _DEFAULT = RigidOptions()
 _OWN_SHAPE_TOLERANCE = 1e-4

@@ -31,11 +31,10 @@ fingers' parameters in turn, named ``<kind>.<prefix><station or component>``
 (``length.right_phalanx1``), :func:`hand_design` the fingers' designs stacked and
 :func:`hand_design_jacobian` block diagonal.
 
-Limits: sim_rigid's design has no ``link.com``, so :func:`design` leaves each link's centre
-of mass where the model put it (the model built from :func:`description` at some θ₀);
-:func:`simulation_parameters` computes it with its VJP for when the dynamics take it. The
-contact areas computed here (the lumped area of each contact vertex [m²], with their VJP)
-are not passed on either: the simulator's ``contact.area`` is a force weight (default 1)
+The design (:func:`design`) holds every link's mass, centre of mass and inertia about it,
+the joint origins and the contact points, each with its VJP. Limits: the contact areas
+computed here (the lumped area of each contact vertex [m²], with their VJP)
+are not passed on: the simulator's ``contact.area`` is a force weight (default 1)
 that the examples' contact stiffnesses are tuned with.
 """
 
@@ -61,8 +60,9 @@ __all__ = ["DESIGN_OF_PARAMETER", "FREE_HEIGHT_STATIONS", "FingerMorphology",
            "design_vjp", "hand_design", "hand_design_jacobian", "handles", "handles_vjp",
            "meshes", "meshes_vjp", "simulation_parameters", "simulation_parameters_vjp"]
 
-DESIGN_OF_PARAMETER = {"link_mass": "link.mass", "link_inertia": "link.inertia",
-                       "joint_origin": "joint.origin", "contact_point": "contact.point"}
+DESIGN_OF_PARAMETER = {"link_mass": "link.mass", "link_com": "link.com",
+                       "link_inertia": "link.inertia", "joint_origin": "joint.origin",
+                       "contact_point": "contact.point"}
 """Simulation parameter -> the :class:`~sim_rigid.simulator.RigidSimulator` design parameter
 it sets."""
 
@@ -284,8 +284,8 @@ def _forward(morphology: FingerMorphology, params):
 
 
 def design(morphology: FingerMorphology, params) -> dict[str, np.ndarray]:
-    """The simulator's design (``link.mass``, ``link.inertia``, ``joint.origin``,
-    ``contact.point``) at θ: layers H, M and P in turn."""
+    """The simulator's design (``link.mass``, ``link.com``, ``link.inertia``,
+    ``joint.origin``, ``contact.point``) at θ: layers H, M and P in turn."""
     simulation = _forward(morphology, params)[2]
     return {name: simulation[field] for field, name in DESIGN_OF_PARAMETER.items()}
 

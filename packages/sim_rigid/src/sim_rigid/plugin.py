@@ -35,6 +35,8 @@ EXAMPLES = {
     "rubik_rotate_codesign": "Rotate Rubik's Cube co-design through the cage parameters "
                              "(phalanx lengths, station widths, the tip's height) and the "
                              "controls by L-BFGS-B",
+    "rubik_rotate_cmaes": "Rotate Rubik's Cube co-design through the same cage parameters "
+                          "by CMA-ES, the gradient-free baseline",
     "assemble": "two fingers on a hand that slides in the horizontal plane push a small box "
                 "into a movable mount's hole; L-BFGS-B on the open-loop forces and torques "
                 "(Xu et al., Assemble, control only)",

@@ -43,7 +43,8 @@ def link_segments(model: RigidModel, params: dict, joint_q) -> np.ndarray:
             has_child[parent] = True
             segments.append((origin[parent], origin[i]))
     for i in np.flatnonzero(~has_child):
-        segments.append((origin[i], origin[i] + rotation[i] @ model.link_com[i]))
+        com = params.get("link_com", model.link_com)[i]  # the design's, else the model's
+        segments.append((origin[i], origin[i] + rotation[i] @ com))
     return np.array(segments).reshape(-1, 2, 3)
 
 

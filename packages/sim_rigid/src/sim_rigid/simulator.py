@@ -5,8 +5,11 @@ State: :class:`RigidState` (coordinates and rates, now and one step before). Act
 value per actuated coordinate (the 1-DOF joints' not marked unactuated, in joint order): a
 torque [N m] or force [N] per unit of the joint's gear (1 by default), or with
 ``actuation="position"`` a position target [rad or m] tracked by a PD servo.
-Design parameters: ``link.mass``, ``link.inertia``, ``joint.origin`` (joint origins in the
-parent's frame: the link lengths) and ``joint.damping``, and for a robot with contact points
+Design parameters: ``link.mass``, ``link.com`` (centres of mass in the link frames),
+``link.inertia``, ``joint.origin`` (joint origins in the parent's frame: the link lengths),
+``joint.axis`` (the revolute and prismatic joints' axis directions in their joint frames,
+normalized by the dynamics, so any nonzero vector is a unit axis) and ``joint.damping``, and
+for a robot with contact points
 ``contact.point`` and the contact law's ``contact.stiffness``, ``contact.damping``,
 ``contact.friction``, ``contact.friction_stiffness`` and ``contact.area`` (each point's
 force scale), each defaulting to the model's.
@@ -22,7 +25,7 @@ from codesign.inertia import link_parameters
 
 from . import safety
 from . import step as rigid_step
-from .model import RigidModel
+from .model import JOINT_TYPES, RigidModel
 from .options import RigidOptions
 from .render import default_view, render_frame
 from .state import RigidState
@@ -31,8 +34,9 @@ __all__ = ["DESIGN_FIELDS", "RigidSimulator"]
 
 _DEFAULT = RigidOptions()
 
-DESIGN_FIELDS = {"link.mass": "link_mass", "link.inertia": "link_inertia",
-                 "joint.origin": "joint_origin", "joint.damping": "joint_damping",
+DESIGN_FIELDS = {"link.mass": "link_mass", "link.com": "link_com",
+                 "link.inertia": "link_inertia", "joint.origin": "joint_origin",
+                 "joint.axis": "joint_axis", "joint.damping": "joint_damping",
                  "contact.point": "contact_point", "contact.stiffness": "contact_stiffness",
                  "contact.damping": "contact_damping", "contact.friction": "friction",
                  "contact.friction_stiffness": "friction_stiffness",
@@ -73,23 +77,37 @@ class RigidSimulator:
                              iterations=int(newton_iterations), kernels=str(kernels))
         self.view, self.window = view, window
         self.action_size = len(model.actuated)
+        self._axis_joints = np.flatnonzero(model.joint_type <= JOINT_TYPES.index("prismatic"))
         self._design_space = self._build_design_space()
+        # built once: parameters() runs on every step and VJP (the model is immutable)
+        self._model_parameters = model.parameters()
+        self._design_fields = {name: field for name, field in DESIGN_FIELDS.items()
+                               if name in self._design_space}
 
     # -- contract -----------------------------------------------------------------------
 
     def design_space(self) -> DesignSpace:
-        """Link masses and inertias, joint origins, joint damping; contact points and
-        coefficients where the robot has contact points."""
+        """Link masses, centres of mass and inertias, joint origins and axes, joint
+        damping; contact points and coefficients where the robot has contact points."""
         return self._design_space
 
     def _build_design_space(self) -> DesignSpace:
         m = self.model
         n, d = m.link_count, m.coordinate_count
         length = max(float(np.max(np.linalg.norm(m.joint_origin, axis=1), initial=0.0)), 0.01)
+        mass, inertia = link_parameters(m.link_mass, m.link_inertia, frame="link frame")
         return DesignSpace([
-            *link_parameters(m.link_mass, m.link_inertia, frame="link frame"),
+            mass,
+            Parameter("link.com", (n, 3), m.link_com, unit="m", scale=length, entity="link",
+                      doc="centre of mass in the link frame"),
+            inertia,
             Parameter("joint.origin", (n, 3), m.joint_origin, unit="m", scale=length,
                       entity="joint", doc="joint origin in the parent link's frame"),
+            # a direction, normalized by the dynamics: the box bounds each entry to [-1, 1]
+            # so an optimizer's steps stay on the scale of a unit vector
+            Parameter("joint.axis", (n, 3), m.joint_axis, lower=-1.0, upper=1.0,
+                      entity="joint", doc="revolute or prismatic joint axis direction in the "
+                      "joint frame (normalized; unused for fixed and free joints)"),
             RigidOptions.parameter("damping", name="joint.damping", shape=(d,),
                                    default=m.joint_damping, entity="coordinate",
                                    scale=max(float(np.mean(m.joint_damping)) if d else 0.0,
@@ -118,11 +136,18 @@ class RigidSimulator:
     def parameters(self, design: dict) -> dict[str, np.ndarray]:
         """The model's :data:`~sim_rigid.model.PARAMETERS` with the design's values in place
         (float64), the one place the model's values meet the design's."""
-        params = fields_from_design(self.model.parameters(), design,
-                                    {name: field for name, field in DESIGN_FIELDS.items()
-                                     if name in self._design_space})
+        params = fields_from_design(self._model_parameters, design, self._design_fields)
         if np.any(params["link_mass"] <= 0):
             raise ValueError("link.mass must be positive for every link")
+        axis = params["joint_axis"]
+        # squared lengths and one min: this runs on every step (NaN fails the test too)
+        lengths = (axis * axis).sum(axis=1)[self._axis_joints]
+        if not 0.0 < lengths.min(initial=1.0) < np.inf:
+            bad = self._axis_joints[~((lengths > 0.0) & (lengths < np.inf))]
+            raise ValueError(f"joint.axis of joint {self.model.joint_names[bad[0]]!r} is "
+                             f"{axis[bad[0]].tolist()}: a revolute or "
+                             f"prismatic joint needs a finite nonzero axis direction (it is "
+                             f"normalized, so any length > 0 will do)")
         return params
 
     def initial_state(self, design: dict) -> RigidState:
@@ -141,8 +166,7 @@ class RigidSimulator:
         :func:`parameters` at ``design`` (a renaming, whatever the design; a wrapper such as
         :class:`~sim_rigid.cage_design.CageSimulator` has the same pair and needs it)."""
         return {name: np.asarray(g_params[field], dtype=np.float64)
-                for name, field in DESIGN_FIELDS.items()
-                if field in g_params and name in self._design_space}
+                for name, field in self._design_fields.items() if field in g_params}
 
     def step(self, state: RigidState, action, design: dict, dt: float) -> RigidState:
         """Advance by ``dt`` [s]; pure."""

@@ -146,7 +146,7 @@ class _Solve:
         # contact ones only where the model has contact points)
         shapes = {"q": (d,), "qd": (d,)} | {
             name: np.shape(self.params[name]) for name in
-            ("link_mass", "link_inertia", "joint_origin", *((
+            ("link_mass", "link_com", "link_inertia", "joint_origin", "joint_axis", *((
                 "contact_point", *COEFFICIENTS, "contact_area") if len(model.contact_link)
                 else ()))}
         blocks = {name: int(np.prod(shape, dtype=np.int64)) for name, shape in shapes.items()}
@@ -324,8 +324,10 @@ def _compiled_vjp(model, state, action, params, dt, settings, g_next):
         *_compiled_arguments(model, state, action, params, dt, settings),
         *(np.ascontiguousarray(g) for g in g_next))
     _check_status(status, state, residual, update, settings)
-    g_mass, g_inertia, g_origin, g_damping, g_points, g_area, g_coefficients = g_theta
-    g_params = {"link_mass": g_mass, "link_inertia": g_inertia, "joint_origin": g_origin,
+    (g_mass, g_inertia, g_origin, g_damping, g_points, g_area, g_coefficients, g_com,
+     g_axis) = g_theta
+    g_params = {"link_mass": g_mass, "link_com": g_com, "link_inertia": g_inertia,
+                "joint_origin": g_origin, "joint_axis": g_axis,
                 "joint_damping": g_damping, "contact_point": g_points,
                 "contact_area": g_area} | {
         name: np.asarray(g_coefficients[k]) for k, name in enumerate(COEFFICIENTS)}

@@ -33,15 +33,17 @@ def _link_index(model, term: str, key: str, link: str | None) -> int:
     return names.index(link) if link is not None else len(names) - 1
 
 
-def _joint_origin(simulator, design) -> np.ndarray:
-    """The joint origins [m] (n, 3) at ``design``: the design's own, or those its cage
-    parameters set (:class:`~sim_rigid.cage_design.CageSimulator`)."""
-    return simulator.parameters(design)["joint_origin"]
+def _joint_frames(simulator, design) -> tuple[np.ndarray, np.ndarray]:
+    """The joint origins [m] (n, 3) and axis directions (n, 3) at ``design``: the design's
+    own, or those its cage parameters set (:class:`~sim_rigid.cage_design.CageSimulator`)."""
+    params = simulator.parameters(design)
+    return params["joint_origin"], params["joint_axis"]
 
 
-def _joint_origin_vjp(simulator, design, g_origin) -> dict:
-    """∂L/∂design from ∂L/∂(the joint origins of :func:`_joint_origin`) (n, 3)."""
-    return simulator.parameters_vjp(design, {"joint_origin": g_origin})
+def _joint_frames_vjp(simulator, design, g_origin, g_axis) -> dict:
+    """∂L/∂design from ∂L/∂(the joint origins and axis directions of :func:`_joint_frames`)
+    (n, 3) each."""
+    return simulator.parameters_vjp(design, {"joint_origin": g_origin, "joint_axis": g_axis})
 
 
 def _link_point(term: str, key: str, point) -> np.ndarray:
@@ -92,8 +94,9 @@ class ReachTargets:
 
     def distance(self, state, design, time: float) -> float:
         """‖p − p̂(time)‖ [m] at ``state`` (any step, not only a control step)."""
-        position = link_point(self.model, _joint_origin(self.simulator, design),
-                              state.joint_q, self.link, self.point)
+        origin, axis = _joint_frames(self.simulator, design)
+        position = link_point(self.model, origin, state.joint_q, self.link, self.point,
+                              joint_axis=axis)
         return float(np.linalg.norm(position - self.target(time)))
 
     def value(self, state, action, design, control_step):
@@ -104,17 +107,17 @@ class ReachTargets:
     def grad(self, state, action, design, control_step):
         if control_step == 0:
             return None, None, None
-        position, d_q, d_origin = link_point_jacobians(
-            self.model, _joint_origin(self.simulator, design), state.joint_q, self.link,
-            self.point)
+        origin, axis = _joint_frames(self.simulator, design)
+        position, d_q, d_origin, d_axis = link_point_jacobians(
+            self.model, origin, state.joint_q, self.link, self.point, joint_axis=axis)
         residual = position - self.target(control_step * self.control_dt)
         norm = np.linalg.norm(residual)
         if norm == 0.0:  # the norm's kink: zero is a subgradient
             return None, None, None
         unit = residual / norm
         return (tree_zeros_with(state, joint_q=unit @ d_q), None,
-                _joint_origin_vjp(self.simulator, design, np.einsum("i,ijk->jk", unit,
-                                                                    d_origin)))
+                _joint_frames_vjp(self.simulator, design, np.einsum("i,ijk->jk", unit, d_origin),
+                                  np.einsum("i,ijk->jk", unit, d_axis)))
 
 
 class JointTarget:
@@ -215,9 +218,10 @@ class TouchPoint:
 
     def offset(self, state, design) -> np.ndarray:
         """p − p_touch [m] (3,) at ``state``."""
-        origin, q = _joint_origin(self.simulator, design), state.joint_q
-        return (link_point(self.model, origin, q, self.link, self.point)
-                - link_point(self.model, origin, q, self.target_link, self.target_point))
+        (origin, axis), q = _joint_frames(self.simulator, design), state.joint_q
+        return (link_point(self.model, origin, q, self.link, self.point, joint_axis=axis)
+                - link_point(self.model, origin, q, self.target_link, self.target_point,
+                             joint_axis=axis))
 
     def value(self, state, action, design, control_step):
         if not self.counts(control_step):
@@ -228,12 +232,13 @@ class TouchPoint:
     def grad(self, state, action, design, control_step):
         if not self.counts(control_step):
             return None, None, None
-        origin, q = _joint_origin(self.simulator, design), state.joint_q
-        position, d_q, d_origin = link_point_jacobians(self.model, origin, q, self.link,
-                                                       self.point)
-        target, t_q, t_origin = link_point_jacobians(self.model, origin, q, self.target_link,
-                                                     self.target_point)
+        (origin, axis), q = _joint_frames(self.simulator, design), state.joint_q
+        position, d_q, d_origin, d_axis = link_point_jacobians(
+            self.model, origin, q, self.link, self.point, joint_axis=axis)
+        target, t_q, t_origin, t_axis = link_point_jacobians(
+            self.model, origin, q, self.target_link, self.target_point, joint_axis=axis)
         twice = 2.0 * (position - target)
         return (tree_zeros_with(state, joint_q=twice @ (d_q - t_q)), None,
-                _joint_origin_vjp(self.simulator, design,
-                                  np.einsum("i,ijk->jk", twice, d_origin - t_origin)))
+                _joint_frames_vjp(self.simulator, design,
+                                  np.einsum("i,ijk->jk", twice, d_origin - t_origin),
+                                  np.einsum("i,ijk->jk", twice, d_axis - t_axis)))
