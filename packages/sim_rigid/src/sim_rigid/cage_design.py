@@ -5,9 +5,15 @@ through the finger's high-level parameters instead of its simulation parameters.
     θ --morphology.design--> link.mass, link.com, link.inertia, joint.origin, contact.point
         of the finger's links (the other links' stay the model's) --> the wrapped simulator
 
+Several fingers (``robot: {fingers: [...]}``) go through the same wrapper as one
+:class:`~sim_rigid.morphology.HandMorphology`: θ is the fingers' parameters in turn, each
+named with its finger's prefix (``length.right_phalanx1``), and ``design`` /
+``design_jacobian`` are :func:`~sim_rigid.morphology.hand_design` and
+:func:`~sim_rigid.morphology.hand_design_jacobian` (the fingers' layers side by side).
+
 :class:`CageSimulator` is the core's :class:`~codesign.tying.TiedSimulator` with another
 expansion: its design space holds θ (``length.<component>``, ``width.<station>``,
-``height.tip`` [m], each a scalar within :data:`FABRICATION_LIMITS`) and every wrapped
+``height.<station>`` [m], each a scalar within :data:`FABRICATION_LIMITS`) and every wrapped
 parameter θ does not set (``joint.axis``, ``joint.damping``, ``contact.area``, the contact
 law's coefficients); ``step``, ``initial_state`` and the optional hooks run the wrapped simulator
 on the expanded design (inherited), ``step_vjp`` and ``initial_state_vjp`` pull its design
@@ -47,7 +53,7 @@ joint's pin hole, and 20 cm is a printer bed's side."""
 
 
 class CageDesignError(ValueError):
-    """A robot that is not the cage-built finger the wrapper was given."""
+    """A robot that is not the cage-built finger (or fingers) the wrapper was given."""
 
 
 class CageSimulator(TiedSimulator):
@@ -57,7 +63,8 @@ class CageSimulator(TiedSimulator):
     Args:
         inner: the simulator of a robot holding the finger ``finger`` at its rest shape
             (links named as the finger's, from ``robot: {finger: ...}``), possibly beside
-            other links (a carriage, an object).
+            other links (a carriage, an object); or several fingers (``robot: {fingers:
+            [...]}``) with ``finger`` their :class:`~sim_rigid.morphology.HandMorphology`.
         finger: the finger's morphology (:func:`sim_rigid.morphology.assemble_finger`), or
             another cage-built morphology with ``link_names`` (those whose rows θ sets) and
             the keywords below.
@@ -80,7 +87,8 @@ class CageSimulator(TiedSimulator):
         if missing:
             raise CageDesignError(f"the robot has no links {missing} of the cage-built "
                                   f"morphology {list(finger.link_names)}; build it with robot: "
-                                  f"{{finger: {{...}}}} (or {{gripper: {{...}}}})")
+                                  f"{{finger: {{...}}}}, {{fingers: [...]}} (the same prefixes) "
+                                  f"or {{gripper: {{...}}}}")
         links = np.array([model.link_names.index(name) for name in finger.link_names])
         contacts = np.concatenate([np.flatnonzero(model.contact_link == link)
                                    for link in links])
@@ -112,8 +120,8 @@ class CageSimulator(TiedSimulator):
                 raise CageDesignError(
                     f"the robot's links {list(self.finger.link_names)} are not the cage-built "
                     f"finger at its rest shape ({name} differs); build them with robot: "
-                    f"{{finger: {{...}}}} and leave their masses, joints and contacts as it "
-                    f"makes them")
+                    f"{{finger: {{...}}}} (or {{fingers: [...]}}) and leave their masses, "
+                    f"joints and contacts as it makes them")
 
     def design_space(self) -> DesignSpace:
         """θ ([m]), then the wrapped parameters θ does not set."""
@@ -201,5 +209,6 @@ class CageSimulator(TiedSimulator):
 
 _DOCS = {"length": "component length along the finger (x) [m]",
          "width": "station width along the joints' axis (y) [m]",
-         "height": "the tip's free end's height (z) [m]"}
+         "height": "station height (z) [m]: the tip's free end or the last phalanx's weld "
+                   "to the tip"}
 """A cage parameter's doc by its kind (the name's first part)."""

@@ -21,7 +21,15 @@ neighbours' interface vertices follow the shared handles alone and stay together
 - ``length.<component>``: each component's length along x [m];
 - ``width.<station>``: each station's width along y [m], the joints' axis: a joint
   station scales only along its axis (standard pins and screws fix its height);
-- ``height.tip``: the tip's free end's height along z [m] (the one free-form handle set).
+- ``height.<station>``: the height along z [m] of the stations that no revolute joint
+  passes through, those named in ``free_heights`` (default the tip's free end, ``tip``;
+  ``tip_joint``, the weld between the last phalanx and the tip, may join it).
+
+Several fingers in one robot (:class:`HandMorphology`, each finger named by its prefix, as
+``robot: {fingers: [...]}`` builds them) are the fingers' layers side by side: θ the
+fingers' parameters in turn, named ``<kind>.<prefix><station or component>``
+(``length.right_phalanx1``), :func:`hand_design` the fingers' designs stacked and
+:func:`hand_design_jacobian` block diagonal.
 
 The design (:func:`design`) holds every link's mass, centre of mass and inertia about it,
 the joint origins and the contact points, each with its VJP. Limits: the contact areas
@@ -47,15 +55,20 @@ from .mesh_properties import (
     vertex_areas_vjp,
 )
 
-__all__ = ["DESIGN_OF_PARAMETER", "FingerMorphology", "assemble_finger", "description",
-           "design", "design_jacobian", "design_vjp", "handles", "handles_vjp", "meshes",
-           "meshes_vjp", "simulation_parameters", "simulation_parameters_vjp"]
+__all__ = ["DESIGN_OF_PARAMETER", "FREE_HEIGHT_STATIONS", "FingerMorphology",
+           "HandMorphology", "assemble_finger", "description", "design", "design_jacobian",
+           "design_vjp", "hand_design", "hand_design_jacobian", "handles", "handles_vjp",
+           "meshes", "meshes_vjp", "simulation_parameters", "simulation_parameters_vjp"]
 
 DESIGN_OF_PARAMETER = {"link_mass": "link.mass", "link_com": "link.com",
                        "link_inertia": "link.inertia", "joint_origin": "joint.origin",
                        "contact_point": "contact.point"}
 """Simulation parameter -> the :class:`~sim_rigid.simulator.RigidSimulator` design parameter
 it sets."""
+
+FREE_HEIGHT_STATIONS = ("tip_joint", "tip")
+"""Stations whose height may be a parameter: no revolute joint passes through them (a joint
+station scales only along its axis, the fabrication constraint)."""
 
 _CAGE_FACES = box_mesh([0, 0, 0], [1, 1, 1])[1]
 """The 8-handle box cage's faces; its vertices are a component's two stations' handles,
@@ -100,23 +113,33 @@ def assemble_finger(phalanges: int, *, base_length: float = 0.02,
                     phalanx_length: float = 0.04, tip_length: float = 0.025,
                     width: float = 0.02, height: float = 0.015, density: float = 1000.0,
                     cage_margin: float = 1.25, divisions=(2, 1, 1),
-                    mount=(0.0, 0.0, 0.1)) -> FingerMorphology:
+                    mount=(0.0, 0.0, 0.1), free_heights=("tip",)) -> FingerMorphology:
     """A finger of ``phalanges`` (>= 1) box phalanges [m] between a base and a tip, each
     component a box mesh (``divisions`` per axis) of ``width`` (y) and ``height`` (z) [m]
     inside a cage ``cage_margin`` (> 1) times as wide and high, of ``density`` [kg/m³];
-    the base's joint at ``mount`` [m] in the world."""
+    the base's joint at ``mount`` [m] in the world; the stations of ``free_heights``
+    (among :data:`FREE_HEIGHT_STATIONS`) have a ``height.<station>`` parameter each."""
     if int(phalanges) != phalanges or phalanges < 1:
         raise ValueError(f"a finger needs phalanges >= 1 (an integer), got {phalanges!r}")
     check_sizes("finger", dict(base_length=base_length, phalanx_length=phalanx_length,
                                tip_length=tip_length, width=width, height=height,
                                density=density), cage_margin=cage_margin)
+    free_heights = tuple(free_heights)
+    if not set(free_heights) <= set(FREE_HEIGHT_STATIONS) or \
+            len(set(free_heights)) != len(free_heights):
+        raise ValueError(f"free_heights names stations whose height may change, each once, "
+                         f"among {list(FREE_HEIGHT_STATIONS)} (a joint's station scales only "
+                         f"along its axis), got {list(free_heights)}")
     n = int(phalanges) + 2
     link_names = ("base", *(f"phalanx{k}" for k in range(1, n - 1)), "tip")
     station_names = ("base", *(f"joint{k}" for k in range(1, n - 1)), "tip_joint", "tip")
     lengths = [base_length] + [phalanx_length] * (n - 2) + [tip_length]
+    heights = [station for station in station_names if station in free_heights]
     names = ([f"length.{name}" for name in link_names]
-             + [f"width.{name}" for name in station_names] + ["height.tip"])
-    defaults = np.array(lengths + [width] * (n + 1) + [height], dtype=np.float64)
+             + [f"width.{name}" for name in station_names]
+             + [f"height.{name}" for name in heights])
+    defaults = np.array(lengths + [width] * (n + 1) + [height] * len(heights),
+                        dtype=np.float64)
     column = {name: k for k, name in enumerate(names)}
 
     offset = np.zeros((4 * (n + 1), 3))
@@ -126,8 +149,8 @@ def assemble_finger(phalanges: int, *, base_length: float = 0.02,
         for k in range(s):
             basis[rows, 0, column[f"length.{link_names[k]}"]] = 1.0
         basis[rows, 1, column[f"width.{station}"]] = _CORNER_SIGNS[:, 0] * cage_margin / 2
-        if station == "tip":
-            basis[rows, 2, column["height.tip"]] = _CORNER_SIGNS[:, 1] * cage_margin / 2
+        if station in heights:
+            basis[rows, 2, column[f"height.{station}"]] = _CORNER_SIGNS[:, 1] * cage_margin / 2
         else:
             offset[rows, 2] = _CORNER_SIGNS[:, 1] * cage_margin * height / 2
     rest_handles = offset + basis @ defaults
@@ -298,6 +321,87 @@ def design_jacobian(morphology: FingerMorphology, params) -> dict[str, np.ndarra
             _design_vjp_at(morphology, handle_positions, link_meshes,
                            {name: unit.reshape(shape)}) for unit in units])
     return jacobian
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HandMorphology:
+    """Several assembled fingers in one robot, finger k's links and joints named with
+    ``prefixes[k]`` before them (``right_phalanx1``), as ``robot: {fingers: [...]}`` builds
+    them.
+
+    Attributes:
+        fingers: each finger's morphology (:func:`assemble_finger`).
+        prefixes: each finger's prefix (distinct strings).
+    """
+
+    fingers: tuple[FingerMorphology, ...]
+    prefixes: tuple[str, ...]
+
+    def __post_init__(self):
+        if len(self.fingers) != len(self.prefixes) or not self.fingers:
+            raise ValueError(f"a hand needs one prefix per finger and at least one finger, "
+                             f"got {len(self.fingers)} fingers and prefixes "
+                             f"{list(self.prefixes)}")
+        repeated = sorted({p for p in self.prefixes if self.prefixes.count(p) > 1})
+        if repeated:
+            raise ValueError(f"the fingers' prefixes {repeated} repeat: give each finger its "
+                             f"own prefix (prefix: left_, prefix: right_), their links, "
+                             f"joints and cage parameters are named by it")
+
+    @property
+    def link_names(self) -> tuple[str, ...]:
+        """Every finger's links (prefixed), finger after finger."""
+        return tuple(prefix + name
+                     for finger, prefix in zip(self.fingers, self.prefixes, strict=True)
+                     for name in finger.link_names)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """θ's names, ``<kind>.<prefix><station or component>`` (``width.left_tip``),
+        finger after finger."""
+        return tuple(f"{kind}.{prefix}{part}"
+                     for finger, prefix in zip(self.fingers, self.prefixes, strict=True)
+                     for kind, part in (name.split(".", 1) for name in finger.parameter_names))
+
+    @property
+    def parameter_defaults(self) -> np.ndarray:
+        """θ's rest values (m,) [m]."""
+        return np.concatenate([finger.parameter_defaults for finger in self.fingers])
+
+    def split(self, params) -> list[np.ndarray]:
+        """Each finger's θ from the hand's (m,); a ValueError for another shape."""
+        theta = np.asarray(params, dtype=np.float64)
+        sizes = np.cumsum([0] + [len(f.parameter_defaults) for f in self.fingers])
+        if theta.shape != (sizes[-1],):
+            raise ValueError(f"the hand's cage parameters are {sizes[-1]} values "
+                             f"{list(self.parameter_names)}, got shape {theta.shape}")
+        return [theta[a:b] for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+
+
+def hand_design(hand: HandMorphology, params) -> dict[str, np.ndarray]:
+    """:func:`design` of every finger at its part of θ (m,), the entries' rows stacked
+    finger after finger (the order of ``hand.link_names`` and of their contacts)."""
+    designs = [design(finger, theta)
+               for finger, theta in zip(hand.fingers, hand.split(params), strict=True)]
+    return {name: np.concatenate([d[name] for d in designs]) for name in designs[0]}
+
+
+def hand_design_jacobian(hand: HandMorphology, params) -> dict[str, np.ndarray]:
+    """∂(:func:`hand_design`)/∂θ: per entry a (size of the entry, m) matrix, block diagonal
+    (a finger's rows depend on its own θ only)."""
+    blocks = [design_jacobian(finger, theta)
+              for finger, theta in zip(hand.fingers, hand.split(params), strict=True)]
+    out = {}
+    for name in blocks[0]:
+        rows = sum(b[name].shape[0] for b in blocks)
+        jacobian = np.zeros((rows, len(hand.parameter_defaults)))
+        row = column = 0
+        for block in blocks:
+            r, c = block[name].shape
+            jacobian[row:row + r, column:column + c] = block[name]
+            row, column = row + r, column + c
+        out[name] = jacobian
+    return out
 
 
 def description(morphology: FingerMorphology, params, *, damping: float = 0.01,

@@ -43,6 +43,9 @@ EXAMPLES = {
     "assemble_codesign": "Assemble co-design: the fingers' link lengths and the controls by "
                          "L-BFGS-B in three stages, the contact forces scaled 0.01, 0.1, 1 "
                          "(the paper's continuation)",
+    "assemble_cage": "Assemble co-design through both fingers' cage parameters (phalanx and "
+                     "tip lengths, joint and tip widths and heights: 16 of the paper's 17) and "
+                     "the controls by L-BFGS-B in the same three contact-scale stages",
     "freeform_gripper": "two free-form cube fingers grasp, lift and shake a diamond along a "
                         "fixed motion; L-BFGS-B on the 120 inner cage handles' displacements "
                         "(Xu et al., Free-form Gripper)",

@@ -1,8 +1,8 @@
 """Options to simulator: :func:`build_model` turns :class:`~sim_rigid.options.RigidOptions`
 into a :class:`~sim_rigid.model.RigidModel`, :func:`make_simulator` (the plugin's factory)
 into a :class:`~sim_rigid.simulator.RigidSimulator`, or with ``design_space: cage`` into a
-:class:`~sim_rigid.cage_design.CageSimulator` over it, whose design is the finger's cage
-parameters θ.
+:class:`~sim_rigid.cage_design.CageSimulator` over it, whose design is the finger's (or the
+fingers') cage parameters θ.
 
 ``robot`` is a description (a dict, :mod:`sim_rigid.description`), a YAML file of one
 (relative to the experiment file's folder, ``base_dir``), the name of a robot shipped in
@@ -30,13 +30,20 @@ from .cage_design import CageSimulator
 from .description import DescriptionError, load_description, load_obstacles
 from .gripper_scene import gripper_description, gripper_morphology
 from .model import RigidModel
-from .morphology import FingerMorphology, assemble_finger, description
+from .morphology import (
+    FingerMorphology,
+    HandMorphology,
+    assemble_finger,
+    description,
+    hand_design,
+    hand_design_jacobian,
+)
 from .options import RigidOptions
 from .simulator import RigidSimulator
 
 __all__ = ["ROBOT_DIRECTORY", "SceneError", "build_model", "cage_morphology",
-           "finger_description", "finger_morphology", "make_simulator", "robot_description",
-           "robot_path"]
+           "finger_description", "finger_morphology", "hand_morphology", "make_simulator",
+           "robot_description", "robot_path"]
 
 ROBOT_DIRECTORY = Path(__file__).parent / "robots"
 """Folder of the bundled robot descriptions, ``<name>.yaml`` each."""
@@ -57,23 +64,24 @@ _FINGER_JOINT_KEYS = ("damping", "initial", "gear", "parent", "prefix")
 """Keys of ``robot.finger`` for its joints, weld and names; the others are the shape's."""
 
 
-def finger_morphology(spec: dict) -> FingerMorphology:
+def finger_morphology(spec: dict, *, where: str = "robot.finger") -> FingerMorphology:
     """The assembled finger of ``robot: {finger: spec}``: :func:`sim_rigid.morphology.
     assemble_finger` with the keys of ``spec`` that are its keywords (all but
-    ``damping``, ``initial``, ``gear`` and ``parent``, see :func:`finger_description`)."""
+    ``damping``, ``initial``, ``gear``, ``parent`` and ``prefix``, see
+    :func:`finger_description`); errors name the spec as ``where``."""
     if not isinstance(spec, dict):
-        raise SceneError(f"robot.finger must be a mapping such as {{phalanges: 4}}, got "
+        raise SceneError(f"{where} must be a mapping such as {{phalanges: 4}}, got "
                          f"{spec!r}")
     shape = {key: value for key, value in spec.items() if key not in _FINGER_JOINT_KEYS}
     try:
         return assemble_finger(**shape)
     except TypeError as exc:
-        raise SceneError(f"robot.finger: {exc}; it takes assemble_finger's keywords "
+        raise SceneError(f"{where}: {exc}; it takes assemble_finger's keywords "
                          f"(phalanges, base_length, phalanx_length, tip_length, width, "
-                         f"height, density, cage_margin, divisions, mount) and damping, "
-                         f"initial, gear, parent, prefix") from exc
+                         f"height, density, cage_margin, divisions, mount, free_heights) and "
+                         f"damping, initial, gear, parent, prefix") from exc
     except ValueError as exc:
-        raise SceneError(f"robot.finger: {exc}") from exc
+        raise SceneError(f"{where}: {exc}") from exc
 
 
 def finger_description(spec: dict) -> dict:
@@ -133,10 +141,7 @@ def robot_description(robot: dict) -> dict:
         raise SceneError(f"robot: unknown keys {unknown} beside finger or fingers; allowed: "
                          f"finger or fingers, links, joints (the fingers' gravity is the gravity "
                          f"option's)")
-    specs = [robot["finger"]] if "finger" in robot else robot["fingers"]
-    if not isinstance(specs, list) or not specs:
-        raise SceneError(f"robot.fingers must be a non-empty list of fingers, each "
-                         f"{{prefix: left_, phalanges: 2, ...}}, got {specs!r}")
+    specs = [robot["finger"]] if "finger" in robot else _finger_list(robot["fingers"])
     fingers = [finger_description(spec) for spec in specs]
     extra = {key: robot.get(key, []) for key in ("links", "joints")}
     for key, entries in extra.items():
@@ -198,29 +203,51 @@ def build_model(options: RigidOptions) -> RigidModel:
     return dataclasses.replace(model, **changes)
 
 
-def cage_morphology(robot) -> FingerMorphology | freeform.FreeformGripper:
+def _finger_list(specs) -> list:
+    """``robot.fingers`` checked: a non-empty list."""
+    if not isinstance(specs, list) or not specs:
+        raise SceneError(f"robot.fingers must be a non-empty list of fingers, each "
+                         f"{{prefix: left_, phalanges: 2, ...}}, got {specs!r}")
+    return specs
+
+
+def hand_morphology(specs) -> HandMorphology:
+    """The fingers of ``robot: {fingers: specs}`` (each :func:`finger_morphology`) named by
+    their prefixes; a SceneError for a spec that is no finger or prefixes that repeat."""
+    fingers = tuple(finger_morphology(spec, where=f"robot.fingers[{k}]")
+                    for k, spec in enumerate(_finger_list(specs)))
+    try:
+        return HandMorphology(fingers, tuple(spec.get("prefix", "") for spec in specs))
+    except ValueError as exc:
+        raise SceneError(f"robot.fingers: {exc}") from exc
+
+
+def cage_morphology(robot) -> FingerMorphology | HandMorphology | freeform.FreeformGripper:
     """The morphology whose cage parameters ``design_space: cage`` optimizes: the finger of
-    ``robot: {finger: {...}}`` (:func:`finger_morphology`) or the free-form fingers of
-    ``robot: {gripper: {...}}``; a SceneError for any other robot."""
+    ``robot: {finger: {...}}`` (:func:`finger_morphology`), the fingers of ``robot:
+    {fingers: [...]}`` (:func:`hand_morphology`) or the free-form fingers of ``robot:
+    {gripper: {...}}``; a SceneError for any other robot."""
     if isinstance(robot, dict) and "gripper" in robot:
         try:
             return gripper_morphology(robot["gripper"])
         except ValueError as exc:
             raise SceneError(str(exc)) from exc
+    if isinstance(robot, dict) and "fingers" in robot and "finger" not in robot:
+        return hand_morphology(robot["fingers"])
     if not (isinstance(robot, dict) and "finger" in robot):
         shown = robot if isinstance(robot, str) else "(an inline description)"
         raise SceneError(f"design_space: cage optimizes the cage parameters of a finger built "
                          f"from the cage-based components, but robot is {shown}; give robot: "
-                         f"{{finger: {{phalanges: 4, ...}}}} (with links and joints beside it "
-                         f"if the scene has more), robot: {{gripper: {{...}}}}, or "
-                         f"design_space: simulation")
+                         f"{{finger: {{phalanges: 4, ...}}}} or {{fingers: [{{prefix: left_, "
+                         f"...}}, ...]}} (with links and joints beside them if the scene has "
+                         f"more), robot: {{gripper: {{...}}}}, or design_space: simulation")
     return finger_morphology(robot["finger"])
 
 
 @options_factory(RigidOptions)
 def make_simulator(options: RigidOptions) -> RigidSimulator | CageSimulator:
     """Build a :class:`~sim_rigid.simulator.RigidSimulator` from the options of
-    :class:`~sim_rigid.options.RigidOptions` (as keywords), seen through its finger's cage
+    :class:`~sim_rigid.options.RigidOptions` (as keywords), seen through its fingers' cage
     parameters (:class:`~sim_rigid.cage_design.CageSimulator`) for ``design_space: cage``."""
     o = options
     finger = cage_morphology(o.robot) if o.design_space == "cage" else None
@@ -235,4 +262,7 @@ def make_simulator(options: RigidOptions) -> RigidSimulator | CageSimulator:
         return CageSimulator(simulator, finger, design=freeform.design,
                              design_jacobian=freeform.design_jacobian,
                              parameters=freeform.handle_parameters(finger))
+    if isinstance(finger, HandMorphology):
+        return CageSimulator(simulator, finger, design=hand_design,
+                             design_jacobian=hand_design_jacobian)
     return simulator if finger is None else CageSimulator(simulator, finger)
