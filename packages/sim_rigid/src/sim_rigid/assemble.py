@@ -8,7 +8,7 @@ centre on the hole's.
 The two centres are those of the experiment's ``touch_point`` term named ``insert`` (its
 ``link``'s point, the box's centre, and its ``target_link``'s, the hole's, which moves with
 the mount): ``python -m sim_rigid.assemble RUN_DIR [RUN_DIR ...]`` prints it for finished
-runs of ``assemble.yaml`` and ``assemble_codesign.yaml``.
+runs of ``assemble.yaml``, ``assemble_codesign.yaml`` and ``assemble_cage.yaml``.
 """
 
 from __future__ import annotations
