@@ -11,8 +11,8 @@
    PX PY PZ RZ RY RX): the largest error of each library's ∂τ/∂q and ∂τ/∂q̇ against central
    differences of its own inverse dynamics.
 3. ms per ``sim_rigid.step.step`` and ``step_vjp`` of the arm at Δt = 0.01 s, and the share
-   of a step spent inside compiled code (``sim_rigid._implicit``'s one call per step, the
-   Newton loop included; the rest is the Python around it: argument packing, the new
+   of a step spent inside compiled code (``sim_rigid._kernels.implicit_step``, one call per
+   step, the Newton loop included; the rest is the Python around it: argument packing, the new
    state).
 
 Usage: ``python benchmarks/rigid_dynamics.py [--rounds 5] [--calls 2000]`` (Pinocchio, the
@@ -174,7 +174,7 @@ def step_timings(*, rounds: int, calls: int) -> None:
     stats = pstats.Stats(profile).stats
     total = sum(t for (_, _, t, _, _) in stats.values())
     inside = sum(t for (file, _, name), (_, _, t, _, _) in stats.items()
-                 if file.endswith("_implicit.py") and name == "step")
+                 if file.endswith("_kernels.py") and name == "implicit_step")
     print(f"share of a step inside compiled code (cProfile): {inside / total:.0%}")
 
 

@@ -2,7 +2,7 @@
 :mod:`sim_rigid.dynamics`, which they equal to round-off, and the flat arrays (per model:
 nodes, contacts, actuation; per call: parameters) that the compiled steps behind
 :func:`sim_rigid.step.step` and :func:`sim_rigid.step.step_vjp` (``kernels="numba"``, the
-default; :mod:`._implicit`) take.
+default; :func:`._kernels.implicit_step`) take.
 
 Compilation: the kernels compile on their first call and are cached on disk (numba's cache,
 beside the sources or in ``NUMBA_CACHE_DIR``); while that happens, stderr says
@@ -17,7 +17,7 @@ import numpy as np
 
 from codesign.compile_notice import announce_compiles
 
-from . import _implicit, _kernels
+from . import _kernels
 from .contact import COEFFICIENTS
 from .dynamics import dual, dual_rows, node_table, unit_axes
 from .model import OBSTACLE_TYPES, RigidModel
@@ -124,14 +124,14 @@ def mass_matrix(model: RigidModel, params: dict, q) -> np.ndarray:
 
 def parameter_arrays(model: RigidModel, params: dict) -> tuple:
     """The parameters as the plain tuple the compiled steps take (:class:`~sim_rigid.
-    _implicit.Parameters`: masses, inertias, joint origins, contact points, areas, the four
+    _kernels.Parameters`: masses, inertias, joint origins, contact points, areas, the four
     coefficients of :data:`~sim_rigid.contact.COEFFICIENTS`, joint damping, gravity, centres
     of mass, joint axis directions, normalized in the compiled step), float64 and
     contiguous."""
     def plain(value):
         return np.ascontiguousarray(value, dtype=np.float64)
 
-    return tuple(_implicit.Parameters(
+    return tuple(_kernels.Parameters(
         mass=plain(params["link_mass"]), inertia=plain(params["link_inertia"]),
         origin=plain(params["joint_origin"]), points=plain(params["contact_point"]),
         area=plain(params["contact_area"]),
@@ -146,7 +146,7 @@ def parameter_vjp(model: RigidModel, params: dict, q, qd, qdd, adjoint) -> dict:
     (n, 3), ``link_inertia`` (n, 3, 3), ``contact_point`` (c, 3), ``contact_area`` (c,) and
     each coefficient (a float); compiled, one pass (virtual power) where tangents would take
     one row each."""
-    theta = _implicit.Parameters(*parameter_arrays(model, params))
+    theta = _kernels.Parameters(*parameter_arrays(model, params))
     plain = [np.ascontiguousarray(x, dtype=np.float64) for x in (q, qd, qdd, adjoint)]
     g_mass, g_com, g_inertia, g_points, g_area, g_coefficients = _kernels.rnea_parameter_vjp(
         node_arrays(model), contact_arrays(model), *plain, theta.mass, theta.com,

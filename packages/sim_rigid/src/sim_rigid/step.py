@@ -27,7 +27,8 @@ partial derivatives by forward-mode tangents of the recursive Newton-Euler algor
 
 ``kernels="numpy"`` runs the readable reference below (:class:`_Solve`, on
 :mod:`sim_rigid.dynamics`); ``kernels="numba"`` (the default) runs the same formulas as one
-compiled call per step and one per VJP (:mod:`sim_rigid._implicit`), equal to round-off.
+compiled call per step and one per VJP (:func:`sim_rigid._kernels.implicit_step`), equal
+to round-off.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ import scipy.linalg
 
 from codesign.simulator import SimulationError
 
-from . import _implicit, dynamics, kernels
-from ._implicit import ARMIJO, GAMMA, SMALLEST_STEP
+from . import _kernels, dynamics, kernels
+from ._kernels import ARMIJO, GAMMA, SMALLEST_STEP
 from .contact import COEFFICIENTS
 from .model import RigidModel
 from .options import RigidOptions
@@ -228,7 +229,7 @@ def step(model: RigidModel, state: RigidState, action, params: dict, dt: float, 
     settings = _settings(actuation, servo_stiffness, servo_damping, tolerance, iterations,
                          kernels)
     if kernels == "numba":
-        q, v, status, residual, update = _implicit.step(
+        q, v, status, residual, update = _kernels.implicit_step(
             *_compiled_arguments(model, state, action, params, dt, settings))
         _check_status(status, state, residual, update, settings)
     else:
@@ -242,9 +243,10 @@ def step(model: RigidModel, state: RigidState, action, params: dict, dt: float, 
 
 
 def _compiled_arguments(model, state, action, params, dt, settings) -> tuple:
-    """The leading arguments of :func:`sim_rigid._implicit.step` and ``step_vjp``."""
+    """The leading arguments of :func:`sim_rigid._kernels.implicit_step` and
+    ``implicit_step_vjp``."""
     actuated, gear = kernels.drive_arrays(model)
-    drive = tuple(_implicit.Drive(actuated=actuated, gear=gear,
+    drive = tuple(_kernels.Drive(actuated=actuated, gear=gear,
                                   position=settings["actuation"] == "position",
                                   stiffness=settings["servo_stiffness"],
                                   damping=settings["servo_damping"]))
@@ -256,7 +258,7 @@ def _compiled_arguments(model, state, action, params, dt, settings) -> tuple:
 
 
 def _check_status(status, state, residual, update, settings) -> None:
-    if status != _implicit.CONVERGED:
+    if status != _kernels.CONVERGED:
         raise _newton_error(int(state.step_count), settings["iterations"], residual, update)
 
 
@@ -319,8 +321,8 @@ def step_vjp(model: RigidModel, state: RigidState, action, params: dict, dt: flo
 
 
 def _compiled_vjp(model, state, action, params, dt, settings, g_next):
-    """:func:`step_vjp` in one compiled call (:func:`sim_rigid._implicit.step_vjp`)."""
-    status, residual, update, g_state, g_action, g_theta = _implicit.step_vjp(
+    """:func:`step_vjp` in one compiled call (:func:`sim_rigid._kernels.implicit_step_vjp`)."""
+    status, residual, update, g_state, g_action, g_theta = _kernels.implicit_step_vjp(
         *_compiled_arguments(model, state, action, params, dt, settings),
         *(np.ascontiguousarray(g) for g in g_next))
     _check_status(status, state, residual, update, settings)
