@@ -298,10 +298,11 @@ def smoothed_at(layout, Px, Ax, q, lower, col_scale, equality_count, kappa, v0, 
         slack[r] = max(row_values[n + r] - lower[r], root)
         impulse[r] = kappa / slack[r]
         x[n + r] = -impulse[r]
-    size = 1.0 + np.max(np.abs(q))
+    largest_bound = 0.0
     for r in range(m):
         if rows_on[r]:
-            size = max(size, 1.0 + np.max(np.abs(q)) + abs(lower[r]))
+            largest_bound = max(largest_bound, abs(lower[r]))
+    size = 1.0 + np.max(np.abs(q)) + largest_bound
     dual = np.zeros(m)
     rhs = np.zeros(n + m)
     for iteration in range(max_iter):
