@@ -375,16 +375,9 @@ class VineModel:
         heading = self.base[2] + np.cumsum(np.where(body % 2 == 0, angles[body // 2], 0.0))
         slide = np.zeros(n)
         slide[1::2] = ext  # the distal body of each prismatic pair
-        direction = np.stack([np.cos(heading), np.sin(heading)], axis=1)
-        normal = np.stack([-direction[:, 1], direction[:, 0]], axis=1)
-        g_xy = g_q[:, :2]
-        after = np.cumsum(g_xy[::-1], axis=0)[::-1] - g_xy  # Σ_{i > j} ∂L/∂x_i
-        g_heading = (g_q[:, 2] + (2 * d + slide) * np.sum(after * normal, axis=1)
-                     + (slide + d) * np.sum(g_xy * normal, axis=1))
+        g_heading, g_slide = _chain_vjp(heading, slide, g_q, d)
         g_from = np.cumsum(g_heading[::-1])[::-1]  # a pin turns every body from it on
-        g_angles = g_from[0::2]
-        g_ext = np.sum((after + g_xy) * direction, axis=1)[1::2]
-        return g_angles, g_ext
+        return g_from[0::2], g_slide[1::2]
 
     def _everted_configuration_vjp(self, joint_angles, extensions, g_q
                                    ) -> tuple[np.ndarray, np.ndarray]:
@@ -399,14 +392,8 @@ class VineModel:
         bent = offsets == 0.0
         bent[0] = True
         heading = self.base[2] + np.cumsum(np.where(bent, angles, 0.0))
-        direction = np.stack([np.cos(heading), np.sin(heading)], axis=1)
-        normal = np.stack([-direction[:, 1], direction[:, 0]], axis=1)
-        g_xy = g_q[:, :2]
-        after = np.cumsum(g_xy[::-1], axis=0)[::-1] - g_xy  # Σ_{i > j} ∂L/∂x_i
-        g_heading = (g_q[:, 2] + (2 * d + offsets) * np.sum(after * normal, axis=1)
-                     + (offsets + d) * np.sum(g_xy * normal, axis=1))
+        g_heading, g_offsets = _chain_vjp(heading, offsets, g_q, d)
         g_angles = np.where(bent, np.cumsum(g_heading[::-1])[::-1], 0.0)
-        g_offsets = np.sum((after + g_xy) * direction, axis=1)
         return g_angles, np.array([g_offsets @ slope])
 
     def initial_configuration(self) -> np.ndarray:
@@ -435,3 +422,16 @@ class VineModel:
         phi = self.obstacle_distances(body_q)[0]
         return [(int(i), int(j), float(phi[i, j]))
                 for j, i in zip(*np.nonzero(phi.T < -tolerance), strict=True)]
+
+
+def _chain_vjp(heading, slide, g_q, d: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(∂L/∂heading, ∂L/∂slide)`` (N,) of a chain whose body j has heading h_j [rad] and
+    its centre at the base plus ``(2d + s_k) dir(h_k)`` over the bodies k before it plus
+    ``(s_j + d) dir(h_j)``, given ∂L/∂q (N, 3): the configurations of both growth models."""
+    direction = np.stack([np.cos(heading), np.sin(heading)], axis=1)
+    normal = np.stack([-direction[:, 1], direction[:, 0]], axis=1)
+    g_xy = g_q[:, :2]
+    after = np.cumsum(g_xy[::-1], axis=0)[::-1] - g_xy  # Σ_{i > j} ∂L/∂x_i
+    g_heading = (g_q[:, 2] + (2 * d + slide) * np.sum(after * normal, axis=1)
+                 + (slide + d) * np.sum(g_xy * normal, axis=1))
+    return g_heading, np.sum((after + g_xy) * direction, axis=1)
