@@ -31,15 +31,20 @@ def test_start_pose_shares_the_extension_by_the_growth_weights(growth):
                                atol=1e-15)
 
 
-def test_start_pose_vjp_matches_finite_differences():
-    model = VineModel(body_count=6, length=0.25)
-    weights = np.random.default_rng(0).standard_normal((6, 3))
-    g_angles, g_extension = POSE.body_q_vjp(model, weights)
+def pose_vjp_check(model, pose, seed):
+    """The pose's VJP for random weights (its cotangents) and its gradcheck report."""
+    weights = np.random.default_rng(seed).standard_normal((model.body_count, 3))
+    g_angles, g_extension = pose.body_q_vjp(model, weights)
     report = gradcheck(
         lambda p: float(np.sum(weights * StartPose(p["angles"], float(p["extension"])).body_q(
             model))),
-        {"angles": POSE.angles, "extension": np.asarray(POSE.extension)},
+        {"angles": pose.angles, "extension": np.asarray(pose.extension)},
         {"angles": g_angles, "extension": np.asarray(g_extension)})
+    return g_angles, g_extension, report
+
+
+def test_start_pose_vjp_matches_finite_differences():
+    _, _, report = pose_vjp_check(VineModel(body_count=6, length=0.25), POSE, 0)
     assert report.passed, str(report)
 
 
@@ -144,14 +149,8 @@ def test_an_everting_start_pose_is_everted_by_its_extension_and_bends_where_out(
 
 
 def test_an_everting_start_pose_vjp_matches_finite_differences():
-    weights = np.random.default_rng(2).standard_normal((8, 3))
-    g_angles, g_extension = EVERT_POSE.body_q_vjp(EVERT, weights)
+    g_angles, g_extension, report = pose_vjp_check(EVERT, EVERT_POSE, 2)
     assert g_extension != 0.0 and not np.any(g_angles[5:])
-    report = gradcheck(
-        lambda p: float(np.sum(weights * StartPose(p["angles"], float(p["extension"])).body_q(
-            EVERT))),
-        {"angles": EVERT_POSE.angles, "extension": np.asarray(EVERT_POSE.extension)},
-        {"angles": g_angles, "extension": np.asarray(g_extension)})
     assert report.passed, str(report)
 
 
