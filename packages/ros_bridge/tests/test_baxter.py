@@ -91,3 +91,32 @@ def test_the_rest_pose_needs_no_torque(arm):
                                atol=1e-8)
     with pytest.raises(ValueError, match="no rest pose found"):
         arm.rest_pose([0.0, 0.55, 0.0, 1.0, 0.0, 0.0, 0.0], iterations=1)
+
+
+def test_s0s_link_mass_is_invisible_to_the_joints_so_the_truth_keeps_the_urdfs():
+    # s0 turns about the vertical with its link's centre of mass 18 mm from the axis: 10 %
+    # more mass leaves every gravity torque as it is and changes the mass matrix by 4e-5 to
+    # 5e-5 (s0's own inertia only); 10 % more on any other link changes M by 1.2e-3 (s1, the
+    # least) to 3.5e-2 and g by 4e-3 to 3.5e-2 at every pose. A perturbed s0 mass in the truth
+    # would test only the fit's hold.
+    poses = np.array([POSE, [0.0, 0.55, 0.0, 1.0, 0.0, 0.0, 0.0],
+                      [0.0, 0.1, 0.0, 0.9, 0.0, 0.4, 0.0], [-0.8, 0.3, -1.2, 0.5, 1.0, -0.7, 0.5]])
+
+    def dynamics(mass_scale):  # M(q) and g(q) at each pose
+        arm = BaxterArm(BaxterTruth(mass_scale=mass_scale))
+        upper = [np.triu(pin.crba(arm.model, arm.data, q)) for q in poses]
+        return [(m + np.triu(m, 1).T, arm.gravity(q)) for m, q in zip(upper, poses, strict=True)]
+
+    def relative_change(link):  # of M and of g, (2, poses), with the link's mass × 1.1
+        scaled = dynamics(np.where(np.arange(7) == link, 1.1, 1.0))
+        return np.array([[np.linalg.norm(new[k] - old[k]) / np.linalg.norm(old[k])
+                          for new, old in zip(scaled, nominal, strict=True)] for k in (0, 1)])
+
+    nominal = dynamics(np.ones(7))
+    s0_mass, s0_gravity = relative_change(0).max(axis=1)
+    assert s0_mass < 1e-4 and s0_gravity < 1e-12
+    for link in range(1, 7):
+        mass, gravity = relative_change(link).min(axis=1)
+        assert mass > 1e-3 and gravity > 1e-3, LEFT_ARM[link]
+    assert TRUE_BAXTER.mass_scale[0] == 1.0
+    assert np.all(np.abs(TRUE_BAXTER.mass_scale[1:] - 1.0) > 0.05)  # the others perturbed
