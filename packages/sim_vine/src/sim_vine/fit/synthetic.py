@@ -3,9 +3,9 @@
 :func:`synthetic_video` simulates a vine at a known design, projects its centerline into a
 camera image through a known homography (a plane seen at an angle) and draws every video
 frame with OpenCV (:func:`sim_vine.vision.video.draw_vine_frame`): obstacles in grey, the vine as a
-thick green line, optionally blurred, Gaussian pixel noise on top. It returns the frames together with the true
-keypoints in metres and in pixels, so keypoint extraction and parameter fits can be scored
-against the truth that made the video.
+thick green line, optionally blurred, Gaussian pixel noise on top. It returns the frames
+together with the true keypoints in metres and in pixels, so keypoint extraction and
+parameter fits can be scored against the truth that made the video.
 
 Frames and model steps: frame f is the state after ``f × substeps`` model steps of ``dt``,
 so the video runs at ``fps = 1 / (substeps × dt)``.
