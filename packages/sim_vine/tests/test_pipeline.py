@@ -150,10 +150,28 @@ def test_recording_file_errors_name_the_fix(tmp_path):
                              r"fit.frame_rate_range must be \[low, high\]"),
                             ({"fit": {"method": "lbfgs"}},
                              r"fit.method 'lbfgs' is unknown \(did you mean 'lbfgsb'\?\)"),
-                            ({"keypoints": {"units": "px"}}, "keypoints.path is required")):
+                            ({"keypoints": {"units": "px"}}, "keypoints.path is required"),
+                            ({"growth_rate": None}, "growth_rate is required, got None"),
+                            ({"growth_rate": "estimated"},
+                             "growth_rate is required, got 'estimated'.*or 'estimate'")):
         path.write_text(yaml.safe_dump({**spec, **change}))
         with pytest.raises(PipelineError, match=message):
             load_recording_file(path)
+
+
+def test_the_growth_rate_is_estimated_from_the_keypoints_when_asked(tmp_path, capsys):
+    # the truth grows at 0.3 m/s; the file's 5 % scale error makes it 0.315 m/s in the
+    # recording's metres, which the arc length's slope measures
+    path = harder_recording(tmp_path)
+    spec = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**spec, "growth_rate": "estimate"}))
+    summary = run_recording(path, tmp_path / "out", video=False)
+    (note,) = [n for n in summary["notes"] if n.startswith("growth rate")]
+    assert note in capsys.readouterr().out
+    (recording,) = summary["recordings"]
+    np.testing.assert_allclose(recording["growth_rate"], float(note.split()[2]), rtol=1e-3)
+    assert float(note.split()[2]) == pytest.approx(0.3 * 1.05, rel=0.02)
+    assert summary["optimizer"]["converged"] and recording["tip_error_mm"]["mae"] <= 3.0
 
 
 def test_per_frame_growth_follows_a_rate_that_changes_mid_trial(tmp_path):

@@ -85,6 +85,22 @@ def test_the_keypoints_source_checks_file_and_scene(tmp_path):
         keypoints_recordings(**{**call, "simulator": blocked}, units="mm")
 
 
+def test_the_keypoints_source_estimates_the_growth_rate_when_asked(tmp_path, capsys):
+    # a straight vine growing 1 mm per frame at 30 fps: 0.03 m/s
+    grown = _straight(frames=6)
+    points = grown.points * (1.0 + 5e-3 * np.arange(6))[:, None, None]
+    _write_csv(tmp_path / "trial.csv", Keypoints(grown.times, points))
+    sim = make_simulator(bodies=4, length=0.2)
+    call = dict(simulator=sim, measurement=KeypointObserver(simulator=sim, count=5),
+                dt=1 / 90, substeps=3, base_dir=tmp_path, path="trial.csv")
+    (recording,) = keypoints_recordings(**call, growth_rate="estimate")
+    np.testing.assert_allclose(recording.actions, 0.03, rtol=1e-9)
+    assert "growth rate 0.03 m/s estimated" in capsys.readouterr().out
+    for bad in ("estimated", -0.1, float("nan"), "0.3"):
+        with pytest.raises(RecordingSourceError, match="non-negative number of m/s or 'estim"):
+            keypoints_recordings(**call, growth_rate=bad)
+
+
 def test_yaml_identification_with_the_keypoints_source(tmp_path):
     _write_csv(tmp_path / "trial.csv", _straight())
     experiment = {

@@ -77,6 +77,13 @@ def test_draw_vine_frame_draws_the_vine_and_blobs():
     assert image.shape == (32, 64, 3) and image.dtype == np.uint8
     green = (image[:, :, 1] > 150) & (image[:, :, 0] < 100)
     assert green[10, 30] and green[25, 55] and not green[25, 30]
+    # out of focus: the vine's colour spreads past its edge, its middle stays green
+    blurred = draw_vine_frame(np.array([[10.0, 10.0], [50.0, 10.0]]), width=64, height=32,
+                              thickness_px=6, blur_px=2.0)
+    assert blurred[10, 30, 1] > 150 and blurred[10, 30, 0] < 100
+    assert image[16, 30, 0] == 235 and blurred[16, 30, 0] < 225
+    with pytest.raises(VideoError, match="blur_px must be a non-negative number"):
+        draw_vine_frame(None, width=8, height=8, thickness_px=2, blur_px=-1.0)
     with pytest.raises(VideoError, match="shape"):
         draw_vine_frame(np.zeros(4), width=8, height=8, thickness_px=2)
     with pytest.raises(VideoError, match="NaN"):

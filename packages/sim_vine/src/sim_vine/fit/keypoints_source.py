@@ -49,7 +49,7 @@ def keypoints_recordings(
     origin_px: Sequence[float] | None = None,
     flip_y: bool = True,
     fps: float | None = None,
-    growth_rate: float = 0.0,
+    growth_rate: float | str = 0.0,
     initial_pose_tolerance_mm: float = 3.0,
     obstacle_tolerance_mm: float = 2.0,
     frames: int | None = None,
@@ -64,7 +64,8 @@ def keypoints_recordings(
         path: the ``.csv`` or ``.npz`` file, relative to ``base_dir``.
         units, scale, origin_px, flip_y, fps: how to read it, see
             :func:`~sim_vine.fit.keypoints_file.read_keypoints_file`.
-        growth_rate: commanded growth rate during the recording [m/s].
+        growth_rate: commanded growth rate during the recording [m/s], or ``estimate``
+            (the slope of the keypoints' arc length over time).
         initial_pose_tolerance_mm: largest distance [mm] between the simulator's initial
             keypoints and the first frame's.
         obstacle_tolerance_mm: how deep [mm] the recorded vine may dip into an obstacle.

@@ -12,7 +12,9 @@ recording, the frame rate when the file has no times), the scene and the fit::
       origin_px: [80, 310]          # the pixel of the world origin
     scene: lab.yaml                 # a vine scene file (obstacles, base, bodies); optional
     simulator: {bodies: 10, gravity: [0, -9.81]}   # vine options over the scene's; optional
-    growth_rate: 0.1                # commanded growth rate [m/s], a number or one per interval
+    growth_rate: 0.1                # commanded growth rate [m/s], a number or one per interval,
+                                    # or `estimate`: the slope of the keypoints' arc length
+                                    # over time (sim_vine.fit.growth); required, never assumed
     fit:
       free: [joint.stiffness, joint.damping]
       iterations: 50
@@ -53,6 +55,7 @@ from ..scene import make_simulator
 from ..vision.keypoints import Keypoints
 from .bundle import loss_mm, write_bundle
 from .frame_rate import estimate_frame_rate
+from .growth import growth_rate_from_keypoints
 from .keypoints_file import read_keypoints_file
 from .scene_check import check_scene
 from .shooting import METHODS, VideoRecording, fit_shooting, frame_schedule
@@ -120,16 +123,29 @@ def load_recording_file(path: str | Path) -> dict[str, Any]:
     if "path" not in keypoints:
         raise PipelineError(f"{path}: keypoints.path is required (the CSV or NPZ file)")
     data["keypoints"] = keypoints
+    rate = data.get("growth_rate")
+    if rate is None or (isinstance(rate, str) and rate != "estimate"):
+        raise PipelineError(
+            f"{path}: growth_rate is required, got {rate!r}: the commanded growth rate [m/s] "
+            "(a number, or one per frame interval), or 'estimate' to take it from the "
+            "keypoints' arc length over time; a vine that does not grow has growth_rate: 0")
     data["simulator"] = _mapping(data.get("simulator"), f"{path}: simulator")
     data["fit"] = _checked_fit(_mapping(data.get("fit"), f"{path}: fit"), str(path))
     return data
+
+
+def _growth_rate(spec_rate, keypoints: Keypoints):
+    """The recording's growth rate [m/s]: the YAML's, or with ``estimate`` the slope of the
+    ``keypoints``' arc length over their times (which a frame rate estimate rescales)."""
+    return growth_rate_from_keypoints(keypoints) if spec_rate == "estimate" else spec_rate
 
 
 def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_range,
                                settings) -> tuple[Keypoints, str]:
     """``keypoints`` with their times at the frame rate the dynamics fit best in
     ``frame_rate_range`` [fps] (:func:`~sim_vine.fit.frame_rate.estimate_frame_rate`, each
-    candidate fitted with ``settings``), and a note saying what it found."""
+    candidate fitted with ``settings`` at the YAML's ``growth_rate``, see
+    :func:`_growth_rate`), and a note saying what it found."""
     times = np.asarray(keypoints.times, dtype=np.float64)
     file_fps = 1.0 / float(np.mean(np.diff(times)))
 
@@ -137,7 +153,8 @@ def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_ran
         return dataclasses.replace(keypoints, times=times[0] + (times - times[0]) * file_fps / fps)
 
     def fitted_loss(fps: float) -> float:
-        recording = VideoRecording(at(fps), growth_rate=growth_rate)
+        candidate = at(fps)
+        recording = VideoRecording(candidate, growth_rate=_growth_rate(growth_rate, candidate))
         return fit_shooting(simulator, [recording], **settings).loss
 
     low, high = (float(v) for v in frame_rate_range)
@@ -190,12 +207,17 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     started = time.perf_counter()
     if "frame_rate_range" in fit_options:
         keypoints, note = _with_estimated_frame_rate(
-            simulator, keypoints, spec.get("growth_rate", 0.0), fit_options["frame_rate_range"],
+            simulator, keypoints, spec["growth_rate"], fit_options["frame_rate_range"],
             settings)
         notes.append(note)
         print(f"{file.name}: {note}")
-    recordings = [VideoRecording(keypoints, growth_rate=spec.get("growth_rate", 0.0),
-                                 name=file.name)]
+    growth_rate = _growth_rate(spec["growth_rate"], keypoints)
+    if spec["growth_rate"] == "estimate":
+        note = (f"growth rate {growth_rate:.4g} m/s estimated from the keypoints' arc length "
+                "over time")
+        notes.append(note)
+        print(f"{file.name}: {note}")
+    recordings = [VideoRecording(keypoints, growth_rate=growth_rate, name=file.name)]
     fit = fit_shooting(simulator, recordings, callback=stop, **settings)
     elapsed = time.perf_counter() - started
     schedule = frame_schedule(keypoints.times, model_rate=model_rate)

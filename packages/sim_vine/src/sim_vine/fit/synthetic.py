@@ -3,9 +3,9 @@
 :func:`synthetic_video` simulates a vine at a known design, projects its centerline into a
 camera image through a known homography (a plane seen at an angle) and draws every video
 frame with OpenCV (:func:`sim_vine.vision.video.draw_vine_frame`): obstacles in grey, the vine as a
-thick green line, Gaussian pixel noise on top. It returns the frames together with the true
-keypoints in metres and in pixels, so keypoint extraction and parameter fits can be scored
-against the truth that made the video.
+thick green line, optionally blurred, Gaussian pixel noise on top. It returns the frames
+together with the true keypoints in metres and in pixels, so keypoint extraction and
+parameter fits can be scored against the truth that made the video.
 
 Frames and model steps: frame f is the state after ``f × substeps`` model steps of ``dt``,
 so the video runs at ``fps = 1 / (substeps × dt)``.
@@ -113,6 +113,7 @@ def synthetic_video(
     initial_state: VineState | None = None,
     thickness_px: float = 7.0,
     noise_std: float = 6.0,
+    blur_px: float = 0.0,
     seed: int = 0,
     hidden: Sequence[int] = (),
     vine_bgr: Sequence[int] = (40, 200, 40),
@@ -134,6 +135,8 @@ def synthetic_video(
         initial_state: the state of frame 0 (default: the simulator's initial state).
         thickness_px: the vine's drawn diameter [px].
         noise_std: Gaussian pixel noise (0-255 scale).
+        blur_px: standard deviation [px] of a Gaussian blur of every frame before the noise
+            (a lens out of focus).
         seed: seeds the noise.
         hidden: frame indices drawn without the vine (an occluded or dropped frame).
         vine_bgr, background_bgr, obstacle_bgr: colours.
@@ -160,7 +163,8 @@ def synthetic_video(
         line = None if index in hidden else calibration.to_pixels(centerline_vertices(model, q))
         images.append(draw_vine_frame(line, width=int(width), height=int(height),
                                       thickness_px=thickness_px, vine_bgr=vine_bgr,
-                                      background=background, noise_std=noise_std, rng=rng))
+                                      background=background, noise_std=noise_std, rng=rng,
+                                      blur_px=blur_px))
     truth = np.stack(truth)
     base = model.base
     base_px = calibration.to_pixels(base[:2])

@@ -16,8 +16,10 @@ It extracts keypoints from every frame (:func:`sim_vine.vision.keypoints.extract
 puts frame f at the control step its timestamp falls on
 (:func:`codesign.recordings.frame_steps`; control steps last ``dt × substeps`` of the run
 section; steps without a frame get NaN rows, which the fit skips) and replays the commanded
-growth rate as the action. Frames where the vine is not found are NaN rows
-(``on_missing: nan``, listed in the report) or stop the run (``on_missing: raise``).
+growth rate as the action (``growth_rate: estimate``: the slope of the keypoints' arc
+length over time, :func:`sim_vine.fit.growth.growth_rate_from_keypoints`). Frames where
+the vine is not found are NaN rows (``on_missing: nan``, listed in the report) or stop the
+run (``on_missing: raise``).
 
 The simulator starts from its own initial pose (the scene's ``initial_angles`` and
 ``length``); the source checks it against the first frame and, when they differ by more
@@ -37,6 +39,7 @@ from codesign.recordings import RecordingSet, RecordingSourceError, frame_steps,
 from ..kinematics import keypoints as model_keypoints
 from ..vision.keypoints import Calibration, Keypoints, Segmentation, extract_keypoints
 from ..vision.video import read_frames
+from .growth import GrowthError, growth_rate_from_keypoints
 from .start_pose import start_pose_from_keypoints
 
 __all__ = ["keypoint_recordings", "video_recordings"]
@@ -61,6 +64,16 @@ def _first_frames(source: Path, fps: float | None, count: int) -> tuple[list, fl
     if len(frames) < 2:
         raise RecordingSourceError(f"{source} has {len(frames)} frame(s); a fit needs two")
     return [f.image for f in frames], 1.0 / (frames[1].time - frames[0].time)
+
+
+def _check_growth_rate(growth_rate) -> None:
+    """Refuse a growth rate that is neither a non-negative number of m/s nor ``estimate``."""
+    if growth_rate == "estimate":
+        return
+    if not (isinstance(growth_rate, int | float) and not isinstance(growth_rate, bool)
+            and np.isfinite(growth_rate) and growth_rate >= 0):
+        raise RecordingSourceError(f"growth_rate must be a non-negative number of m/s or "
+                                   f"'estimate' (from the keypoints), got {growth_rate!r}")
 
 
 def _check_initial_pose(simulator, measurement, keypoints: Keypoints, tolerance_mm: float):
@@ -95,7 +108,7 @@ def video_recordings(
     calibration: dict,
     base_px: list[float],
     fps: float | None = None,
-    growth_rate: float = 0.0,
+    growth_rate: float | str = 0.0,
     segmentation: dict | None = None,
     base_direction: list[float] | None = None,
     base_radius_px: float = 10.0,
@@ -117,7 +130,7 @@ def video_recordings(
             ``{metres_per_pixel, origin_px, flip_y}``.
         base_px: where the vine leaves its base in the image (x, y) [px].
         fps: frame rate; default the video file's (required for image sequences).
-        growth_rate: commanded growth rate during the video [m/s].
+        growth_rate: commanded growth rate during the video [m/s], or ``estimate``.
         segmentation: :class:`~sim_vine.vision.keypoints.Segmentation` options (``method``,
             ``lower``, ``upper``, ``threshold``, ``open_px``, ``close_px``; ``background``
             as a path relative to ``base_dir``).
@@ -136,9 +149,7 @@ def video_recordings(
         raise RecordingSourceError("the vine_video source measures keypoints: set "
                                    "identification.measurement to {name: keypoints, options: "
                                    "{count: n}}")
-    if not (np.isfinite(growth_rate) and growth_rate >= 0):
-        raise RecordingSourceError(f"growth_rate must be a non-negative number of m/s, got "
-                                   f"{growth_rate!r}")
+    _check_growth_rate(growth_rate)
     source = Path(video) if Path(video).is_absolute() else Path(base_dir) / video
     options = dict(segmentation or {})
     background = options.get("background")
@@ -170,12 +181,21 @@ def video_recordings(
 
 
 def keypoint_recordings(*, simulator, measurement, keypoints: Keypoints, dt: float,
-                        substeps: int, growth_rate: float, initial_pose_tolerance_mm: float,
+                        substeps: int, growth_rate: float | str, initial_pose_tolerance_mm: float,
                         name: str, truth: dict | None) -> RecordingSet:
     """One recording from keypoints [m]: frames placed on the run's control steps (NaN rows
     between and for missing frames), the growth rate [m/s] as the action, the simulator's
     initial pose checked against the first frame; ``truth`` as in :func:`video_recordings`.
+    ``growth_rate: estimate`` takes the rate from the keypoints' arc length over time.
     Shared by the ``vine_video`` and ``vine_keypoints`` sources."""
+    _check_growth_rate(growth_rate)
+    if growth_rate == "estimate":
+        try:
+            growth_rate = growth_rate_from_keypoints(keypoints)
+        except GrowthError as exc:
+            raise RecordingSourceError(f"{name}: {exc}") from None
+        print(f"{name}: growth rate {growth_rate:.4g} m/s estimated from the keypoints' arc "
+              "length over time")
     points = keypoints.point_count
     _check_initial_pose(simulator, measurement, keypoints, initial_pose_tolerance_mm)
     steps = frame_steps(keypoints.times, float(dt) * int(substeps))

@@ -184,6 +184,7 @@ def draw_vine_frame(
     rng: np.random.Generator | None = None,
     blobs_px: Sequence[tuple[float, float, float]] = (),
     background: np.ndarray | None = None,
+    blur_px: float = 0.0,
 ) -> np.ndarray:
     """Draw a vine as a thick anti-aliased polyline with round ends on a plain background.
 
@@ -198,10 +199,14 @@ def draw_vine_frame(
         blobs_px: distractor discs ``(x, y, radius)`` in the vine colour.
         background: a BGR image (height, width, 3) to draw on (obstacles, a scene);
             default a plain ``background_bgr``.
+        blur_px: standard deviation [px] of a Gaussian blur of the drawn scene before the
+            noise (a lens out of focus); 0 draws it sharp.
 
     Returns:
         BGR image, uint8, shape (height, width, 3).
     """
+    if not (np.isfinite(blur_px) and blur_px >= 0):
+        raise VideoError(f"blur_px must be a non-negative number of pixels, got {blur_px!r}")
     if centerline_px is not None:
         centerline_px = np.asarray(centerline_px, dtype=np.float64)
         if centerline_px.ndim != 2 or centerline_px.shape[1] != 2 or len(centerline_px) < 2:
@@ -228,6 +233,8 @@ def draw_vine_frame(
         centre = (int(round(x * scale)), int(round(y * scale)))
         cv2.circle(image, centre, int(round(radius * scale)), tuple(int(c) for c in vine_bgr),
                    -1, cv2.LINE_AA, _SUBPIXEL_BITS)
+    if blur_px > 0:
+        image = cv2.GaussianBlur(image, (0, 0), sigmaX=float(blur_px))
     if noise_std > 0:
         rng = rng if rng is not None else np.random.default_rng(0)
         noisy = image.astype(np.float64) + rng.normal(0.0, noise_std, image.shape)
