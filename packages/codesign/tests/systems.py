@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 
-from codesign import DesignSpace, Parameter
+from codesign import DesignSpace, Parameter, Trajectory
+from codesign.tree import tree_add
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,3 +117,33 @@ class SlowSpringMass(SpringMass):
     def initial_state(self, design):
         time.sleep(self.delay_s)
         return super().initial_state(design)
+
+
+class WholeTrajectorySpringMass(SpringMass):
+    """The spring-mass with the optional ``simulate`` / ``simulate_vjp`` hooks (many steps in
+    one call), counting their calls; the same states and gradients as step by step."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = {"simulate": 0, "simulate_vjp": 0}
+
+    def simulate(self, state, actions, design, dt):
+        self.calls["simulate"] += 1
+        states = [state]
+        for action in actions:
+            states.append(self.step(states[-1], action, design, dt))
+        return Trajectory(states=states, record=len(actions))
+
+    def simulate_vjp(self, trajectory, actions, design, dt, g_states):
+        self.calls["simulate_vjp"] += 1
+        assert trajectory.record == len(actions) == len(g_states) - 1
+        zero = SpringState(q=np.zeros(1), v=np.zeros(1))
+        carry = g_states[-1] or zero
+        g_actions = np.zeros((len(actions), 1))
+        g_design = {name: np.array(0.0) for name in ("mass", "stiffness", "damping")}
+        for i in reversed(range(len(actions))):
+            g_state, g_actions[i], g_step = self.step_vjp(trajectory.states[i], actions[i],
+                                                          design, dt, carry)
+            carry = tree_add(g_state, g_states[i] or zero)
+            g_design = {name: g_design[name] + g_step[name] for name in g_design}
+        return carry, g_actions, g_design

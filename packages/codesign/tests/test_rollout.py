@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ from codesign import (
     WeightedTerm,
 )
 from codesign.testing import check_rollout_gradients
+from systems import SpringMass, WholeTrajectorySpringMass
 
 
 class LinearFinal:
@@ -184,3 +186,74 @@ def test_divergence_and_unstable_time_steps_are_reported(spring_mass):
     checked = open_loop_rollout(Checked(), 5, 1, 0.1)
     with pytest.raises(UnstableTimeStepError, match="largest safe dt"):
         checked.forward(design, {"table": np.zeros((5, 1))}, Objective.of(FinalPosition()))
+
+
+def _open_loop_terms(steps):
+    """Running, final and trajectory terms and a constraint on the spring-mass."""
+    observer = StateFieldObserver(simulator=SpringMass(), fields=["q", "v"])
+    targets = np.linspace(1.0, 0.0, steps + 1)[:, None] * np.array([[1.0, 0.0]])
+    objective = Objective((
+        WeightedTerm(FinalPosition(), 2.0, "final"),
+        WeightedTerm(ActionL2(), 1e-2, "effort"),
+        WeightedTerm(TrajectoryTracking(observer=observer, targets=targets), 0.5, "track"),
+    ))
+    return objective, [Constraint(Objective.of(FinalPosition()), lower=0.0, upper=0.0)]
+
+
+def test_whole_trajectory_hooks_give_the_step_by_step_values_and_gradients():
+    steps, substeps, dt = 6, 4, 0.03
+    objective, constraints = _open_loop_terms(steps)
+    table = {"table": np.random.default_rng(2).standard_normal((steps, 1))}
+    step_by_step, whole = SpringMass(), WholeTrajectorySpringMass()
+    design = whole.design_space().defaults()
+    outcomes = []
+    for sim in (step_by_step, whole):
+        rollout = open_loop_rollout(sim, steps, substeps, dt)
+        outcomes.append((rollout.whole_trajectory,
+                         rollout.forward(design, table, objective, constraints, record=True),
+                         *rollout.value_and_grad(design, table, objective, constraints)))
+    (flag_a, forward_a, result_a, grads_a), (flag_b, forward_b, result_b, grads_b) = outcomes
+    assert (flag_a, flag_b) == (False, True)
+    assert whole.calls == {"simulate": 2, "simulate_vjp": 2}  # one sweep per function
+    np.testing.assert_allclose(forward_b.values, forward_a.values, rtol=1e-14)
+    np.testing.assert_allclose(result_b.values, result_a.values, rtol=1e-14)
+    assert [s.q[0] for s in forward_b.states] == pytest.approx([s.q[0] for s in forward_a.states],
+                                                              rel=1e-14)
+    assert result_b.peak_states_held == steps * substeps + 1
+    for a, b in zip(grads_a, grads_b, strict=True):
+        for name in a.design:
+            np.testing.assert_allclose(b.design[name], a.design[name], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(b.weights["table"], a.weights["table"], rtol=1e-12,
+                                   atol=1e-15)
+        np.testing.assert_allclose(b.initial_state.q, a.initial_state.q, rtol=1e-12)
+
+
+def test_whole_trajectory_rollout_gradients_pass_gradcheck():
+    steps = 5
+    objective, _ = _open_loop_terms(steps)
+    sim = WholeTrajectorySpringMass()
+    rollout = open_loop_rollout(sim, steps, 3, 0.02)
+    report = check_rollout_gradients(rollout, sim.design_space().defaults(),
+                                     {"table": np.full((steps, 1), 0.3)}, objective)
+    assert report.passed, str(report)
+    assert sim.calls["simulate_vjp"] == 1
+
+
+def test_closed_loop_rollouts_step_even_when_the_simulator_offers_whole_trajectories():
+    sim = WholeTrajectorySpringMass()
+    rollout, weights, objective = _closed_loop(sim)
+    rollout.value_and_grad(sim.design_space().defaults(), weights, objective)
+    assert not rollout.whole_trajectory and sim.calls == {"simulate": 0, "simulate_vjp": 0}
+
+
+def test_a_trajectory_of_the_wrong_length_is_refused():
+    class Short(WholeTrajectorySpringMass):
+        def simulate(self, state, actions, design, dt):
+            trajectory = super().simulate(state, actions, design, dt)
+            return dataclasses.replace(trajectory, states=trajectory.states[:-1])
+
+    sim = Short()
+    rollout = open_loop_rollout(sim, 3, 2, 0.01)
+    with pytest.raises(ValueError, match="returned 6 states for 6 steps"):
+        rollout.forward(sim.design_space().defaults(), {"table": np.zeros((3, 1))},
+                        Objective.of(FinalPosition()))

@@ -3,9 +3,9 @@ parametrized start, and the conformance suite on the closed-form linear system."
 
 import numpy as np
 import pytest
-from systems import LinearState, LinearSystem
+from systems import LinearState, LinearSystem, SpringMass, WholeTrajectorySpringMass
 
-from codesign import Parameter
+from codesign import ActionL2, Objective, OpenLoopController, Parameter, Rollout, WeightedTerm
 from codesign.testing import run_conformance
 from codesign.tying import Tie, TiedSimulator
 
@@ -111,3 +111,38 @@ def test_render_sequence_reaches_the_inner_simulator_with_the_expanded_design():
     sim = TiedSimulator(Sequenced(inner.A, inner.B), ties=[Tie("gain")])
     sim.render_sequence(["s0"], design, width=4, height=4, actions=[None])
     assert seen == [("sequence", [2.0] * 3, ["s0"])]
+
+
+def test_whole_trajectory_hooks_pass_through_exactly_when_the_inner_simulator_has_them():
+    steps, substeps = 4, 3
+    table = {"table": np.linspace(-1.0, 1.0, steps)[:, None]}
+    objective = Objective((WeightedTerm(ActionL2(), 0.1), WeightedTerm(Position(), 1.0)))
+    results = []
+    for inner in (SpringMass(), WholeTrajectorySpringMass()):
+        sim = TiedSimulator(inner, ties=[Tie("stiffness", name="spring.k")])
+        assert hasattr(sim, "simulate") == hasattr(sim, "simulate_vjp") == hasattr(
+            inner, "simulate")
+        controller = OpenLoopController(observation_size=0, action_size=1,
+                                        control_steps=steps)
+        rollout = Rollout(sim, controller=controller, steps=steps, substeps=substeps, dt=0.05)
+        design = dict(sim.design_space().defaults(), **{"spring.k": np.array(6.0)})
+        results.append(rollout.value_and_grad(design, table, objective))
+    assert inner.calls == {"simulate": 1, "simulate_vjp": 1}
+    (value_a, (grad_a,)), (value_b, (grad_b,)) = results
+    np.testing.assert_allclose(value_b.values, value_a.values, rtol=1e-14)
+    assert set(grad_b.design) == {"mass", "spring.k", "damping"} == set(grad_a.design)
+    for name in grad_a.design:
+        np.testing.assert_allclose(grad_b.design[name], grad_a.design[name], rtol=1e-12)
+    np.testing.assert_allclose(grad_b.weights["table"], grad_a.weights["table"], rtol=1e-12)
+
+
+class Position:
+    """The spring-mass's position at every control step: a trajectory term."""
+
+    kind = "trajectory"
+
+    def value(self, state, action, design, control_step):
+        return float(state.q[0])
+
+    def grad(self, state, action, design, control_step):
+        return type(state)(q=np.ones(1), v=np.zeros(1)), None, None

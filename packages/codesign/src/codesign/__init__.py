@@ -20,7 +20,7 @@ from .controllers import (
 from .design import DesignError, DesignSpace, Parameter, design_replace
 from .observers import NullObserver, Observer, StateFieldObserver
 from .rollout import Gradient, Rollout, RolloutResult
-from .simulator import SimulationError, Simulator, UnstableTimeStepError
+from .simulator import SimulationError, Simulator, Trajectory, UnstableTimeStepError
 from .terms import (
     ActionL2,
     Constraint,
@@ -68,6 +68,7 @@ __all__ = [
     "Term",
     "Tie",
     "TiedSimulator",
+    "Trajectory",
     "TrajectoryTracking",
     "UnstableTimeStepError",
     "WeightedTerm",

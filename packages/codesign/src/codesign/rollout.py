@@ -9,6 +9,14 @@ and accumulates ``f = g(s_T, θ) + Σ_t h(s_t, a_t)`` for an objective and any c
 The reverse sweep stores every k-th substep state (k ≈ √N for N substeps) and recomputes
 one segment at a time on the way back, so at most about 2√N states are held at once.
 Running it with ``checkpoint_every=1`` stores every state and gives identical gradients.
+
+A simulator with the optional ``simulate`` and ``simulate_vjp`` hooks (many steps in one
+call, :class:`codesign.simulator.Trajectory`) runs an open-loop rollout (no observer: the
+actions do not depend on the states) in one call forward and one back instead: the actions
+of every control step come first, the terms read the trajectory's states, and the reverse
+sweep hands the simulator every state's term gradients at once. It holds all N + 1 states,
+which such a simulator declares affordable; the values and gradients are the step-by-step
+ones.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import numpy as np
 from .backend import to_host
 from .controllers import Controller
 from .observers import NullObserver, Observer
-from .simulator import SimulationError
+from .simulator import SimulationError, Trajectory
 from .terms import Constraint, Objective
 from .tree import tree_add, tree_scale, tree_to_host
 
@@ -133,6 +141,11 @@ class Rollout:
         self.checkpoint_every = int(checkpoint_every or default_checkpoint_interval(total))
         if self.checkpoint_every < 1:
             raise ValueError("checkpoint_every must be >= 1")
+        self.whole_trajectory = (self.observer.size == 0
+                                 and getattr(simulator, "simulate", None) is not None
+                                 and getattr(simulator, "simulate_vjp", None) is not None)
+        """Whether forward and reverse run as one ``simulate`` / ``simulate_vjp`` call (the
+        module docstring): open loop, and the simulator has both hooks."""
 
     @property
     def total_substeps(self) -> int:
@@ -160,25 +173,73 @@ class Rollout:
         return (len(functions), kinds["running"] + kinds["trajectory"],
                 kinds["final"] + kinds["trajectory"])
 
+    @staticmethod
+    def _add_step_values(values, at_step, state, action, design, control_step) -> None:
+        """Add the per-step terms' weighted values at ``state`` to ``values``."""
+        for index, weight, term in at_step:
+            values[index] += weight * term.value(
+                state, action if term.kind == "running" else None, design, control_step)
+
     def _forward(self, design, weights, objective, constraints, initial_offset, initial_state, *,
                  store, record):
+        """(values, s_T, actions, what the reverse sweep needs: the checkpoints or the
+        :class:`Trajectory`, the recorded states or None)."""
+        state = self._initial_state(design, initial_offset, initial_state)
+        count, at_step, at_end = self._terms(objective, constraints)
+        values = np.zeros(count)
+        if self.whole_trajectory:
+            state, actions, kept, states = self._forward_whole(state, design, weights, values,
+                                                               at_step, record=record)
+        else:
+            state, actions, kept, states = self._forward_steps(state, design, weights, values,
+                                                               at_step, store=store,
+                                                               record=record)
+        for index, weight, term in at_end:
+            values[index] += weight * term.value(state, None, design, self.steps)
+        if not np.all(np.isfinite(values)):
+            raise SimulationError(
+                f"the rollout produced non-finite objective values {values.tolist()}; "
+                "the simulation diverged: reduce dt or check the design"
+            )
+        return values, state, actions, kept, states
+
+    def _forward_whole(self, state, design, weights, values, at_step, *, record):
+        """The open-loop rollout as one ``simulate`` call: (s_T, actions, the trajectory,
+        the recorded states or None); adds the per-step terms to ``values``."""
+        sim, substeps = self.simulator, self.substeps
+        observation = self.observer.observe(state, design)  # open loop: empty
+        actions = np.zeros((self.steps, sim.action_size))
+        for c in range(self.steps):
+            actions[c] = np.asarray(self.controller.act(observation, c, weights), dtype=float)
+        trajectory = sim.simulate(state, np.repeat(actions, substeps, axis=0), design, self.dt)
+        states = trajectory.states
+        if len(states) != self.total_substeps + 1:
+            raise ValueError(f"simulate returned {len(states)} states for "
+                             f"{self.total_substeps} steps; it must return N + 1, the start "
+                             f"first")
+        check_state = getattr(sim, "check_state", None)
+        for c in range(self.steps):
+            if check_state is not None:
+                check_state(states[(c + 1) * substeps], (c + 1) * substeps)
+            self._add_step_values(values, at_step, states[c * substeps], actions[c], design, c)
+        recorded = [tree_to_host(s) for s in states[::substeps]] if record else None
+        return states[-1], actions, trajectory, recorded
+
+    def _forward_steps(self, state, design, weights, values, at_step, *, store, record):
+        """The rollout step by step: (s_T, actions, the √N checkpoints when ``store``, the
+        recorded states or None); adds the per-step terms to ``values``."""
         sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
         k, substeps = self.checkpoint_every, self.substeps
-        count, at_step, at_end = self._terms(objective, constraints)
         check_state = getattr(sim, "check_state", None)
-        values = np.zeros(count)
         actions = np.zeros((self.steps, sim.action_size))
         checkpoints: dict[int, Any] = {}
         states = [] if record else None
-        state = self._initial_state(design, initial_offset, initial_state)
         for c in range(self.steps):
             if record:
                 states.append(tree_to_host(state))
             action = np.asarray(ctrl.act(obs.observe(state, design), c, weights), dtype=float)
             actions[c] = action
-            for index, weight, term in at_step:
-                values[index] += weight * term.value(
-                    state, action if term.kind == "running" else None, design, c)
+            self._add_step_values(values, at_step, state, action, design, c)
             for j in range(substeps):
                 i = c * substeps + j
                 if store and i % k == 0:
@@ -188,14 +249,7 @@ class Rollout:
                 check_state(state, (c + 1) * substeps)
         if record:
             states.append(tree_to_host(state))
-        for index, weight, term in at_end:
-            values[index] += weight * term.value(state, None, design, self.steps)
-        if not np.all(np.isfinite(values)):
-            raise SimulationError(
-                f"the rollout produced non-finite objective values {values.tolist()}; "
-                "the simulation diverged: reduce dt or check the design"
-            )
-        return values, state, actions, checkpoints, states
+        return state, actions, checkpoints, states
 
     def forward(
         self,
@@ -237,18 +291,41 @@ class Rollout:
         :meth:`forward`) does not depend on the design: the design gradient stops there
         (``initial_state_vjp`` is not called; ``Gradient.initial_state`` is still ∂f/∂s0).
         """
-        sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
-        k, substeps, n_total = self.checkpoint_every, self.substeps, self.total_substeps
-        values, final, actions, checkpoints, _ = self._forward(
+        values, final, actions, kept, _ = self._forward(
             design, weights, objective, constraints, initial_offset, initial_state, store=True,
             record=False)
         m, at_step, at_end = self._terms(objective, constraints)
-
-        g_state: list[Any] = [None] * m
-        g_design: list[dict] = [{} for _ in range(m)]
-        weight_space = ctrl.parameter_space()
+        weight_space = self.controller.parameter_space()
         g_weights = [{n: np.zeros(p.shape) for n, p in zip(
             weight_space.names, weight_space, strict=True)} for _ in range(m)]
+        g_design: list[dict] = [{} for _ in range(m)]
+        if isinstance(kept, Trajectory):
+            g_state = self._reverse_whole(kept, actions, design, weights, at_step, at_end,
+                                          g_design, g_weights)
+            peak = len(kept.states)
+        else:
+            g_state, peak = self._reverse_steps(kept, final, actions, design, weights, at_step,
+                                                at_end, g_design, g_weights)
+        gradients = []
+        for f in range(m):
+            if g_state[f] is not None and initial_state is None:
+                _add_dict(g_design[f], self.simulator.initial_state_vjp(design, g_state[f]))
+            full_design = {n: to_host(g_design[f][n]) if n in g_design[f] else np.zeros_like(
+                np.asarray(v, dtype=float)) for n, v in design.items()}
+            gradients.append(Gradient(design=full_design, weights=g_weights[f],
+                                      initial_state=g_state[f]))
+        result = RolloutResult(values=values, final_state=final, actions=actions,
+                               peak_states_held=peak)
+        return result, gradients
+
+    def _reverse_steps(self, checkpoints, final, actions, design, weights, at_step, at_end,
+                       g_design, g_weights) -> tuple[list, int]:
+        """The reverse sweep step by step from the √N checkpoints: (∂L/∂s_0 per function,
+        the most states held at once); adds to ``g_design`` and ``g_weights``."""
+        sim, ctrl, obs, dt = self.simulator, self.controller, self.observer, self.dt
+        k, substeps, n_total = self.checkpoint_every, self.substeps, self.total_substeps
+        m = len(g_design)
+        g_state: list[Any] = [None] * m
         g_action: list[Any] = [None] * m
         self._add_term_grads(at_end, final, None, design, self.steps, g_state, g_action,
                              g_design)
@@ -284,18 +361,47 @@ class Rollout:
                             g_state[f] = _add(g_state[f], gs_obs)
                             _add_dict(g_design[f], gd_obs)
             del checkpoints[seg_start]
+        return g_state, peak
 
-        gradients = []
+    def _reverse_whole(self, trajectory, actions, design, weights, at_step, at_end, g_design,
+                       g_weights) -> list:
+        """The reverse sweep as one ``simulate_vjp`` call per function (open loop): every
+        state's term gradients first, then the simulator's sweep, then the controller's
+        VJP per control step; returns ∂L/∂s_0 per function and adds to ``g_design`` and
+        ``g_weights``."""
+        sim, substeps, steps = self.simulator, self.substeps, self.steps
+        states, m = trajectory.states, len(g_design)
+        g_states = [[None] * len(states) for _ in range(m)]
+        g_actions = np.zeros((m, steps, sim.action_size))
+        for c in range(steps + 1):
+            state_grads, action_grads = [None] * m, [None] * m
+            if c < steps:
+                self._add_term_grads(at_step, states[c * substeps], actions[c], design, c,
+                                     state_grads, action_grads, g_design)
+            else:
+                self._add_term_grads(at_end, states[-1], None, design, steps, state_grads,
+                                     action_grads, g_design)
+            for f in range(m):
+                g_states[f][c * substeps] = state_grads[f]
+                if action_grads[f] is not None:
+                    g_actions[f, c] += to_host(action_grads[f])
+        observation = self.observer.observe(states[0], design)  # open loop: empty
+        g_start = []
         for f in range(m):
-            if g_state[f] is not None and initial_state is None:
-                _add_dict(g_design[f], sim.initial_state_vjp(design, g_state[f]))
-            full_design = {n: to_host(g_design[f][n]) if n in g_design[f] else np.zeros_like(
-                np.asarray(v, dtype=float)) for n, v in design.items()}
-            gradients.append(Gradient(design=full_design, weights=g_weights[f],
-                                      initial_state=g_state[f]))
-        result = RolloutResult(values=values, final_state=final, actions=actions,
-                               peak_states_held=peak)
-        return result, gradients
+            if all(g is None for g in g_states[f]):
+                g_start.append(None)
+            else:
+                g_s0, g_substeps, gd = sim.simulate_vjp(
+                    trajectory, np.repeat(actions, substeps, axis=0), design, self.dt,
+                    g_states[f])
+                g_start.append(g_s0)
+                _add_dict(g_design[f], gd)
+                g_actions[f] += to_host(g_substeps).reshape(steps, substeps, -1).sum(axis=1)
+            for c in reversed(range(steps)):
+                if np.any(g_actions[f, c]):
+                    self.controller.act_vjp(observation, c, weights, g_actions[f, c],
+                                            g_weights[f])
+        return g_start
 
     @staticmethod
     def _add_term_grads(entries, state, action, design, control_step, g_state, g_action,

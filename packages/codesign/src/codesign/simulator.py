@@ -19,6 +19,16 @@ Optional methods the core uses when present:
   whole motion's frames at once (``actions`` as above, one per state), for a simulator that
   draws history (a trace); the core uses it in place of ``render`` when present.
 
+Many steps in one call, for simulators whose states are small enough to keep every one
+(the core then holds the whole trajectory instead of √N checkpoints, and calls the pair
+below in place of ``step`` and ``step_vjp`` for open-loop rollouts):
+
+- ``simulate(state, actions, design, dt) -> Trajectory``: ``actions`` (N, action_size), one
+  per step; the same states as N calls of ``step``.
+- ``simulate_vjp(trajectory, actions, design, dt, g_states) -> (∂L/∂s_0, ∂L/∂actions (N,
+  action_size), ∂L/∂θ)`` given ``g_states``, N + 1 entries: ∂L/∂s_i taken at each state
+  directly (a state tree, or None for none), s_0 first.
+
 Recording sources may use ``state_at_joints(design, joint_q, joint_qd) -> state``: the state
 at measured joint positions and rates, where a recording measured mid-motion starts
 (sim_pbd offers it; ros_bridge's ``rosbag`` source cuts bags into segments with it).
@@ -26,13 +36,30 @@ at measured joint positions and rates, where a recording measured mid-motion sta
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
 from .design import DesignSpace
 
-__all__ = ["Simulator", "SimulationError", "UnstableTimeStepError", "OPTIONAL_HOOKS"]
+__all__ = ["Simulator", "SimulationError", "Trajectory", "UnstableTimeStepError",
+           "OPTIONAL_HOOKS"]
 
-OPTIONAL_HOOKS = ("check_time_step", "check_state", "render", "render_sequence")
+OPTIONAL_HOOKS = ("check_time_step", "check_state", "render", "render_sequence", "simulate",
+                  "simulate_vjp")
+
+
+@dataclasses.dataclass(frozen=True)
+class Trajectory:
+    """Many steps simulated in one call (the optional ``simulate`` hook).
+
+    Attributes:
+        states: s_0 … s_N, the start first (N + 1 states).
+        record: what the simulator keeps for its ``simulate_vjp`` (its solver's data), opaque
+            to the core.
+    """
+
+    states: list
+    record: Any = None
 
 
 class SimulationError(RuntimeError):

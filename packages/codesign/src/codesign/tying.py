@@ -153,7 +153,8 @@ class TiedSimulator:
         """∂L/∂design through the initial state (tied gradients summed)."""
         if self.start is not None:
             return self.start.state_vjp(design, g_state)
-        return self.reduce_gradient(self.inner.initial_state_vjp(self.expand(design), g_state))
+        return self.pull_back(self.inner.initial_state_vjp(self.expand(design), g_state),
+                              design)
 
     def step(self, state, action, design, dt: float):
         """One step of the wrapped simulator with the expanded design; pure."""
@@ -163,7 +164,40 @@ class TiedSimulator:
         """(∂L/∂state, ∂L/∂action, ∂L/∂design) with tied gradients summed per tie."""
         g_state, g_action, g_design = self.inner.step_vjp(state, action, self.expand(design),
                                                           dt, g_next)
-        return g_state, g_action, self.reduce_gradient(g_design)
+        return g_state, g_action, self.pull_back(g_design, design)
+
+    def pull_back(self, g_design, design) -> dict:
+        """∂L/∂design from the wrapped simulator's ∂L/∂(expanded design) at ``design``: the
+        VJP of :meth:`expand` (here :meth:`reduce_gradient`; a nonlinear expansion needs
+        ``design``)."""
+        return self.reduce_gradient(g_design)
+
+    # many steps in one call (codesign.simulator's optional hooks): offered exactly when the
+    # wrapped simulator offers them, so a property that raises AttributeError otherwise
+
+    @property
+    def simulate(self):
+        """The wrapped simulator's ``simulate`` on the expanded design."""
+        inner = getattr(self.inner, "simulate", None)
+        if inner is None:
+            raise AttributeError(f"{type(self.inner).__name__} has no simulate")
+
+        def simulate(state, actions, design, dt: float):
+            return inner(state, actions, self.expand(design), dt)
+        return simulate
+
+    @property
+    def simulate_vjp(self):
+        """The wrapped simulator's ``simulate_vjp`` with the design gradient pulled back."""
+        inner = getattr(self.inner, "simulate_vjp", None)
+        if inner is None:
+            raise AttributeError(f"{type(self.inner).__name__} has no simulate_vjp")
+
+        def simulate_vjp(trajectory, actions, design, dt: float, g_states):
+            g_start, g_actions, g_design = inner(trajectory, actions, self.expand(design), dt,
+                                                 g_states)
+            return g_start, g_actions, self.pull_back(g_design, design)
+        return simulate_vjp
 
     # the optional hooks (codesign.simulator.OPTIONAL_HOOKS): a check the inner lacks passes
 

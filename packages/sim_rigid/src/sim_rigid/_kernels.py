@@ -22,7 +22,8 @@ import numba
 import numpy as np
 
 __all__ = ["ARMIJO", "CONVERGED", "Contacts", "Drive", "GAMMA", "NOT_CONVERGED", "NodeArrays",
-           "Parameters", "SMALLEST_STEP", "implicit_step", "implicit_step_vjp", "mass_matrix",
+           "Parameters", "SMALLEST_STEP", "implicit_step", "implicit_step_vjp",
+           "implicit_trajectory", "implicit_trajectory_vjp", "mass_matrix",
            "rnea", "rnea_parameter_vjp", "shape_distance"]
 
 _REVOLUTE, _PRISMATIC = 0, 1
@@ -1345,26 +1346,17 @@ def _solve_vjp(nodes, contacts, theta, drive, action, q_base, v_base, c, v, g_q,
 
 
 @numba.njit(cache=True)
-def implicit_step_vjp(nodes, contacts, theta, drive, action, q, qd, q_prev, qd_prev, count, dt,
-                      tolerance, iterations, g_q, g_v, g_q_prev, g_v_prev):
-    """The step again and its VJP (:func:`sim_rigid.step.step_vjp`) given ∂L/∂(next q, qd,
-    q_prev, qd_prev) (d,) each: (status, |r|, last update, ∂L/∂(q, qd, q_prev, qd_prev)
-    (4, d), ∂L/∂action (a,), ∂L/∂θ as (masses (n,), inertias (n, 3, 3), origins (n, 3),
-    damping (d,), points (c, 3), areas (c,), coefficients (4,), centres of mass (n, 3), axis
-    directions (n, 3)))."""
-    d = q.shape[0]
-    g_parameters = (np.zeros_like(theta[0]), np.zeros_like(theta[1]), np.zeros_like(theta[2]),
-                    np.zeros_like(theta[6]), np.zeros_like(theta[3]), np.zeros_like(theta[4]),
-                    np.zeros(4), np.zeros_like(theta[8]), np.zeros_like(theta[9]))
-    g_action = np.zeros(drive[0].shape[0])
+def _stages_vjp(nodes, contacts, theta, drive, action, stages, q_base, v_base, solution, c,
+                dt, g_next, g_action, g_parameters):
+    """∂L/∂(q, qd, q_prev, qd_prev) (4, d) of one step whose solves :func:`_stages` gave
+    (``stages``, ``q_base``, ``v_base``, ``solution``, ``c``), given ∂L/∂(next q, qd,
+    q_prev, qd_prev) ``g_next`` (4, d); adds ∂L/∂action to ``g_action`` (a,) and ∂L/∂θ to
+    ``g_parameters`` (:func:`implicit_step_vjp`'s order)."""
+    d = g_next.shape[1]
+    g_q, g_v = g_next[0], g_next[1]
     g_state = np.zeros((4, d))
-    stages, q_base, v_base, solution, c, status, norm, update = _stages(
-        nodes, contacts, theta, drive, action, q, qd, q_prev, qd_prev, count, dt, tolerance,
-        iterations)
-    if status != CONVERGED:
-        return status, norm, update, g_state, g_action, g_parameters
-    g_state[0] += g_q_prev  # the state moves to "previous"
-    g_state[1] += g_v_prev
+    g_state[0] += g_next[2]  # the state moves to "previous"
+    g_state[1] += g_next[3]
     if stages == 2:
         g_base_q, g_base_v = _solve_vjp(nodes, contacts, theta, drive, action, q_base[1],
                                         v_base[1], c, solution[1], g_q, g_v, g_action,
@@ -1386,4 +1378,86 @@ def implicit_step_vjp(nodes, contacts, theta, drive, action, q, qd, q_prev, qd_p
         g_state[1] += 4.0 / 3.0 * g_base_v
         g_state[2] = -g_base_q / 3.0
         g_state[3] = -g_base_v / 3.0
+    return g_state
+
+
+@numba.njit(cache=True)
+def _parameter_gradients(theta):
+    """Zero ∂L/∂θ in :func:`implicit_step_vjp`'s order."""
+    return (np.zeros_like(theta[0]), np.zeros_like(theta[1]), np.zeros_like(theta[2]),
+            np.zeros_like(theta[6]), np.zeros_like(theta[3]), np.zeros_like(theta[4]),
+            np.zeros(4), np.zeros_like(theta[8]), np.zeros_like(theta[9]))
+
+
+@numba.njit(cache=True)
+def implicit_step_vjp(nodes, contacts, theta, drive, action, q, qd, q_prev, qd_prev, count, dt,
+                      tolerance, iterations, g_q, g_v, g_q_prev, g_v_prev):
+    """The step again and its VJP (:func:`sim_rigid.step.step_vjp`) given ∂L/∂(next q, qd,
+    q_prev, qd_prev) (d,) each: (status, |r|, last update, ∂L/∂(q, qd, q_prev, qd_prev)
+    (4, d), ∂L/∂action (a,), ∂L/∂θ as (masses (n,), inertias (n, 3, 3), origins (n, 3),
+    damping (d,), points (c, 3), areas (c,), coefficients (4,), centres of mass (n, 3), axis
+    directions (n, 3)))."""
+    d = q.shape[0]
+    g_parameters = _parameter_gradients(theta)
+    g_action = np.zeros(drive[0].shape[0])
+    stages, q_base, v_base, solution, c, status, norm, update = _stages(
+        nodes, contacts, theta, drive, action, q, qd, q_prev, qd_prev, count, dt, tolerance,
+        iterations)
+    if status != CONVERGED:
+        return status, norm, update, np.zeros((4, d)), g_action, g_parameters
+    g_next = np.empty((4, d))
+    g_next[0], g_next[1], g_next[2], g_next[3] = g_q, g_v, g_q_prev, g_v_prev
+    g_state = _stages_vjp(nodes, contacts, theta, drive, action, stages, q_base, v_base,
+                          solution, c, dt, g_next, g_action, g_parameters)
     return status, norm, update, g_state, g_action, g_parameters
+
+
+@numba.njit(cache=True)
+def implicit_trajectory(nodes, contacts, theta, drive, actions, q, qd, q_prev, qd_prev, count,
+                        dt, tolerance, iterations):
+    """N = len(actions) steps of :func:`implicit_step` from (q, qd) (previous (q_prev,
+    qd_prev), ``count`` steps taken), one action (a,) per step in ``actions`` (N, a):
+    (coordinates (N + 1, d), rates (N + 1, d), each step's solves for
+    :func:`implicit_trajectory_vjp` (stage counts (N,), base coordinates (N, 2, d), base
+    rates (N, 2, d), solutions (N, 2, d), c (N,) [s]), the first step whose solve failed or
+    -1, its status, |r| and last update)."""
+    n, d = actions.shape[0], q.shape[0]
+    coordinates, rates = np.zeros((n + 1, d)), np.zeros((n + 1, d))
+    stage_counts = np.zeros(n, dtype=np.int64)
+    q_bases, v_bases, solutions = np.zeros((n, 2, d)), np.zeros((n, 2, d)), np.zeros((n, 2, d))
+    coefficients = np.zeros(n)
+    coordinates[0], rates[0] = q, qd
+    before_q, before_v = q_prev, qd_prev
+    for i in range(n):
+        stages, q_base, v_base, solution, c, status, norm, update = _stages(
+            nodes, contacts, theta, drive, actions[i], coordinates[i], rates[i], before_q,
+            before_v, count + i, dt, tolerance, iterations)
+        if status != CONVERGED:
+            return (coordinates, rates, stage_counts, q_bases, v_bases, solutions,
+                    coefficients, i, status, norm, update)
+        last = stages - 1
+        coordinates[i + 1] = q_base[last] + c * solution[last]
+        rates[i + 1] = solution[last]
+        stage_counts[i], coefficients[i] = stages, c
+        q_bases[i], v_bases[i], solutions[i] = q_base, v_base, solution
+        before_q, before_v = coordinates[i], rates[i]
+    return (coordinates, rates, stage_counts, q_bases, v_bases, solutions, coefficients, -1,
+            CONVERGED, 0.0, 0.0)
+
+
+@numba.njit(cache=True)
+def implicit_trajectory_vjp(nodes, contacts, theta, drive, actions, stage_counts, q_bases,
+                            v_bases, solutions, coefficients, dt, g_states):
+    """The VJP of :func:`implicit_trajectory` from its solves, given ∂L/∂(q, qd, q_prev,
+    qd_prev) taken at each state directly, ``g_states`` (N + 1, 4, d): (∂L/∂ the start's (q,
+    qd, q_prev, qd_prev) (4, d), ∂L/∂actions (N, a), ∂L/∂θ in :func:`implicit_step_vjp`'s
+    order)."""
+    n = actions.shape[0]
+    g_parameters = _parameter_gradients(theta)
+    g_actions = np.zeros((n, drive[0].shape[0]))
+    carry = g_states[n].copy()
+    for i in range(n - 1, -1, -1):
+        carry = _stages_vjp(nodes, contacts, theta, drive, actions[i], stage_counts[i],
+                            q_bases[i], v_bases[i], solutions[i], coefficients[i], dt, carry,
+                            g_actions[i], g_parameters) + g_states[i]
+    return carry, g_actions, g_parameters

@@ -195,16 +195,11 @@ class CageSimulator(TiedSimulator):
         expanded = self.expand(design)
         return self.reduce_gradient(self.inner.parameters_vjp(expanded, g_params), design)
 
-    def initial_state_vjp(self, design, g_state) -> dict:
-        """∂L/∂design through the initial state (none: the rest pose)."""
-        return self.reduce_gradient(self.inner.initial_state_vjp(self.expand(design),
-                                                                 g_state), design)
-
-    def step_vjp(self, state, action, design, dt: float, g_next):
-        """(∂L/∂state, ∂L/∂action, ∂L/∂design) with the design's pulled back to θ."""
-        g_state, g_action, g_design = self.inner.step_vjp(state, action, self.expand(design),
-                                                          dt, g_next)
-        return g_state, g_action, self.reduce_gradient(g_design, design)
+    def pull_back(self, g_design, design) -> dict:
+        """∂L/∂design from the wrapped ∂L/∂design (:meth:`reduce_gradient`, θ's through
+        the cage), what :class:`~codesign.TiedSimulator`'s ``step_vjp`` and
+        ``simulate_vjp`` return."""
+        return self.reduce_gradient(g_design, design)
 
 
 _DOCS = {"length": "component length along the finger (x) [m]",

@@ -17,7 +17,8 @@ from codesign.simulator import SimulationError, UnstableTimeStepError
 from .model import JOINT_TYPES, RigidModel
 from .state import RigidState
 
-__all__ = ["EULER_MARGIN", "check_state", "check_step_inputs", "check_time_step"]
+__all__ = ["EULER_MARGIN", "check_actions", "check_state", "check_step_inputs",
+           "check_time_step"]
 
 EULER_MARGIN = 0.05
 """How close [rad] a free joint's middle Euler angle may come to ±π/2, where its rotation
@@ -59,6 +60,25 @@ def check_step_inputs(model: RigidModel, state: RigidState, action) -> np.ndarra
         bad = [_actuated_names(model)[k] for k in np.flatnonzero(~np.isfinite(action))]
         raise SimulationError(f"the action is NaN or inf at joint(s) {', '.join(bad)}")
     return action
+
+
+def check_actions(model: RigidModel, state: RigidState, actions) -> np.ndarray:
+    """The actions of many steps as a float64 array (N, a); raise as
+    :func:`check_step_inputs` does, naming the first step with a NaN or inf action."""
+    actions = np.asarray(actions, dtype=np.float64)
+    a = len(model.actuated)
+    if actions.ndim != 2 or actions.shape[1] != a:
+        raise ValueError(f"the actions hold one row per step and one value per actuated joint "
+                         f"({', '.join(_actuated_names(model))}): shape (N, {a}), got "
+                         f"{actions.shape}")
+    finite = np.isfinite(actions)
+    if not finite.all():
+        step = int(np.flatnonzero(~finite.all(axis=1))[0])
+        bad = [_actuated_names(model)[k] for k in np.flatnonzero(~finite[step])]
+        raise SimulationError(f"the action of step {int(state.step_count) + step} is NaN or "
+                              f"inf at joint(s) {', '.join(bad)}")
+    check_step_inputs(model, state, np.zeros(a))
+    return actions
 
 
 def _actuated_names(model: RigidModel) -> list[str]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from codesign import DesignSpace, Parameter
 from codesign.design import fields_from_design
+from codesign.simulator import Trajectory
 from codesign.inertia import link_parameters
 
 from . import safety
@@ -182,6 +183,22 @@ class RigidSimulator:
             self.model, state, action, self.parameters(design), float(dt), g_next,
             **self.settings)
         return g_state, g_action, self.parameters_vjp(design, g_params)
+
+    def simulate(self, state: RigidState, actions, design: dict, dt: float) -> Trajectory:
+        """len(``actions``) steps from ``state`` in one call, ``actions`` (N, a): the N + 1
+        states (the start first) and the solves :meth:`simulate_vjp` sweeps back through."""
+        actions = safety.check_actions(self.model, state, actions)
+        return rigid_step.simulate(self.model, state, actions, self.parameters(design),
+                                   float(dt), **self.settings)
+
+    def simulate_vjp(self, trajectory: Trajectory, actions, design: dict, dt: float,
+                     g_states):
+        """(∂L/∂(start state), ∂L/∂actions (N, a), ∂L/∂design) of :meth:`simulate`, given
+        ∂L/∂(state i) taken at each of the N + 1 states directly (None for none)."""
+        g_state, g_actions, g_params = rigid_step.simulate_vjp(
+            self.model, trajectory, actions, self.parameters(design), float(dt), g_states,
+            **self.settings)
+        return g_state, g_actions, self.parameters_vjp(design, g_params)
 
     def check_time_step(self, design: dict, dt: float) -> None:
         """Raise UnstableTimeStepError unless dt is a positive finite number (the

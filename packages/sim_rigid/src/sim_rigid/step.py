@@ -25,6 +25,10 @@ matrix) and solves Jᵀ λ = ∂L/∂v; then ∂L/∂(q_b, v_b, u, θ) = -λᵀ 
 partial derivatives by forward-mode tangents of the recursive Newton-Euler algorithm.
 :func:`step_vjp` recomputes the step from its state, as the core's contract asks.
 
+:func:`simulate` takes many steps in one call and :func:`simulate_vjp` sweeps back through
+them from the solves it kept (the core's optional ``simulate`` hooks): the same states and
+gradients as :func:`step` and :func:`step_vjp` step by step, without the re-solve.
+
 ``kernels="numpy"`` runs the readable reference below (:class:`_Solve`, on
 :mod:`sim_rigid.dynamics`); ``kernels="numba"`` (the default) runs the same formulas as one
 compiled call per step and one per VJP (:func:`sim_rigid._kernels.implicit_step`), equal
@@ -36,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from codesign.simulator import SimulationError
+from codesign.simulator import SimulationError, Trajectory
 
 from . import _kernels, dynamics, kernels
 from ._kernels import ARMIJO, GAMMA, SMALLEST_STEP
@@ -45,10 +49,11 @@ from .model import RigidModel
 from .options import RigidOptions
 from .state import RigidState
 
-__all__ = ["GAMMA", "NewtonError", "step", "step_vjp"]
+__all__ = ["GAMMA", "NewtonError", "simulate", "simulate_vjp", "step", "step_vjp"]
 
 _DEFAULT = RigidOptions()
 _KERNELS = ("numba", "numpy")
+_GRADIENT_FIELDS = ("joint_q", "joint_qd", "joint_q_prev", "joint_qd_prev")
 
 
 class NewtonError(SimulationError):
@@ -242,19 +247,30 @@ def step(model: RigidModel, state: RigidState, action, params: dict, dt: float, 
                       step_count=np.asarray(int(state.step_count) + 1, dtype=np.int64))
 
 
-def _compiled_arguments(model, state, action, params, dt, settings) -> tuple:
-    """The leading arguments of :func:`sim_rigid._kernels.implicit_step` and
-    ``implicit_step_vjp``."""
+def _compiled_model(model, params, settings) -> tuple:
+    """The model's leading arguments of every kernel of :mod:`sim_rigid._kernels` that steps:
+    (nodes, contacts, parameters, drive)."""
     actuated, gear = kernels.drive_arrays(model)
     drive = tuple(_kernels.Drive(actuated=actuated, gear=gear,
                                   position=settings["actuation"] == "position",
                                   stiffness=settings["servo_stiffness"],
                                   damping=settings["servo_damping"]))
-    plain = [np.ascontiguousarray(x, dtype=np.float64) for x in (
-        action, state.joint_q, state.joint_qd, state.joint_q_prev, state.joint_qd_prev)]
     return (kernels.node_arrays(model), kernels.contact_arrays(model),
-            kernels.parameter_arrays(model, params), drive, *plain, int(state.step_count),
-            float(dt), settings["tolerance"], settings["iterations"])
+            kernels.parameter_arrays(model, params), drive)
+
+
+def _compiled_state(state) -> list:
+    """(q, qd, q_prev, qd_prev) of ``state`` as contiguous float64 arrays."""
+    return [np.ascontiguousarray(x, dtype=np.float64) for x in (
+        state.joint_q, state.joint_qd, state.joint_q_prev, state.joint_qd_prev)]
+
+
+def _compiled_arguments(model, state, action, params, dt, settings) -> tuple:
+    """The leading arguments of :func:`sim_rigid._kernels.implicit_step` and
+    ``implicit_step_vjp``."""
+    return (*_compiled_model(model, params, settings),
+            np.ascontiguousarray(action, dtype=np.float64), *_compiled_state(state),
+            int(state.step_count), float(dt), settings["tolerance"], settings["iterations"])
 
 
 def _check_status(status, state, residual, update, settings) -> None:
@@ -279,8 +295,8 @@ def step_vjp(model: RigidModel, state: RigidState, action, params: dict, dt: flo
                          kernels)
     dt = float(dt)
     d = model.coordinate_count
-    g_q, g_v, g_q_prev, g_v_prev = (_zeros_for_none(getattr(g_next, name), d) for name in
-                                    ("joint_q", "joint_qd", "joint_q_prev", "joint_qd_prev"))
+    g_q, g_v, g_q_prev, g_v_prev = (_zeros_for_none(getattr(g_next, name), d)
+                                    for name in _GRADIENT_FIELDS)
     if kernels == "numba":
         return _compiled_vjp(model, state, action, params, dt, settings,
                              (g_q, g_v, g_q_prev, g_v_prev))
@@ -320,19 +336,110 @@ def step_vjp(model: RigidModel, state: RigidState, action, params: dict, dt: flo
     return g_state, g_action, g_params
 
 
+def simulate(model: RigidModel, state: RigidState, actions, params: dict, dt: float, *,
+             actuation: str = _DEFAULT.actuation,
+             servo_stiffness: float = _DEFAULT.servo_stiffness,
+             servo_damping: float = _DEFAULT.servo_damping,
+             tolerance: float = _DEFAULT.newton_tolerance,
+             iterations: int = _DEFAULT.newton_iterations,
+             kernels: str = _DEFAULT.kernels) -> Trajectory:
+    """N = len(``actions``) steps of :func:`step` from ``state``, ``actions`` (N, a), in one
+    call: a :class:`~codesign.simulator.Trajectory` of the N + 1 states whose ``record``
+    keeps the solves for :func:`simulate_vjp` (``kernels="numpy"``: step by step, no
+    record). Raises :class:`NewtonError` naming the first step whose solve failed."""
+    settings = _settings(actuation, servo_stiffness, servo_damping, tolerance, iterations,
+                         kernels)
+    actions = np.ascontiguousarray(actions, dtype=np.float64)
+    if kernels == "numpy":
+        states = [state]
+        for action in actions:
+            states.append(step(model, states[-1], action, params, dt, **settings))
+        return Trajectory(states=states)
+    q, qd, q_prev, qd_prev = _compiled_state(state)
+    count = int(state.step_count)
+    (coordinates, rates, *solves, failed, status, residual, update) = \
+        _kernels.implicit_trajectory(*_compiled_model(model, params, settings), actions, q, qd,
+                                     q_prev, qd_prev, count, float(dt),
+                                     settings["tolerance"], settings["iterations"])
+    if failed >= 0:
+        raise _newton_error(count + int(failed), settings["iterations"], residual, update)
+    before_q = [q_prev, *coordinates[:-1]]
+    before_v = [qd_prev, *rates[:-1]]
+    states = [RigidState(joint_q=coordinates[i], joint_qd=rates[i], joint_q_prev=before_q[i],
+                         joint_qd_prev=before_v[i],
+                         step_count=np.asarray(count + i, dtype=np.int64))
+              for i in range(len(coordinates))]
+    return Trajectory(states=states, record=tuple(solves))
+
+
+def simulate_vjp(model: RigidModel, trajectory: Trajectory, actions, params: dict, dt: float,
+                 g_states, *, actuation: str = _DEFAULT.actuation,
+                 servo_stiffness: float = _DEFAULT.servo_stiffness,
+                 servo_damping: float = _DEFAULT.servo_damping,
+                 tolerance: float = _DEFAULT.newton_tolerance,
+                 iterations: int = _DEFAULT.newton_iterations,
+                 kernels: str = _DEFAULT.kernels):
+    """(∂L/∂(start state), ∂L/∂actions (N, a), ∂L/∂params) of :func:`simulate`'s
+    ``trajectory`` given ``g_states``: N + 1 entries, ∂L/∂(state i) taken at it directly (a
+    :class:`RigidState` of gradients, ``None`` fields or entries zero)."""
+    settings = _settings(actuation, servo_stiffness, servo_damping, tolerance, iterations,
+                         kernels)
+    d = model.coordinate_count
+    packed = np.zeros((len(g_states), 4, d))
+    for i, g in enumerate(g_states):
+        if g is not None:
+            for k, name in enumerate(_GRADIENT_FIELDS):
+                if getattr(g, name) is not None:
+                    packed[i, k] = getattr(g, name)
+    actions = np.ascontiguousarray(actions, dtype=np.float64)
+    if kernels == "numpy":
+        return _reference_simulate_vjp(model, trajectory.states, actions, params, dt, packed,
+                                       settings)
+    g_start, g_actions, g_theta = _kernels.implicit_trajectory_vjp(
+        *_compiled_model(model, params, settings), actions, *trajectory.record, float(dt),
+        packed)
+    return (_state_gradient(g_start), g_actions,
+            {name: value for name, value in _named_parameter_gradients(g_theta).items()
+             if name in params})
+
+
+def _reference_simulate_vjp(model, states, actions, params, dt, packed, settings):
+    """:func:`simulate_vjp` by :func:`step_vjp` step by step (the NumPy reference)."""
+    carry = packed[-1]
+    g_actions = np.zeros((len(actions), len(model.actuated)))
+    g_params = {}
+    for i in reversed(range(len(actions))):
+        g_state, g_actions[i], g_step = step_vjp(model, states[i], actions[i], params, dt,
+                                                 _state_gradient(carry), **settings)
+        carry = np.array([getattr(g_state, name) for name in _GRADIENT_FIELDS]) + packed[i]
+        for name, value in g_step.items():
+            g_params[name] = g_params.get(name, 0.0) + value
+    return _state_gradient(carry), g_actions, g_params
+
+
+
+def _state_gradient(rows) -> RigidState:
+    """∂L/∂state from its (q, qd, q_prev, qd_prev) rows (4, d)."""
+    return RigidState(joint_q=rows[0], joint_qd=rows[1], joint_q_prev=rows[2],
+                      joint_qd_prev=rows[3], step_count=None)
+
+
+def _named_parameter_gradients(g_theta) -> dict:
+    """The compiled ∂L/∂θ tuple (:func:`sim_rigid._kernels.implicit_step_vjp`'s order) by
+    :data:`~sim_rigid.model.PARAMETERS` name."""
+    (g_mass, g_inertia, g_origin, g_damping, g_points, g_area, g_coefficients, g_com,
+     g_axis) = g_theta
+    return {"link_mass": g_mass, "link_com": g_com, "link_inertia": g_inertia,
+            "joint_origin": g_origin, "joint_axis": g_axis, "joint_damping": g_damping,
+            "contact_point": g_points, "contact_area": g_area} | {
+        name: np.asarray(g_coefficients[k]) for k, name in enumerate(COEFFICIENTS)}
+
+
 def _compiled_vjp(model, state, action, params, dt, settings, g_next):
     """:func:`step_vjp` in one compiled call (:func:`sim_rigid._kernels.implicit_step_vjp`)."""
     status, residual, update, g_state, g_action, g_theta = _kernels.implicit_step_vjp(
         *_compiled_arguments(model, state, action, params, dt, settings),
         *(np.ascontiguousarray(g) for g in g_next))
     _check_status(status, state, residual, update, settings)
-    (g_mass, g_inertia, g_origin, g_damping, g_points, g_area, g_coefficients, g_com,
-     g_axis) = g_theta
-    g_params = {"link_mass": g_mass, "link_com": g_com, "link_inertia": g_inertia,
-                "joint_origin": g_origin, "joint_axis": g_axis,
-                "joint_damping": g_damping, "contact_point": g_points,
-                "contact_area": g_area} | {
-        name: np.asarray(g_coefficients[k]) for k, name in enumerate(COEFFICIENTS)}
-    return (RigidState(joint_q=g_state[0], joint_qd=g_state[1], joint_q_prev=g_state[2],
-                       joint_qd_prev=g_state[3], step_count=None), g_action,
-            {name: g_params[name] for name in params})
+    g_params = _named_parameter_gradients(g_theta)
+    return _state_gradient(g_state), g_action, {name: g_params[name] for name in params}

@@ -26,6 +26,7 @@ __all__ = [
     "check_step_gradients",
     "check_initial_state_gradients",
     "check_rollout_gradients",
+    "check_simulate_matches_steps",
     "run_conformance",
     "RandomLinearTerm",
 ]
@@ -191,6 +192,58 @@ class RandomLinearTerm:
         return self.w, None, None
 
 
+def _assert_trees_close(a, b, like, what: str, *, rtol: float, atol: float) -> None:
+    """Leafwise ``allclose`` of two trees shaped like ``like``; a ``None`` leaf (no gradient)
+    counts as zeros."""
+    for path, x, y in zip(tree_describe(like), tree_leaves(_fill_zeros(a, like)),
+                          tree_leaves(_fill_zeros(b, like)), strict=True):
+        x, y = to_host(x), to_host(y)
+        if not np.allclose(x, y, rtol=rtol, atol=atol):
+            raise AssertionError(f"{what}: leaf {path!r} differs by up to "
+                                 f"{np.max(np.abs(x - y)):.3g}")
+
+
+def check_simulate_matches_steps(sim, *, dt: float, steps: int = 4, state=None, action=None,
+                                 design=None, rtol: float = 1e-10) -> None:
+    """Where ``sim`` has the optional ``simulate`` and ``simulate_vjp`` hooks: their states
+    and gradients equal those of ``step`` and ``step_vjp`` step by step (to ``rtol``), for
+    ``steps`` actions about ``action`` and random cotangents at every state."""
+    if getattr(sim, "simulate", None) is None and getattr(sim, "simulate_vjp", None) is None:
+        return
+    if getattr(sim, "simulate", None) is None or getattr(sim, "simulate_vjp", None) is None:
+        raise AssertionError("a simulator offers simulate and simulate_vjp together")
+    state, action, design = _defaults(sim, state, action, design)
+    actions = action * np.linspace(0.5, 1.5, steps)[:, None]
+    trajectory = sim.simulate(state, actions, design, dt)
+    expected = [state]
+    for a in actions:
+        expected.append(sim.step(expected[-1], a, design, dt))
+    if len(trajectory.states) != steps + 1:
+        raise AssertionError(f"simulate returned {len(trajectory.states)} states for {steps} "
+                             f"steps; it must return N + 1, the start first")
+    for i, (got, want) in enumerate(zip(trajectory.states, expected, strict=True)):
+        _assert_trees_close(got, want, want, f"simulate's state {i}", rtol=rtol, atol=1e-14)
+    g_states = [_fill_zeros(_random_cotangent(s, seed=30 + i), s) for i, s in enumerate(expected)]
+    g_start, g_actions, g_design = sim.simulate_vjp(trajectory, actions, design, dt, g_states)
+    carry, want_actions, want_design = g_states[-1], np.zeros_like(actions), {}
+    for i in reversed(range(steps)):
+        g_state, g_action, gd = sim.step_vjp(expected[i], actions[i], design, dt, carry)
+        carry = tree_map(lambda w, g: w if g is None else g + w, g_states[i], g_state)
+        want_actions[i] = to_host(g_action)
+        for name, value in (gd or {}).items():
+            want_design[name] = want_design.get(name, 0.0) + to_host(value)
+    _assert_trees_close(g_start, carry, state, "simulate_vjp's ∂L/∂s_0", rtol=rtol,
+                        atol=1e-12)
+    if not np.allclose(to_host(g_actions), want_actions, rtol=rtol, atol=1e-12):
+        raise AssertionError("simulate_vjp's ∂L/∂actions differ from step_vjp's")
+    for name in set(want_design) | set(g_design or {}):
+        got = to_host((g_design or {}).get(name, 0.0))
+        want = want_design.get(name, 0.0)
+        scale = max(float(np.max(np.abs(want), initial=0.0)), 1.0)
+        if not np.allclose(got, want, rtol=rtol, atol=rtol * scale):
+            raise AssertionError(f"simulate_vjp's ∂L/∂θ[{name!r}] differs from step_vjp's")
+
+
 def check_rollout_gradients(
     rollout: Rollout,
     design: dict[str, Any],
@@ -240,6 +293,7 @@ def run_conformance(
                for n in steps]
     reports.append(check_initial_state_gradients(sim, design=design, tolerance=tolerance,
                                                  eps=eps).assert_ok())
+    check_simulate_matches_steps(sim, dt=dt, state=state, action=action, design=design)
     state0, action0, design0 = _defaults(sim, state, action, design)
     controller = OpenLoopController(observation_size=0, action_size=sim.action_size,
                                     control_steps=rollout_steps)
