@@ -2,7 +2,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from systems import SpringMass, WholeTrajectorySpringMass
 
 from codesign.testing import (

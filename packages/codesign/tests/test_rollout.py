@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 import pytest
+from systems import SpringMass, WholeTrajectorySpringMass
 
 from codesign import (
     ActionL2,
@@ -18,7 +19,6 @@ from codesign import (
     WeightedTerm,
 )
 from codesign.testing import check_rollout_gradients
-from systems import SpringMass, WholeTrajectorySpringMass
 
 
 class LinearFinal:

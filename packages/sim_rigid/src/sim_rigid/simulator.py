@@ -21,8 +21,8 @@ import numpy as np
 
 from codesign import DesignSpace, Parameter
 from codesign.design import fields_from_design
-from codesign.simulator import Trajectory
 from codesign.inertia import link_parameters
+from codesign.simulator import Trajectory
 
 from . import safety
 from . import step as rigid_step
