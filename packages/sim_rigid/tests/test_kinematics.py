@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from codesign.testing import gradcheck
-from sim_rigid.dynamics import link_frames
+from sim_rigid.dynamics import dual, link_frames, link_frames_dual, unit_axes
 from sim_rigid.kinematics import link_point, link_point_jacobians
 
 POINT = np.array([0.07, -0.02, 0.03])
@@ -39,6 +39,18 @@ def test_link_point_and_its_jacobians(any_model):
                         "origin": np.einsum("i,ijk->jk", weights, d_origin),
                         "axis": np.einsum("i,ijk->jk", weights, d_axis)})
     report.assert_ok()
+
+    # the compiled kinematics equal the NumPy reference's tangent rows
+    d, n = model.coordinate_count, model.link_count
+    directions, rows = np.eye(d + 6 * n), d + 6 * n + 1
+    rotations, frames = link_frames_dual(
+        model, dual(origin, directions[:, d:d + 3 * n].reshape(-1, n, 3), rows),
+        dual(q, directions[:, :d], rows),
+        axis=unit_axes(axis, directions[:, d + 3 * n:].reshape(-1, n, 3), rows))
+    reference = frames[:, link] + rotations[:, link] @ POINT
+    np.testing.assert_allclose(np.column_stack([d_q, d_origin.reshape(3, -1),
+                                                d_axis.reshape(3, -1)]),
+                               reference[1:].T, rtol=1e-12, atol=1e-14)
 
 
 def test_link_point_refuses_a_bad_link_or_point(models):

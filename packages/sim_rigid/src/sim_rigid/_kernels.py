@@ -23,7 +23,7 @@ import numpy as np
 
 __all__ = ["ARMIJO", "CONVERGED", "Contacts", "Drive", "GAMMA", "NOT_CONVERGED", "NodeArrays",
            "Parameters", "SMALLEST_STEP", "implicit_step", "implicit_step_vjp",
-           "implicit_trajectory", "implicit_trajectory_vjp", "mass_matrix",
+           "implicit_trajectory", "implicit_trajectory_vjp", "link_point_dual", "mass_matrix",
            "rnea", "rnea_parameter_vjp", "shape_distance"]
 
 _REVOLUTE, _PRISMATIC = 0, 1
@@ -1461,3 +1461,23 @@ def implicit_trajectory_vjp(nodes, contacts, theta, drive, actions, stage_counts
                             q_bases[i], v_bases[i], solutions[i], coefficients[i], dt, carry,
                             g_actions[i], g_parameters) + g_states[i]
     return carry, g_actions, g_parameters
+
+
+@numba.njit(cache=True)
+def link_point_dual(nodes, q, origin, axis, node, point):
+    """Dual world position [m] (R, 3) of ``point`` (3,) [m], fixed in node ``node``'s frame
+    (its link's), from dual coordinates (R, d), joint origins (R, n, 3) and unit joint axes
+    (R, n, 3): the forward kinematics of :func:`sim_rigid.dynamics.link_frames_dual` with
+    its tangents, for task terms (:mod:`sim_rigid.kinematics`)."""
+    count, rows = nodes[0].shape[0], q.shape[0]
+    node_axis = _node_axes(nodes, axis)
+    rotation = np.zeros((count, rows, 3, 3))
+    offset = np.zeros((count, rows, 3))
+    for k in range(count):
+        _placement(nodes, k, origin, node_axis[k], q, rotation[k], offset[k])
+    world_rotation, world_origin = _world_frames(nodes[0], rotation, offset)
+    constant = np.zeros((rows, 3))
+    constant[0] = point
+    out = np.zeros((rows, 3))
+    _rotate(world_rotation[node], constant, False, out)
+    return out + world_origin[node]

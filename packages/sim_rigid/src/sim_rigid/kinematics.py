@@ -1,9 +1,11 @@
 """A point fixed on a link, in the world, with its Jacobians: what a task term (a fingertip
 reaching targets) reads from a state and differentiates.
 
-The Jacobians come from one forward-mode pass of :func:`sim_rigid.dynamics.link_frames_dual`
-with d + 6 n tangent directions (the coordinates, then every joint origin's entries, then
-every joint axis direction's), the same dual arithmetic the dynamics' tangents use. Joint
+The Jacobians come from one forward-mode pass of the compiled forward kinematics
+(:func:`sim_rigid._kernels.link_point_dual`, equal to the NumPy reference
+:func:`sim_rigid.dynamics.link_frames_dual`) with d + 6 n tangent directions (the
+coordinates, then every joint origin's entries, then every joint axis direction's), the same
+dual arithmetic the dynamics' tangents use. Joint
 axes are directions of any nonzero length, normalized as the dynamics do
 (:func:`sim_rigid.dynamics.unit_axes`); None stands for the model's.
 """
@@ -12,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dynamics import dual, link_frames_dual, unit_axes
+from . import _kernels, kernels
+from .dynamics import dual, node_table, unit_axes
 from .model import RigidModel
 
 __all__ = ["link_point", "link_point_jacobians"]
@@ -35,10 +38,10 @@ def link_point(model: RigidModel, joint_origin, joint_q, link: int, point, *,
     origins (n, 3) [m], joint axis directions (n, 3) and coordinates ``joint_q`` (d,)."""
     point = _check_link(model, link, point)
     axis = unit_axes(model.joint_axis if joint_axis is None else joint_axis)
-    rotations, origins = link_frames_dual(model, np.asarray(joint_origin)[None],
-                                          np.asarray(joint_q, dtype=np.float64)[None],
-                                          axis=axis)
-    return origins[0, link] + rotations[0, link] @ point
+    return _kernels.link_point_dual(
+        kernels.node_arrays(model), np.asarray(joint_q, dtype=np.float64)[None],
+        np.asarray(joint_origin, dtype=np.float64)[None], axis,
+        int(node_table(model).link_node[link]), point)[0]
 
 
 def link_point_jacobians(model: RigidModel, joint_origin, joint_q, link: int, point, *,
@@ -55,9 +58,9 @@ def link_point_jacobians(model: RigidModel, joint_origin, joint_q, link: int, po
     origin = dual(joint_origin, directions[:, d:d + 3 * n].reshape(-1, n, 3), rows)
     axis = unit_axes(model.joint_axis if joint_axis is None else joint_axis,
                      directions[:, d + 3 * n:].reshape(-1, n, 3), rows)
-    rotations, origins = link_frames_dual(model, origin, q, axis=axis)
     # the point is constant in its link: every row (value and tangents) is R_k p
-    position = origins[:, link] + np.einsum("kij,j->ki", rotations[:, link], point)
+    position = _kernels.link_point_dual(kernels.node_arrays(model), q, origin, axis,
+                                        int(node_table(model).link_node[link]), point)
     return (position[0], position[1:d + 1].T,
             position[d + 1:d + 1 + 3 * n].T.reshape(3, n, 3),
             position[d + 1 + 3 * n:].T.reshape(3, n, 3))
