@@ -260,6 +260,12 @@ def simulation_parameters_vjp(morphology: FingerMorphology, handle_positions, li
     np.add.at(g_joint, parent[parent >= 0], -g["joint_origin"][parent >= 0])
     g_meshes = []
     for k, mesh in enumerate(link_meshes):
+        if not (g["link_mass"][k] or g["link_com"][k].any() or g["link_inertia"][k].any()
+                or g_points[counts[k]:counts[k + 1]].any()
+                or g_areas[counts[k]:counts[k + 1]].any()):
+            # nothing reaches this link's mesh (a Jacobian's unit cotangent touches one)
+            g_meshes.append(np.zeros_like(mesh))
+            continue
         local = mesh - joint[k]
         faces, contact = morphology.link_faces[k], morphology.contact_vertices[k]
         g_local, _ = mass_properties_vjp(local, faces, morphology.density,
