@@ -10,18 +10,23 @@
   check's warnings;
 - ``errors_<i>.csv`` per recording: ``time, tip_error_mm, shape_error_mm`` per frame (empty
   fields for frames without a measurement);
-- ``paths_<i>.png``: measured (blue) and fitted (red) tip paths and shapes at a few frames
-  over the scene's obstacles;
-- ``overlay_<i>.avi``: every frame with the measured keypoints and the fitted vine.
+- ``paths_<i>.png``: measured (blue) and fitted (red) tip paths and shapes at a few frames,
+  over the recording's last video frame when the recording is a video (its
+  :class:`~sim_vine.fit.video_file.Footage`), else over the scene's obstacles drawn on white;
+- ``overlay_<i>.avi``: every frame with the measured keypoints (blue dots) and the fitted
+  vine and tip (red, on top), over the recorded video frame or the drawn scene
+  (:func:`overlay_frames`).
 
 Shape error: the mean distance [mm] between measured and fitted keypoints of a frame.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +38,9 @@ from ..vision.video import write_video
 from .shooting import ShootingFit, VideoRecording
 from .synthetic import draw_obstacles
 from .uncertainty import ParameterErrors
+from .video_file import Footage
 
-__all__ = ["frame_errors_mm", "loss_mm", "write_bundle"]
+__all__ = ["frame_errors_mm", "loss_mm", "overlay_frames", "write_bundle"]
 
 MEASURED_BGR = (200, 90, 20)
 FITTED_BGR = (30, 30, 220)
@@ -88,8 +94,23 @@ def _legend(image, lines: Sequence[tuple[str, tuple[int, int, int]]]) -> None:
                     1, cv2.LINE_AA)
 
 
-def _paths_plot(model, measured, predicted, *, shapes: int = 6) -> np.ndarray:
-    image, calibration = _canvas(model, [measured, predicted], width=800, height=600)
+def _background(model, footage: Footage | None, arrays: Sequence[np.ndarray], *,
+                width: int, height: int) -> tuple[Iterator[np.ndarray], Calibration]:
+    """The images to draw on, one per frame, and their pixels-to-metres map: the recorded
+    frames, or the same drawn scene framing ``arrays`` [m] for every frame."""
+    if footage is not None:
+        return footage.images(), footage.calibration
+    image, calibration = _canvas(model, arrays, width=width, height=height)
+    return itertools.repeat(image), calibration
+
+
+def _paths_plot(model, measured, predicted, *, footage: Footage | None = None,
+                shapes: int = 6) -> np.ndarray:
+    images, calibration = _background(model, footage, [measured, predicted], width=800,
+                                      height=600)
+    # over a video, the last frame: the vine at its longest
+    image = (collections.deque(images, maxlen=1)[0] if footage is not None
+             else next(images)).copy()
     for f in np.unique(np.linspace(0, len(measured) - 1, shapes).round().astype(int)):
         _polyline(image, calibration, measured[f], MEASURED_BGR, 1)
         _polyline(image, calibration, predicted[f], FITTED_BGR, 1)
@@ -100,22 +121,46 @@ def _paths_plot(model, measured, predicted, *, shapes: int = 6) -> np.ndarray:
     return image
 
 
-def _overlay_frames(model, recording: VideoRecording, predicted, tip_mm):
+def overlay_frames(model, recording: VideoRecording, predicted, tip_mm, *,
+                   footage: Footage | None = None) -> Iterator[np.ndarray]:
+    """The overlay video's frames: per frame, the measured and fitted tip paths so far, the
+    measured keypoints (:data:`MEASURED_BGR` dots of radius 4 px) and on top the fitted vine
+    through its keypoints (:data:`FITTED_BGR`, 3 px) with a dot of radius 3 px at its tip,
+    and a legend in the top left corner.
+
+    Args:
+        model: the fitted vine's model (its obstacles, drawn when there is no footage).
+        recording: what was fitted; its keypoints (frames, points, 2) [m] and times [s].
+        predicted: the fitted keypoints (frames, points, 2) [m].
+        tip_mm: the tip error per frame [mm], NaN where not measured.
+        footage: the recorded video: draw over its frames (mapped through its calibration);
+            ``None`` draws over the scene's obstacles on white, framed around the vine.
+
+    Yields:
+        BGR uint8 images, one per frame of the recording.
+    """
     measured = recording.keypoints.points
-    background, calibration = _canvas(model, [measured, predicted], width=640, height=480)
+    backgrounds, calibration = _background(model, footage, [measured, predicted], width=640,
+                                           height=480)
     for f in range(len(measured)):
-        image = background.copy()
+        image = next(backgrounds).copy()
         _polyline(image, calibration, measured[:f + 1, -1], MEASURED_BGR, 1)
         _polyline(image, calibration, predicted[:f + 1, -1], FITTED_BGR, 1)
-        _polyline(image, calibration, predicted[f], FITTED_BGR, 3)
         for point in calibration.to_pixels(measured[f][np.all(np.isfinite(measured[f]), 1)]):
-            cv2.circle(image, tuple(int(round(c)) for c in point), 4, MEASURED_BGR, -1,
-                       cv2.LINE_AA)
+            cv2.circle(image, _fixed(point), 4 << 4, MEASURED_BGR, -1, cv2.LINE_AA, 4)
+        _polyline(image, calibration, predicted[f], FITTED_BGR, 3)
+        cv2.circle(image, _fixed(calibration.to_pixels(predicted[f, -1])), 3 << 4, FITTED_BGR,
+                   -1, cv2.LINE_AA, 4)
         error = "not measured" if np.isnan(tip_mm[f]) else f"tip error {tip_mm[f]:.2f} mm"
         _legend(image, [(f"frame {f}  t = {recording.keypoints.times[f]:.3f} s  {error}",
                          (0, 0, 0)), ("measured keypoints", MEASURED_BGR),
                         ("fitted vine", FITTED_BGR)])
         yield image
+
+
+def _fixed(pixel) -> tuple[int, int]:
+    """A pixel position (x, y) in OpenCV's 4 fractional bits."""
+    return tuple(int(round(16 * c)) for c in pixel)
 
 
 def _finite(value: float) -> float | None:
@@ -126,7 +171,8 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
                  recordings: Sequence[VideoRecording], errors: ParameterErrors,
                  stop_reason: str | None = None, time_s: float | None = None,
                  notes: Sequence[str] = (), warnings: Sequence[str] = (),
-                 video: bool = True) -> dict[str, Any]:
+                 video: bool = True,
+                 footage: Sequence[Footage | None] = ()) -> dict[str, Any]:
     """Write a fit's result bundle (see the module) into ``folder`` and return the summary.
 
     Args:
@@ -138,22 +184,26 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
         time_s: the fit's wall-clock time [s].
         notes, warnings: lines from reading the recording and checking the scene.
         video: write the overlay videos.
+        footage: per recording, the recorded video to draw the plot and the overlay over
+            (``None`` or missing: the drawn scene).
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model = simulator.model
     points = recordings[0].keypoints.point_count
     per_recording = []
-    for index, (recording, predicted) in enumerate(zip(recordings, fit.predicted,
-                                                       strict=True)):
+    footage = list(footage) + [None] * (len(recordings) - len(footage))
+    for index, (recording, predicted, frames) in enumerate(zip(recordings, fit.predicted,
+                                                               footage, strict=True)):
         measured = recording.keypoints.points
         tip_mm, shape_mm = frame_errors_mm(predicted, measured)
         table = np.column_stack([recording.keypoints.times, tip_mm, shape_mm])
         np.savetxt(folder / f"errors_{index}.csv", table, delimiter=",", fmt="%.6g",
                    header="time,tip_error_mm,shape_error_mm", comments="")
-        cv2.imwrite(str(folder / f"paths_{index}.png"), _paths_plot(model, measured, predicted))
+        cv2.imwrite(str(folder / f"paths_{index}.png"),
+                    _paths_plot(model, measured, predicted, footage=frames))
         if video:
-            write_video(_overlay_frames(model, recording, predicted, tip_mm),
+            write_video(overlay_frames(model, recording, predicted, tip_mm, footage=frames),
                         folder / f"overlay_{index}.avi",
                         fps=1.0 / float(np.diff(recording.keypoints.times).mean()))
         per_recording.append({

@@ -32,7 +32,8 @@ import numpy as np
 
 from ..vision.keypoints import Calibration, KeypointError, Keypoints
 
-__all__ = ["KeypointsFile", "KeypointsFileError", "UNITS", "pixel_scale", "read_keypoints_file"]
+__all__ = ["KeypointsFile", "KeypointsFileError", "UNITS", "check_units", "pixel_scale",
+           "read_keypoints_file"]
 
 UNITS = {"m": 1.0, "mm": 1e-3, "px": None}
 """Coordinate units of a keypoints file and their size in metres (pixels: from the scale)."""
@@ -223,7 +224,10 @@ def _fill_gaps(times: np.ndarray, points: np.ndarray, fps: float, where: str
     return np.arange(len(full)) / fps, full, missing, index
 
 
-def _check_units(points: np.ndarray, units: str, where: str) -> None:
+def check_units(points: np.ndarray, units: str, where: str) -> None:
+    """Refuse keypoints [m] (frames, points, 2) whose extent is no vine's (:data:`VINE_SPAN_M`):
+    with ``units: px`` a wrong scale, otherwise values in another unit than ``units``; the
+    message names ``where`` and the fix."""
     finite = points[np.all(np.isfinite(points), axis=(1, 2))]
     span = float(np.max(np.ptp(finite.reshape(-1, 2), axis=0)))
     low, high = VINE_SPAN_M
@@ -333,7 +337,7 @@ def read_keypoints_file(
         metres = calibration.to_world(raw)
     else:
         metres = raw * UNITS[units]
-    _check_units(metres, units, where)
+    check_units(metres, units, where)
     notes = [f"frame rate {rate:.6g} fps ({source})"]
     if gaps:
         notes.append(f"frames {gaps} are missing from the file (NaN rows, skipped by the fit)")

@@ -2,14 +2,25 @@
 
     python -m sim_vine.fit.pipeline trial.yaml --out results/trial
 
-``trial.yaml`` names the keypoints file, how to read it (units, the scale measured in the
-recording, the frame rate when the file has no times), the scene and the fit::
+``trial.yaml`` names the recording (a keypoints file, or a video to extract them from:
+exactly one of the two), how to read it (units, the scale measured in the recording, the
+frame rate when it has none), the scene and the fit::
 
     keypoints:                      # read by sim_vine.fit.keypoints_file
       path: trial.csv               # relative to this file's folder
       units: px
       scale: {pixels: [[102, 40], [598, 44]], distance: 0.508}   # pegboard holes 0.508 m apart
       origin_px: [80, 310]          # the pixel of the world origin
+    # or, instead of keypoints:
+    video:                          # read by sim_vine.fit.video_file
+      path: trial.avi               # a video file, image folder or glob (relative to here)
+      base_px: [80, 310]            # where the vine leaves its base in the image
+      points: 8                     # keypoints per frame, base to tip
+      scale: {pixels: [[102, 40], [598, 44]], distance: 0.508}   # or calibration: {pixels,
+      origin_px: [80, 310]          #   world} (four reference points, a camera at an angle)
+      fps: 30                       # default the video file's; required for image folders
+      segmentation: {method: hsv, lower: [35, 80, 40], upper: [85, 255, 255]}
+      base_direction: [0, -1]       # optional tracing options (sim_vine.vision.keypoints)
     scene: lab.yaml                 # a vine scene file (obstacles, base, bodies); optional
     simulator: {bodies: 10, gravity: [0, -9.81]}   # vine options over the scene's; optional
     growth_rate: 0.1                # commanded growth rate [m/s], a number or one per interval,
@@ -29,10 +40,12 @@ recording, the frame rate when the file has no times), the scene and the fit::
       frame_rate_range: [20, 40]    # estimate the frame rate in this range [fps] from the
                                     # dynamics (sim_vine.fit.frame_rate); else the file's
 
-It reads and checks the file, checks the scene's obstacles against the recorded path, fits
-by shooting (:func:`~sim_vine.fit.shooting.fit_shooting`, tied scalar parameters), computes
+It reads and checks the file (or extracts the keypoints from the video and checks them),
+checks the scene's obstacles against the recorded path, fits by shooting
+(:func:`~sim_vine.fit.shooting.fit_shooting`, tied scalar parameters), computes
 standard errors (:mod:`~sim_vine.fit.uncertainty`) and writes the bundle
-(:mod:`~sim_vine.fit.bundle`). SIGINT and SIGTERM end the fit like the stop file.
+(:mod:`~sim_vine.fit.bundle`; from a video, its plot and overlay are drawn over the recorded
+frames). SIGINT and SIGTERM end the fit like the stop file.
 """
 
 from __future__ import annotations
@@ -56,15 +69,17 @@ from ..vision.keypoints import Keypoints
 from .bundle import loss_mm, write_bundle
 from .frame_rate import estimate_frame_rate
 from .growth import growth_rate_from_keypoints
-from .keypoints_file import read_keypoints_file
+from .keypoints_file import KeypointsFile, read_keypoints_file
 from .scene_check import check_scene
 from .shooting import METHODS, VideoRecording, fit_shooting, frame_schedule
 from .stopping import FitStop
 from .uncertainty import parameter_errors
+from .video_file import VIDEO_OPTIONS, Footage, read_video_file
 
 __all__ = ["PipelineError", "load_recording_file", "main", "run_recording"]
 
-SECTIONS = ("keypoints", "scene", "simulator", "growth_rate", "fit", "obstacle_tolerance_mm")
+SECTIONS = ("keypoints", "video", "scene", "simulator", "growth_rate", "fit",
+            "obstacle_tolerance_mm")
 FIT_OPTIONS = {"free": list, "iterations": int, "time_limit_s": (int, float),
                "stop_file": str, "fit_start": bool, "fit_length": bool,
                "model_rate": (int, float), "method": str, "fit_growth": bool,
@@ -105,6 +120,25 @@ def _checked_fit(spec: dict, where: str) -> dict:
     return spec
 
 
+def _check_video(spec: dict, where: str) -> None:
+    """Refuse unknown options of the ``video:`` section and missing or malformed required
+    ones, before any frame is read."""
+    for key in spec:
+        if key not in VIDEO_OPTIONS:
+            raise PipelineError(f"{where}: unknown video option {key!r}"
+                                f"{suggest(key, list(VIDEO_OPTIONS))}; known: "
+                                f"{list(VIDEO_OPTIONS)}")
+    points = spec.get("points")
+    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+        raise PipelineError(f"{where}: video.points must be the keypoints per frame from base "
+                            f"to tip (an integer >= 2, e.g. 8), got {points!r}")
+    base = spec.get("base_px")
+    if not (isinstance(base, list) and len(base) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in base)):
+        raise PipelineError(f"{where}: video.base_px must be the pixel [x, y] where the vine "
+                            f"leaves its base, got {base!r}")
+
+
 def load_recording_file(path: str | Path) -> dict[str, Any]:
     """The pipeline's YAML as a checked mapping (see the module)."""
     path = Path(path)
@@ -119,10 +153,19 @@ def load_recording_file(path: str | Path) -> dict[str, Any]:
     if unknown:
         raise PipelineError(f"{path}: unknown section(s) {unknown}"
                             f"{suggest(unknown[0], list(SECTIONS))}; known: {list(SECTIONS)}")
-    keypoints = _mapping(data.get("keypoints"), f"{path}: keypoints")
-    if "path" not in keypoints:
-        raise PipelineError(f"{path}: keypoints.path is required (the CSV or NPZ file)")
-    data["keypoints"] = keypoints
+    given = [name for name in ("keypoints", "video") if data.get(name) is not None]
+    if len(given) != 1:
+        raise PipelineError(
+            f"{path}: give exactly one of keypoints: (a keypoints file) and video: (a video "
+            f"to extract them from), got {'both' if given else 'neither'}")
+    (source,) = given
+    data[source] = _mapping(data[source], f"{path}: {source}")
+    if "path" not in data[source]:
+        raise PipelineError(f"{path}: {source}.path is required ("
+                            + ("the CSV or NPZ file)" if source == "keypoints" else
+                               "a video file, image folder or glob)"))
+    if source == "video":
+        _check_video(data["video"], str(path))
     rate = data.get("growth_rate")
     if rate is None or (isinstance(rate, str) and rate != "estimate"):
         raise PipelineError(
@@ -165,6 +208,19 @@ def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_ran
         f"{file_fps:.4g} fps); the fit uses it")
 
 
+def _read_recording(spec: dict, base_dir: Path
+                    ) -> tuple[KeypointsFile, Footage | None, Path]:
+    """The recording's keypoints [m] from its keypoints file or video (paths relative to
+    ``base_dir``), the footage behind them (``None`` for a keypoints file) and the file."""
+    source = "video" if "video" in spec else "keypoints"
+    reading = dict(spec[source])
+    file = Path(reading.pop("path"))
+    file = file if file.is_absolute() else base_dir / file
+    if source == "keypoints":
+        return read_keypoints_file(file, **reading), None, file
+    return (*read_video_file(file, base_dir=base_dir, **reading), file)
+
+
 def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
                   stop: FitStop | None = None) -> dict[str, Any]:
     """Run a recording file end to end (see the module) and return the bundle's summary.
@@ -179,9 +235,7 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     path, out = Path(path), Path(out)
     spec = load_recording_file(path)
     base_dir = path.parent
-    reading = dict(spec["keypoints"])
-    file = Path(reading.pop("path"))
-    read = read_keypoints_file(file if file.is_absolute() else base_dir / file, **reading)
+    read, footage, file = _read_recording(spec, base_dir)
     options = {"check_initial_pose": False, **spec["simulator"]}
     if spec.get("scene") is not None:
         options.update(scene=str(spec["scene"]), base_dir=str(base_dir))
@@ -224,7 +278,8 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     errors = parameter_errors(simulator, fit, recordings, schedule=schedule)
     summary = write_bundle(out, simulator=simulator, fit=fit, recordings=recordings,
                            errors=errors, stop_reason=stop.reason, time_s=elapsed,
-                           notes=notes, warnings=check.warnings, video=video)
+                           notes=notes, warnings=check.warnings, video=video,
+                           footage=[footage])
     points = keypoints.point_count
     print(f"{file.name}: loss {loss_mm(fit.initial_loss, points):.3f} → "
           f"{loss_mm(fit.loss, points):.3f} mm RMS per keypoint, tip MAE "
@@ -243,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command line: ``python -m sim_vine.fit.pipeline trial.yaml --out DIR``."""
     parser = argparse.ArgumentParser(prog="python -m sim_vine.fit.pipeline",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("recording", help="the pipeline YAML (keypoints, scene, fit)")
+    parser.add_argument("recording", help="the pipeline YAML (keypoints or video, scene, fit)")
     parser.add_argument("--out", required=True, help="folder for the result bundle")
     parser.add_argument("--no-video", action="store_true", help="skip the overlay video")
     args = parser.parse_args(argv)

@@ -42,11 +42,14 @@ from ..vision.video import read_frames
 from .growth import GrowthError, growth_rate_from_keypoints
 from .start_pose import start_pose_from_keypoints
 
-__all__ = ["keypoint_recordings", "video_recordings"]
+__all__ = ["calibration_from_options", "extract_video_keypoints", "keypoint_recordings",
+           "video_recordings"]
 
 
-def _calibration(spec: dict) -> Calibration:
-    keys = set(spec)
+def calibration_from_options(spec: dict) -> Calibration:
+    """The pixels-to-metres map of a ``calibration`` option: ``{pixels, world}`` (four or more
+    reference points [px] and [m], a homography) or ``{metres_per_pixel, origin_px, flip_y}``."""
+    keys = set(spec) if isinstance(spec, dict) else set()
     if keys == {"pixels", "world"}:
         return Calibration.from_reference_points(spec["pixels"], spec["world"])
     if {"metres_per_pixel", "origin_px"} <= keys <= {"metres_per_pixel", "origin_px", "flip_y"}:
@@ -151,6 +154,57 @@ def video_recordings(
                                    "{count: n}}")
     _check_growth_rate(growth_rate)
     source = Path(video) if Path(video).is_absolute() else Path(base_dir) / video
+    keypoints = extract_video_keypoints(
+        source, base_dir=Path(base_dir), calibration=calibration_from_options(calibration),
+        base_px=base_px, points=int(points), fps=fps, segmentation=segmentation,
+        base_direction=base_direction, base_radius_px=base_radius_px, min_area_px=min_area_px,
+        tip_trim_px=tip_trim_px, on_missing=on_missing, frames=frames)
+    if keypoints.missing_frames:
+        print(f"vine_video {source.name}: {keypoints.report()}")
+    return keypoint_recordings(simulator=simulator, measurement=measurement,
+                               keypoints=keypoints, dt=dt, substeps=substeps,
+                               growth_rate=growth_rate,
+                               initial_pose_tolerance_mm=initial_pose_tolerance_mm,
+                               name=source.name, truth=truth)
+
+
+def extract_video_keypoints(
+    source: Path,
+    *,
+    base_dir: Path,
+    calibration: Calibration,
+    base_px: list[float],
+    points: int,
+    fps: float | None = None,
+    segmentation: dict | None = None,
+    base_direction: list[float] | None = None,
+    base_radius_px: float = 10.0,
+    min_area_px: int = 20,
+    tip_trim_px: float | None = None,
+    on_missing: str = "nan",
+    frames: int | None = None,
+) -> Keypoints:
+    """Keypoints [m] of every frame of a vine video, the extraction the ``vine_video`` source
+    and the pipeline's ``video:`` section share.
+
+    Args:
+        source: a video file, image folder or glob (already resolved).
+        base_dir: the folder a relative ``segmentation.background`` path starts in.
+        calibration: pixels to metres.
+        base_px, points, fps: the base pixel (x, y), keypoints per frame (tip included),
+            the frame rate (default the video file's; required for image sequences).
+        segmentation: :class:`~sim_vine.vision.keypoints.Segmentation` options.
+        base_direction, base_radius_px, min_area_px, tip_trim_px, on_missing: as
+            :func:`sim_vine.vision.keypoints.extract_keypoints`.
+        frames: use only the first ``frames`` frames; default all.
+
+    Returns:
+        Keypoints, (frames, points, 2) [m], NaN rows for frames without the vine.
+
+    Raises:
+        RecordingSourceError: bad segmentation options, fewer than 2 frames, or a first
+            frame without the vine (the fit starts there).
+    """
     options = dict(segmentation or {})
     background = options.get("background")
     if isinstance(background, str) and not Path(background).is_absolute():
@@ -163,7 +217,7 @@ def video_recordings(
         raise RecordingSourceError(f"frames must be at least 2, got {frames}")
     images, rate = (source, fps) if frames is None else _first_frames(source, fps, int(frames))
     keypoints = extract_keypoints(
-        images, segmentation=segmenter, base_px=base_px, calibration=_calibration(calibration),
+        images, segmentation=segmenter, base_px=base_px, calibration=calibration,
         points=int(points), fps=rate, base_radius_px=base_radius_px,
         base_direction=base_direction, min_area_px=min_area_px, tip_trim_px=tip_trim_px,
         on_missing=on_missing)
@@ -171,13 +225,7 @@ def video_recordings(
         raise RecordingSourceError(f"{source}: the first frame has no vine "
                                    f"({keypoints.reasons.get(0)}); the simulation starts "
                                    "there, so trim the video to start with the vine visible")
-    if keypoints.missing_frames:
-        print(f"vine_video {source.name}: {keypoints.report()}")
-    return keypoint_recordings(simulator=simulator, measurement=measurement,
-                               keypoints=keypoints, dt=dt, substeps=substeps,
-                               growth_rate=growth_rate,
-                               initial_pose_tolerance_mm=initial_pose_tolerance_mm,
-                               name=source.name, truth=truth)
+    return keypoints
 
 
 def keypoint_recordings(*, simulator, measurement, keypoints: Keypoints, dt: float,

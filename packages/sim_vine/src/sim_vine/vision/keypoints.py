@@ -255,7 +255,8 @@ def _base_component(mask: np.ndarray, base_px, base_radius_px: float, min_area_p
     near = (xx - base_px[0]) ** 2 + (yy - base_px[1]) ** 2 <= base_radius_px ** 2
     candidates = np.unique(labels[near & (labels > 0)])
     if candidates.size == 0:
-        return None, f"no vine pixels within {base_radius_px:g} px of the base {tuple(base_px)}"
+        return None, (f"no vine pixels within {base_radius_px:g} px of the base "
+                      f"({base_px[0]:g}, {base_px[1]:g})")
     best = candidates[np.argmax(stats[candidates, cv2.CC_STAT_AREA])]
     if stats[best, cv2.CC_STAT_AREA] < min_area_px:
         return None, (f"the vine blob at the base has {stats[best, cv2.CC_STAT_AREA]} px, fewer "
