@@ -130,13 +130,44 @@ def _cross(a, b, out):
         out[k, 0], out[k, 1], out[k, 2] = x, y, z
 
 
-@numba.njit(cache=True)
-def _cross_constant(a, c, out):
-    """out = a × c for a dual (R, 3) array and a constant 3-vector."""
-    for k in range(a.shape[0]):
-        out[k, 0] = a[k, 1] * c[2] - a[k, 2] * c[1]
-        out[k, 1] = a[k, 2] * c[0] - a[k, 0] * c[2]
-        out[k, 2] = a[k, 0] * c[1] - a[k, 1] * c[0]
+@numba.njit(cache=True, inline="always")
+def _rotate_at(rotation, rn, x, xn, transpose, rows, out, on):
+    """out[on] = R x (or Rᵀ x) of the dual rotation R = rotation[rn] (rows, 3, 3) and the
+    dual vector x[xn] (rows, 3): :func:`_rotate` on whole arrays by index, inlined, for the
+    recursion's loops (a view per call costs its reference count more than the product)."""
+    for k in range(rows):
+        for i in range(3):
+            total = 0.0
+            for j in range(3):
+                r0 = rotation[rn, 0, j, i] if transpose else rotation[rn, 0, i, j]
+                total += r0 * x[xn, k, j]
+                if k > 0:
+                    rk = rotation[rn, k, j, i] if transpose else rotation[rn, k, i, j]
+                    total += rk * x[xn, 0, j]
+            out[on, k, i] = total
+
+
+@numba.njit(cache=True, inline="always")
+def _cross_at(a, an, b, bn, rows, out, on):
+    """out[on] = a[an] × b[bn] for dual (rows, 3) vectors: :func:`_cross` by index (see
+    :func:`_rotate_at`)."""
+    for k in range(rows):
+        x = a[an, 0, 1] * b[bn, k, 2] - a[an, 0, 2] * b[bn, k, 1]
+        y = a[an, 0, 2] * b[bn, k, 0] - a[an, 0, 0] * b[bn, k, 2]
+        z = a[an, 0, 0] * b[bn, k, 1] - a[an, 0, 1] * b[bn, k, 0]
+        if k > 0:
+            x += a[an, k, 1] * b[bn, 0, 2] - a[an, k, 2] * b[bn, 0, 1]
+            y += a[an, k, 2] * b[bn, 0, 0] - a[an, k, 0] * b[bn, 0, 2]
+            z += a[an, k, 0] * b[bn, 0, 1] - a[an, k, 1] * b[bn, 0, 0]
+        out[on, k, 0], out[on, k, 1], out[on, k, 2] = x, y, z
+
+
+@numba.njit(cache=True, inline="always")
+def _add_at(out, on, x, xn, rows):
+    """out[on] += x[xn] for dual (rows, 3) vectors, by index (see :func:`_rotate_at`)."""
+    for k in range(rows):
+        for i in range(3):
+            out[on, k, i] += x[xn, k, i]
 
 
 @numba.njit(cache=True)
@@ -167,22 +198,24 @@ def _scale(s, x, out):
             out[k, i] = s[0] * x[k, i] + (s[k] * x[0, i] if k > 0 and varies else 0.0)
 
 
-@numba.njit(cache=True)
-def _skew_entry(a, i, j):
-    """Entry (i, j) of [a]×, the cross-product matrix of a."""
+@numba.njit(cache=True, inline="always")
+def _skew_entry(a0, a1, a2, i, j):
+    """Entry (i, j) of [a]×, the cross-product matrix of a = (a0, a1, a2)."""
     if i == j:
         return 0.0
     if i == 0:
-        return -a[2] if j == 1 else a[1]
+        return -a2 if j == 1 else a1
     if i == 1:
-        return a[2] if j == 0 else -a[0]
-    return -a[1] if j == 0 else a[0]
+        return a2 if j == 0 else -a0
+    return -a1 if j == 0 else a0
 
 
-@numba.njit(cache=True)
-def _skew_squared_entry(a, i, j):
-    """Entry (i, j) of [a]×² = a aᵀ - |a|² I."""
-    return a[i] * a[j] - (a[0] * a[0] + a[1] * a[1] + a[2] * a[2] if i == j else 0.0)
+@numba.njit(cache=True, inline="always")
+def _skew_squared_entry(a0, a1, a2, i, j):
+    """Entry (i, j) of [a]×² = a aᵀ - |a|² I, a = (a0, a1, a2)."""
+    ai = a0 if i == 0 else (a1 if i == 1 else a2)
+    aj = a0 if j == 0 else (a1 if j == 1 else a2)
+    return ai * aj - (a0 * a0 + a1 * a1 + a2 * a2 if i == j else 0.0)
 
 
 @numba.njit(cache=True)
@@ -200,76 +233,76 @@ def _node_axes(nodes, axis, out):
                     out[node, k, i] = constant[node, i] if k == 0 else 0.0
 
 
-@numba.njit(cache=True)
-def _axis_turn(delta, a, sin, cos, i, j):
+@numba.njit(cache=True, inline="always")
+def _axis_turn(d0, d1, d2, a0, a1, a2, sin, cos, i, j):
     """Entry (i, j) of sin δK + (1 - cos)(δK K + K δK), K = [a]×, δK = [δ]×: the joint
-    turn's tangent along a tangent δ of its unit axis a."""
-    total = sin * _skew_entry(delta, i, j)
+    turn's tangent along a tangent δ = (d0, d1, d2) of its unit axis a = (a0, a1, a2)."""
+    total = sin * _skew_entry(d0, d1, d2, i, j)
     for m in range(3):
-        total += (1.0 - cos) * (_skew_entry(delta, i, m) * _skew_entry(a, m, j)
-                                + _skew_entry(a, i, m) * _skew_entry(delta, m, j))
+        total += (1.0 - cos) * (_skew_entry(d0, d1, d2, i, m) * _skew_entry(a0, a1, a2, m, j)
+                                + _skew_entry(a0, a1, a2, i, m) * _skew_entry(d0, d1, d2, m, j))
     return total
 
 
 @numba.njit(cache=True)
-def _placement(nodes, node, origin, node_axis, q, rotation, offset):
-    """The node's dual rotation to its parent's frame (R, 3, 3) and dual origin (R, 3) into
-    ``rotation`` and ``offset``, from dual joint origins (R or more, n, 3), the node's dual
-    unit axis (R, 3) (:func:`_node_axes`) and dual coordinates (R, d)."""
+def _placements(nodes, origin, node_axis, q, rotation, offset):
+    """Every node's dual rotation to its parent's frame into ``rotation`` (N, R, 3, 3) and
+    dual origin into ``offset`` (N, R, 3), from dual joint origins (R or more, n, 3), the
+    nodes' dual unit axes (N, R, 3) (:func:`_node_axes`) and dual coordinates (R, d)."""
     kind, base, origin_joint, coordinate, axis_joint = (nodes[1], nodes[3], nodes[4],
                                                         nodes[6], nodes[7])
     rows = q.shape[0]
-    joint = origin_joint[node]
-    for k in range(rows):
-        for i in range(3):
-            offset[k, i] = origin[k, joint, i] if joint >= 0 else 0.0
-            for j in range(3):
-                rotation[k, i, j] = base[node, i, j] if k == 0 else 0.0
-    c = coordinate[node]
-    moving = axis_joint[node]
-    a = node_axis[0]
-    if kind[node] == _REVOLUTE:
-        angle = q[0, c]
-        sin, cos = math.sin(angle), math.cos(angle)
-        # value = base (I + sin K + (1 - cos) K²), K = [a]×; its derivative value K
-        for i in range(3):
-            for j in range(3):
-                total = 0.0
-                for m in range(3):
-                    turn = ((1.0 if m == j else 0.0) + sin * _skew_entry(a, m, j)
-                            + (1.0 - cos) * _skew_squared_entry(a, m, j))
-                    total += base[node, i, m] * turn
-                rotation[0, i, j] = total
-        for i in range(3):
-            for j in range(3):
-                derivative = 0.0
-                for m in range(3):
-                    derivative += rotation[0, i, m] * _skew_entry(a, m, j)
+    for node in range(kind.shape[0]):
+        joint = origin_joint[node]
+        for k in range(rows):
+            for i in range(3):
+                offset[node, k, i] = origin[k, joint, i] if joint >= 0 else 0.0
+                for j in range(3):
+                    rotation[node, k, i, j] = base[node, i, j] if k == 0 else 0.0
+        c = coordinate[node]
+        a0, a1, a2 = node_axis[node, 0, 0], node_axis[node, 0, 1], node_axis[node, 0, 2]
+        if kind[node] == _REVOLUTE:
+            angle = q[0, c]
+            sin, cos = math.sin(angle), math.cos(angle)
+            # value = base (I + sin K + (1 - cos) K²), K = [a]×; its derivative value K
+            for i in range(3):
+                for j in range(3):
+                    total = 0.0
+                    for m in range(3):
+                        turn = ((1.0 if m == j else 0.0) + sin * _skew_entry(a0, a1, a2, m, j)
+                                + (1.0 - cos) * _skew_squared_entry(a0, a1, a2, m, j))
+                        total += base[node, i, m] * turn
+                    rotation[node, 0, i, j] = total
+            for i in range(3):
+                for j in range(3):
+                    derivative = 0.0
+                    for m in range(3):
+                        derivative += rotation[node, 0, i, m] * _skew_entry(a0, a1, a2, m, j)
+                    for k in range(1, rows):
+                        rotation[node, k, i, j] = q[k, c] * derivative
+            if axis_joint[node] >= 0:  # along the axis: base (sin δK + (1 - cos)(δK K + K δK))
                 for k in range(1, rows):
-                    rotation[k, i, j] = q[k, c] * derivative
-        if moving >= 0:  # along the axis: base (sin δK + (1 - cos)(δK K + K δK))
-            for k in range(1, rows):
-                delta = node_axis[k]
-                if delta[0] == 0.0 and delta[1] == 0.0 and delta[2] == 0.0:
-                    continue
-                for i in range(3):
-                    for j in range(3):
-                        total = 0.0
-                        for m in range(3):
-                            total += base[node, i, m] * _axis_turn(delta, a, sin, cos, m, j)
-                        rotation[k, i, j] += total
-    elif kind[node] == _PRISMATIC:
-        for i in range(3):
-            direction = base[node, i, 0] * a[0] + base[node, i, 1] * a[1] + base[node, i, 2] * a[2]
-            for k in range(rows):
-                offset[k, i] += q[k, c] * direction
-        if moving >= 0:  # along the axis: q base δa
-            for k in range(1, rows):
-                delta = node_axis[k]
-                for i in range(3):
-                    offset[k, i] += q[0, c] * (base[node, i, 0] * delta[0]
-                                               + base[node, i, 1] * delta[1]
-                                               + base[node, i, 2] * delta[2])
+                    d0, d1, d2 = node_axis[node, k, 0], node_axis[node, k, 1], node_axis[node, k, 2]
+                    if d0 == 0.0 and d1 == 0.0 and d2 == 0.0:
+                        continue
+                    for i in range(3):
+                        for j in range(3):
+                            total = 0.0
+                            for m in range(3):
+                                total += base[node, i, m] * _axis_turn(d0, d1, d2, a0, a1, a2,
+                                                                       sin, cos, m, j)
+                            rotation[node, k, i, j] += total
+        elif kind[node] == _PRISMATIC:
+            for i in range(3):
+                direction = base[node, i, 0] * a0 + base[node, i, 1] * a1 + base[node, i, 2] * a2
+                for k in range(rows):
+                    offset[node, k, i] += q[k, c] * direction
+            if axis_joint[node] >= 0:  # along the axis: q base δa
+                for k in range(1, rows):
+                    for i in range(3):
+                        offset[node, k, i] += q[0, c] * (base[node, i, 0] * node_axis[node, k, 0]
+                                                         + base[node, i, 1] * node_axis[node, k, 1]
+                                                         + base[node, i, 2] * node_axis[node, k, 2])
 
 
 @numba.njit(cache=True)
@@ -659,54 +692,51 @@ def _motion(nodes, q, qd, qdd, origin, node_axis, gravity, rotation, offset, w, 
     unit axes (N, R, 3) (:func:`_node_axes`); ``scratch`` (2 or more, R, 3)."""
     parent, kind, coordinate = nodes[0], nodes[1], nodes[6]
     count, rows = parent.shape[0], q.shape[0]
-    tmp, s_motion = scratch[0], scratch[1]
+    _placements(nodes, origin, node_axis, q, rotation, offset)
+    tmp, s_motion = 0, 1  # scratch rows
     for node in range(count):
-        a = node_axis[node]
-        _placement(nodes, node, origin, a, q, rotation[node], offset[node])
         p = parent[node]
-        turn, shift = rotation[node], offset[node]
-        w_n, v_n, dw_n, dv_n = w[node], v[node], dw[node], dv[node]
         if p < 0:  # the world: at rest, accelerating at -gravity
             for k in range(rows):
                 for i in range(3):
-                    w_n[k, i], v_n[k, i], dw_n[k, i] = 0.0, 0.0, 0.0
-                    tmp[k, i] = -gravity[i] if k == 0 else 0.0
-            _rotate(turn, tmp, True, dv_n)
+                    w[node, k, i], v[node, k, i], dw[node, k, i] = 0.0, 0.0, 0.0
+                    scratch[tmp, k, i] = -gravity[i] if k == 0 else 0.0
+            _rotate_at(rotation, node, scratch, tmp, True, rows, dv, node)
         else:
             # ω = Rᵀ ω_p + s_ω q̇
-            _rotate(turn, w[p], True, w_n)
+            _rotate_at(rotation, node, w, p, True, rows, w, node)
             # v = Rᵀ (v_p + ω_p × t) + s_v q̇
-            _cross(w[p], shift, tmp)
-            _add(tmp, v[p])
-            _rotate(turn, tmp, True, v_n)
+            _cross_at(w, p, offset, node, rows, scratch, tmp)
+            _add_at(scratch, tmp, v, p, rows)
+            _rotate_at(rotation, node, scratch, tmp, True, rows, v, node)
             # α = Rᵀ α_p + s_ω q̈ + ω × s_ω q̇ ; a = Rᵀ (a_p + α_p × t) + s_v q̈ + ω × s_v q̇
             # + v × s_ω q̇
-            _rotate(turn, dw[p], True, dw_n)
-            _cross(dw[p], shift, tmp)
-            _add(tmp, dv[p])
-            _rotate(turn, tmp, True, dv_n)
+            _rotate_at(rotation, node, dw, p, True, rows, dw, node)
+            _cross_at(dw, p, offset, node, rows, scratch, tmp)
+            _add_at(scratch, tmp, dv, p, rows)
+            _rotate_at(rotation, node, scratch, tmp, True, rows, dv, node)
         c = coordinate[node]
         if c >= 0:
             # s q̇ and s q̈ by the product rule (the axis has tangents of its own)
             for k in range(rows):
                 for i in range(3):
-                    s_motion[k, i] = qd[k, c] * a[0, i]
-                    tmp[k, i] = qdd[k, c] * a[0, i]
+                    scratch[s_motion, k, i] = qd[k, c] * node_axis[node, 0, i]
+                    scratch[tmp, k, i] = qdd[k, c] * node_axis[node, 0, i]
                     if k > 0:
-                        s_motion[k, i] += qd[0, c] * a[k, i]
-                        tmp[k, i] += qdd[0, c] * a[k, i]
+                        scratch[s_motion, k, i] += qd[0, c] * node_axis[node, k, i]
+                        scratch[tmp, k, i] += qdd[0, c] * node_axis[node, k, i]
             if kind[node] == _REVOLUTE:
-                _add(w_n, s_motion)
-                _add(dw_n, tmp)
-                _cross(w_n, s_motion, tmp)
-                _add(dw_n, tmp)
-                _cross(v_n, s_motion, tmp)
-                _add(dv_n, tmp)
+                _add_at(w, node, scratch, s_motion, rows)
+                _add_at(dw, node, scratch, tmp, rows)
+                _cross_at(w, node, scratch, s_motion, rows, scratch, tmp)
+                _add_at(dw, node, scratch, tmp, rows)
+                _cross_at(v, node, scratch, s_motion, rows, scratch, tmp)
+                _add_at(dv, node, scratch, tmp, rows)
             elif kind[node] == _PRISMATIC:
-                _add(v_n, s_motion)
-                _add(dv_n, tmp)
-                _cross(w_n, s_motion, tmp)
-                _add(dv_n, tmp)
+                _add_at(v, node, scratch, s_motion, rows)
+                _add_at(dv, node, scratch, tmp, rows)
+                _cross_at(w, node, scratch, s_motion, rows, scratch, tmp)
+                _add_at(dv, node, scratch, tmp, rows)
 
 
 @numba.njit(cache=True)
@@ -718,13 +748,45 @@ def _rnea_work(count, rows):
             np.zeros((5, rows, 3)))
 
 
+@numba.njit(cache=True, inline="always")
+def _body_momentum(mass, body, centre, w, v, node, rows, scratch, rate, out):
+    """out = m (v + ω × c) (or its rate m (a + α × c), given a and α as ``v`` and ``w``)
+    of the link ``body`` at node ``node`` into scratch row ``out``, by index (dual masses
+    (R or 1, n); a mass of one row is constant), scratch row ``rate`` the temporary."""
+    cx, cy, cz = centre[0], centre[1], centre[2]
+    for k in range(rows):
+        scratch[rate, k, 0] = (w[node, k, 1] * cz - w[node, k, 2] * cy) + v[node, k, 0]
+        scratch[rate, k, 1] = (w[node, k, 2] * cx - w[node, k, 0] * cz) + v[node, k, 1]
+        scratch[rate, k, 2] = (w[node, k, 0] * cy - w[node, k, 1] * cx) + v[node, k, 2]
+    varies = mass.shape[0] > 1
+    for k in range(rows):
+        for i in range(3):
+            scratch[out, k, i] = mass[0, body] * scratch[rate, k, i] + (
+                mass[k, body] * scratch[rate, 0, i] if k > 0 and varies else 0.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _inertia_times(inertia, body, x, xn, rows, out, on):
+    """out[on] = I x[xn] for the dual inertia of link ``body`` (inertias (R or 1, n, 3, 3);
+    one row: constant), by index (:func:`_rotate` of ``inertia[:, body]``)."""
+    varies = inertia.shape[0] > 1
+    for k in range(rows):
+        for i in range(3):
+            total = 0.0
+            for j in range(3):
+                total += inertia[0, body, i, j] * x[xn, k, j]
+                if k > 0 and varies:
+                    total += inertia[k, body, i, j] * x[xn, 0, j]
+            out[on, k, i] = total
+
+
 @numba.njit(cache=True)
 def _rnea_into(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, points, area,
                coefficients, gravity, work, tau):
     """:func:`rnea` into ``tau`` (R, d), in the scratch ``work`` (:func:`_rnea_work` of R
     rows); the dual parameters may have more rows than R (the first R are used)."""
     parent, kind, link, coordinate = nodes[0], nodes[1], nodes[5], nodes[6]
-    count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
+    count, rows = parent.shape[0], q.shape[0]
     rotation, vectors, scratch = work
     offset, node_axis, w, v, dw, dv, torque, force = (vectors[0], vectors[1], vectors[2],
                                                       vectors[3], vectors[4], vectors[5],
@@ -732,46 +794,39 @@ def _rnea_into(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, po
     _node_axes(nodes, axis, node_axis)
     _motion(nodes, q, qd, qdd, origin, node_axis, gravity, rotation, offset, w, v, dw, dv,
             scratch)
-    tmp, tmp2, p_dot, momentum, angular = (scratch[0], scratch[1], scratch[2], scratch[3],
-                                           scratch[4])
+    tmp, tmp2, p_dot, momentum, angular = 0, 1, 2, 3, 4  # scratch rows
     torque[:] = 0.0
     force[:] = 0.0
     for node in range(count):
         body = link[node]
-        if body >= 0:
-            centre = com[body]
-            m_dual = mass[:, body]
-            i_dual = inertia[:, body]
-            torque_n, force_n = torque[node], force[node]
-            # p = m (v + ω × c), ṗ = m (a + α × c)
-            _cross_constant(dw[node], centre, tmp)
-            _add(tmp, dv[node])
-            _scale(m_dual, tmp, p_dot)
-            _cross_constant(w[node], centre, tmp)
-            _add(tmp, v[node])
-            _scale(m_dual, tmp, momentum)
-            # n = I α + c × ṗ + ω × (I ω + c × p) + v × p ; f = ṗ + ω × p
-            _rotate(i_dual, dw[node], False, torque_n)
-            cx, cy, cz = centre[0], centre[1], centre[2]
-            for k in range(rows):
-                px, py, pz = p_dot[k, 0], p_dot[k, 1], p_dot[k, 2]
-                torque_n[k, 0] += cy * pz - cz * py
-                torque_n[k, 1] += cz * px - cx * pz
-                torque_n[k, 2] += cx * py - cy * px
-            _rotate(i_dual, w[node], False, angular)
-            for k in range(rows):
-                px, py, pz = momentum[k, 0], momentum[k, 1], momentum[k, 2]
-                angular[k, 0] += cy * pz - cz * py
-                angular[k, 1] += cz * px - cx * pz
-                angular[k, 2] += cx * py - cy * px
-            _cross(w[node], angular, tmp)
-            _add(torque_n, tmp)
-            _cross(v[node], momentum, tmp)
-            _add(torque_n, tmp)
-            _cross(w[node], momentum, tmp)
-            for k in range(rows):
-                for i in range(3):
-                    force_n[k, i] = p_dot[k, i] + tmp[k, i]
+        if body < 0:
+            continue
+        centre = com[body]
+        cx, cy, cz = centre[0], centre[1], centre[2]
+        # p = m (v + ω × c), ṗ = m (a + α × c)
+        _body_momentum(mass, body, centre, dw, dv, node, rows, scratch, tmp, p_dot)
+        _body_momentum(mass, body, centre, w, v, node, rows, scratch, tmp, momentum)
+        # n = I α + c × ṗ + ω × (I ω + c × p) + v × p ; f = ṗ + ω × p
+        _inertia_times(inertia, body, dw, node, rows, torque, node)
+        for k in range(rows):
+            px, py, pz = scratch[p_dot, k, 0], scratch[p_dot, k, 1], scratch[p_dot, k, 2]
+            torque[node, k, 0] += cy * pz - cz * py
+            torque[node, k, 1] += cz * px - cx * pz
+            torque[node, k, 2] += cx * py - cy * px
+        _inertia_times(inertia, body, w, node, rows, scratch, angular)
+        for k in range(rows):
+            px, py, pz = scratch[momentum, k, 0], scratch[momentum, k, 1], scratch[momentum, k, 2]
+            scratch[angular, k, 0] += cy * pz - cz * py
+            scratch[angular, k, 1] += cz * px - cx * pz
+            scratch[angular, k, 2] += cx * py - cy * px
+        _cross_at(w, node, scratch, angular, rows, scratch, tmp)
+        _add_at(torque, node, scratch, tmp, rows)
+        _cross_at(v, node, scratch, momentum, rows, scratch, tmp)
+        _add_at(torque, node, scratch, tmp, rows)
+        _cross_at(w, node, scratch, momentum, rows, scratch, tmp)
+        for k in range(rows):
+            for i in range(3):
+                force[node, k, i] = scratch[p_dot, k, i] + scratch[tmp, k, i]
     if contacts[0].shape[0] and contacts[2].shape[0]:  # points and shapes
         _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
                         torque, force)
@@ -779,21 +834,23 @@ def _rnea_into(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, po
     for node in range(count - 1, -1, -1):
         c = coordinate[node]
         if c >= 0:
-            source = torque[node] if kind[node] == _REVOLUTE else force[node]
-            a = node_axis[node]
+            source = torque if kind[node] == _REVOLUTE else force
             for k in range(rows):
-                tau[k, c] = source[k, 0] * a[0, 0] + source[k, 1] * a[0, 1] + source[k, 2] * a[0, 2]
+                tau[k, c] = (source[node, k, 0] * node_axis[node, 0, 0]
+                             + source[node, k, 1] * node_axis[node, 0, 1]
+                             + source[node, k, 2] * node_axis[node, 0, 2])
                 if k > 0:
-                    tau[k, c] += (source[0, 0] * a[k, 0] + source[0, 1] * a[k, 1]
-                                  + source[0, 2] * a[k, 2])
+                    tau[k, c] += (source[node, 0, 0] * node_axis[node, k, 0]
+                                  + source[node, 0, 1] * node_axis[node, k, 1]
+                                  + source[node, 0, 2] * node_axis[node, k, 2])
         p = parent[node]
         if p >= 0:
-            _rotate(rotation[node], force[node], False, tmp)
-            _add(force[p], tmp)
-            _cross(offset[node], tmp, tmp2)
-            _add(torque[p], tmp2)
-            _rotate(rotation[node], torque[node], False, tmp)
-            _add(torque[p], tmp)
+            _rotate_at(rotation, node, force, node, False, rows, scratch, tmp)
+            _add_at(force, p, scratch, tmp, rows)
+            _cross_at(offset, node, scratch, tmp, rows, scratch, tmp2)
+            _add_at(torque, p, scratch, tmp2, rows)
+            _rotate_at(rotation, node, torque, node, False, rows, scratch, tmp)
+            _add_at(torque, p, scratch, tmp, rows)
 
 
 @numba.njit(cache=True)
@@ -1000,33 +1057,33 @@ def mass_matrix(nodes, q, mass, com, inertia, origin, axis):
     origin_dual = origin.reshape(1, origin.shape[0], 3)
     node_axis = np.zeros((count, 1, 3))
     _node_axes(nodes, axis.reshape(1, axis.shape[0], 3), node_axis)
-    rotation = np.zeros((1, 3, 3))
-    offset = np.zeros((1, 3))
+    rotation = np.zeros((count, 1, 3, 3))
+    offset = np.zeros((count, 1, 3))
+    _placements(nodes, origin_dual, node_axis, q_dual, rotation, offset)
     transforms = np.zeros((count, 6, 6))
     composite = np.zeros((count, 6, 6))
     # the 6 × 6 blocks in loops, each product summed as _matmul's
     for node in range(count):
-        _placement(nodes, node, origin_dual, node_axis[node], q_dual, rotation, offset)
-        r, t = rotation[0], offset[0]
+        t0, t1, t2 = offset[node, 0, 0], offset[node, 0, 1], offset[node, 0, 2]
         for i in range(3):  # [[Rᵀ, 0], [-Rᵀ [t]×, Rᵀ]]
             for j in range(3):
-                transforms[node, i, j] = r[j, i]
-                transforms[node, 3 + i, 3 + j] = r[j, i]
+                transforms[node, i, j] = rotation[node, 0, j, i]
+                transforms[node, 3 + i, 3 + j] = rotation[node, 0, j, i]
                 total = 0.0
                 for m in range(3):
-                    total += r[m, i] * _skew_entry(t, m, j)
+                    total += rotation[node, 0, m, i] * _skew_entry(t0, t1, t2, m, j)
                 transforms[node, 3 + i, j] = -total
         body = link[node]
         if body >= 0:  # [[I + m [c]× [c]×ᵀ, m [c]×], [m [c]×ᵀ, m 1]]
-            body_mass, centre = mass[body], com[body]
+            body_mass, c0, c1, c2 = mass[body], com[body, 0], com[body, 1], com[body, 2]
             for i in range(3):
                 for j in range(3):
                     total = 0.0
                     for m in range(3):
-                        total += _skew_entry(centre, i, m) * _skew_entry(centre, j, m)
+                        total += _skew_entry(c0, c1, c2, i, m) * _skew_entry(c0, c1, c2, j, m)
                     composite[node, i, j] = inertia[body, i, j] + body_mass * total
-                    composite[node, i, 3 + j] = body_mass * _skew_entry(centre, i, j)
-                    composite[node, 3 + i, j] = body_mass * _skew_entry(centre, j, i)
+                    composite[node, i, 3 + j] = body_mass * _skew_entry(c0, c1, c2, i, j)
+                    composite[node, 3 + i, j] = body_mass * _skew_entry(c0, c1, c2, j, i)
                 composite[node, 3 + i, 3 + i] = body_mass
     product = np.zeros((6, 6))
     for node in range(count - 1, -1, -1):
