@@ -98,6 +98,23 @@ def _dot(a, b):
 
 
 @numba.njit(cache=True)
+def _add(out, x):
+    """out += x for (R, 3) arrays, in a loop: ``array[i] += x`` on a view would first copy
+    x (numba guards the overlap), an allocation per call."""
+    for k in range(out.shape[0]):
+        for i in range(3):
+            out[k, i] += x[k, i]
+
+
+@numba.njit(cache=True)
+def _subtract(out, x):
+    """out -= x for (R, 3) arrays, in a loop (see :func:`_add`)."""
+    for k in range(out.shape[0]):
+        for i in range(3):
+            out[k, i] -= x[k, i]
+
+
+@numba.njit(cache=True)
 def _cross(a, b, out):
     """out = a × b for dual (R, 3) arrays."""
     rows = a.shape[0]
@@ -114,13 +131,44 @@ def _cross(a, b, out):
         out[k, 0], out[k, 1], out[k, 2] = x, y, z
 
 
-@numba.njit(cache=True)
-def _cross_constant(a, c, out):
-    """out = a × c for a dual (R, 3) array and a constant 3-vector."""
-    for k in range(a.shape[0]):
-        out[k, 0] = a[k, 1] * c[2] - a[k, 2] * c[1]
-        out[k, 1] = a[k, 2] * c[0] - a[k, 0] * c[2]
-        out[k, 2] = a[k, 0] * c[1] - a[k, 1] * c[0]
+@numba.njit(cache=True, inline="always")
+def _rotate_at(rotation, rn, x, xn, transpose, rows, out, on):
+    """out[on] = R x (or Rᵀ x) of the dual rotation R = rotation[rn] (rows, 3, 3) and the
+    dual vector x[xn] (rows, 3): :func:`_rotate` on whole arrays by index, inlined, for the
+    recursion's loops (a view per call costs its reference count more than the product)."""
+    for k in range(rows):
+        for i in range(3):
+            total = 0.0
+            for j in range(3):
+                r0 = rotation[rn, 0, j, i] if transpose else rotation[rn, 0, i, j]
+                total += r0 * x[xn, k, j]
+                if k > 0:
+                    rk = rotation[rn, k, j, i] if transpose else rotation[rn, k, i, j]
+                    total += rk * x[xn, 0, j]
+            out[on, k, i] = total
+
+
+@numba.njit(cache=True, inline="always")
+def _cross_at(a, an, b, bn, rows, out, on):
+    """out[on] = a[an] × b[bn] for dual (rows, 3) vectors: :func:`_cross` by index (see
+    :func:`_rotate_at`)."""
+    for k in range(rows):
+        x = a[an, 0, 1] * b[bn, k, 2] - a[an, 0, 2] * b[bn, k, 1]
+        y = a[an, 0, 2] * b[bn, k, 0] - a[an, 0, 0] * b[bn, k, 2]
+        z = a[an, 0, 0] * b[bn, k, 1] - a[an, 0, 1] * b[bn, k, 0]
+        if k > 0:
+            x += a[an, k, 1] * b[bn, 0, 2] - a[an, k, 2] * b[bn, 0, 1]
+            y += a[an, k, 2] * b[bn, 0, 0] - a[an, k, 0] * b[bn, 0, 2]
+            z += a[an, k, 0] * b[bn, 0, 1] - a[an, k, 1] * b[bn, 0, 0]
+        out[on, k, 0], out[on, k, 1], out[on, k, 2] = x, y, z
+
+
+@numba.njit(cache=True, inline="always")
+def _add_at(out, on, x, xn, rows):
+    """out[on] += x[xn] for dual (rows, 3) vectors, by index (see :func:`_rotate_at`)."""
+    for k in range(rows):
+        for i in range(3):
+            out[on, k, i] += x[xn, k, i]
 
 
 @numba.njit(cache=True)
@@ -151,101 +199,111 @@ def _scale(s, x, out):
             out[k, i] = s[0] * x[k, i] + (s[k] * x[0, i] if k > 0 and varies else 0.0)
 
 
-@numba.njit(cache=True)
-def _skew_entry(a, i, j):
-    """Entry (i, j) of [a]×, the cross-product matrix of a."""
+@numba.njit(cache=True, inline="always")
+def _skew_entry(a0, a1, a2, i, j):
+    """Entry (i, j) of [a]×, the cross-product matrix of a = (a0, a1, a2)."""
     if i == j:
         return 0.0
     if i == 0:
-        return -a[2] if j == 1 else a[1]
+        return -a2 if j == 1 else a1
     if i == 1:
-        return a[2] if j == 0 else -a[0]
-    return -a[1] if j == 0 else a[0]
+        return a2 if j == 0 else -a0
+    return -a1 if j == 0 else a0
+
+
+@numba.njit(cache=True, inline="always")
+def _skew_squared_entry(a0, a1, a2, i, j):
+    """Entry (i, j) of [a]×² = a aᵀ - |a|² I, a = (a0, a1, a2)."""
+    ai = a0 if i == 0 else (a1 if i == 1 else a2)
+    aj = a0 if j == 0 else (a1 if j == 1 else a2)
+    return ai * aj - (a0 * a0 + a1 * a1 + a2 * a2 if i == j else 0.0)
 
 
 @numba.njit(cache=True)
-def _skew_squared_entry(a, i, j):
-    """Entry (i, j) of [a]×² = a aᵀ - |a|² I."""
-    return a[i] * a[j] - (a[0] * a[0] + a[1] * a[1] + a[2] * a[2] if i == j else 0.0)
+def _node_axes(nodes, axis, out):
+    """Every node's dual unit axis into ``out`` (N, R, 3): its joint's first R rows of the
+    dual joint axes ``axis`` (R or more, n, 3), or its constant axis with zero tangents."""
+    constant, joints = nodes[2], nodes[7]
+    for node in range(out.shape[0]):
+        joint = joints[node]
+        for k in range(out.shape[1]):
+            for i in range(3):
+                if joint >= 0:
+                    out[node, k, i] = axis[k, joint, i]
+                else:
+                    out[node, k, i] = constant[node, i] if k == 0 else 0.0
+
+
+@numba.njit(cache=True, inline="always")
+def _axis_turn(d0, d1, d2, a0, a1, a2, sin, cos, i, j):
+    """Entry (i, j) of sin δK + (1 - cos)(δK K + K δK), K = [a]×, δK = [δ]×: the joint
+    turn's tangent along a tangent δ = (d0, d1, d2) of its unit axis a = (a0, a1, a2)."""
+    total = sin * _skew_entry(d0, d1, d2, i, j)
+    for m in range(3):
+        total += (1.0 - cos) * (_skew_entry(d0, d1, d2, i, m) * _skew_entry(a0, a1, a2, m, j)
+                                + _skew_entry(a0, a1, a2, i, m) * _skew_entry(d0, d1, d2, m, j))
+    return total
 
 
 @numba.njit(cache=True)
-def _node_axes(nodes, axis):
-    """Every node's dual unit axis (N, R, 3): its joint's row of the dual joint axes
-    ``axis`` (R, n, 3), or its constant axis with zero tangents."""
-    count, rows = nodes[0].shape[0], axis.shape[0]
-    out = np.zeros((count, rows, 3))
-    for node in range(count):
-        joint = nodes[7][node]
-        if joint >= 0:
-            out[node] = axis[:, joint]
-        else:
-            out[node, 0] = nodes[2][node]
-    return out
-
-
-@numba.njit(cache=True)
-def _placement(nodes, node, origin, node_axis, q, rotation, offset):
-    """The node's dual rotation to its parent's frame (R, 3, 3) and dual origin (R, 3), from
-    dual joint origins (R, n, 3), the node's dual unit axis (R, 3) (:func:`_node_axes`) and
-    dual coordinates (R, d)."""
-    parent, kind, _, base, origin_joint, link, coordinate, axis_joint = nodes
+def _placements(nodes, origin, node_axis, q, rotation, offset):
+    """Every node's dual rotation to its parent's frame into ``rotation`` (N, R, 3, 3) and
+    dual origin into ``offset`` (N, R, 3), from dual joint origins (R or more, n, 3), the
+    nodes' dual unit axes (N, R, 3) (:func:`_node_axes`) and dual coordinates (R, d)."""
+    kind, base, origin_joint, coordinate, axis_joint = (nodes[1], nodes[3], nodes[4],
+                                                        nodes[6], nodes[7])
     rows = q.shape[0]
-    joint = origin_joint[node]
-    for k in range(rows):
-        for i in range(3):
-            offset[k, i] = origin[k, joint, i] if joint >= 0 else 0.0
-            for j in range(3):
-                rotation[k, i, j] = base[node, i, j] if k == 0 else 0.0
-    c = coordinate[node]
-    moving = axis_joint[node]
-    a = node_axis[0]
-    if kind[node] == _REVOLUTE:
-        angle = q[0, c]
-        sin, cos = math.sin(angle), math.cos(angle)
-        # value = base (I + sin K + (1 - cos) K²), K = [a]×; its derivative value K
-        for i in range(3):
-            for j in range(3):
-                total = 0.0
-                for m in range(3):
-                    turn = ((1.0 if m == j else 0.0) + sin * _skew_entry(a, m, j)
-                            + (1.0 - cos) * _skew_squared_entry(a, m, j))
-                    total += base[node, i, m] * turn
-                rotation[0, i, j] = total
-        for i in range(3):
-            for j in range(3):
-                derivative = 0.0
-                for m in range(3):
-                    derivative += rotation[0, i, m] * _skew_entry(a, m, j)
+    for node in range(kind.shape[0]):
+        joint = origin_joint[node]
+        for k in range(rows):
+            for i in range(3):
+                offset[node, k, i] = origin[k, joint, i] if joint >= 0 else 0.0
+                for j in range(3):
+                    rotation[node, k, i, j] = base[node, i, j] if k == 0 else 0.0
+        c = coordinate[node]
+        a0, a1, a2 = node_axis[node, 0, 0], node_axis[node, 0, 1], node_axis[node, 0, 2]
+        if kind[node] == _REVOLUTE:
+            angle = q[0, c]
+            sin, cos = math.sin(angle), math.cos(angle)
+            # value = base (I + sin K + (1 - cos) K²), K = [a]×; its derivative value K
+            for i in range(3):
+                for j in range(3):
+                    total = 0.0
+                    for m in range(3):
+                        turn = ((1.0 if m == j else 0.0) + sin * _skew_entry(a0, a1, a2, m, j)
+                                + (1.0 - cos) * _skew_squared_entry(a0, a1, a2, m, j))
+                        total += base[node, i, m] * turn
+                    rotation[node, 0, i, j] = total
+            for i in range(3):
+                for j in range(3):
+                    derivative = 0.0
+                    for m in range(3):
+                        derivative += rotation[node, 0, i, m] * _skew_entry(a0, a1, a2, m, j)
+                    for k in range(1, rows):
+                        rotation[node, k, i, j] = q[k, c] * derivative
+            if axis_joint[node] >= 0:  # along the axis: base (sin δK + (1 - cos)(δK K + K δK))
                 for k in range(1, rows):
-                    rotation[k, i, j] = q[k, c] * derivative
-        if moving >= 0:  # along the axis: base (sin δK + (1 - cos)(δK K + K δK))
-            for k in range(1, rows):
-                delta = node_axis[k]
-                if delta[0] == 0.0 and delta[1] == 0.0 and delta[2] == 0.0:
-                    continue
-                turn = np.zeros((3, 3))
-                for i in range(3):
-                    for j in range(3):
-                        total = sin * _skew_entry(delta, i, j)
-                        for m in range(3):
-                            total += (1.0 - cos) * (
-                                _skew_entry(delta, i, m) * _skew_entry(a, m, j)
-                                + _skew_entry(a, i, m) * _skew_entry(delta, m, j))
-                        turn[i, j] = total
-                rotation[k] += _matmul(base[node], turn)
-    elif kind[node] == _PRISMATIC:
-        for i in range(3):
-            direction = base[node, i, 0] * a[0] + base[node, i, 1] * a[1] + base[node, i, 2] * a[2]
-            for k in range(rows):
-                offset[k, i] += q[k, c] * direction
-        if moving >= 0:  # along the axis: q base δa
-            for k in range(1, rows):
-                delta = node_axis[k]
-                for i in range(3):
-                    offset[k, i] += q[0, c] * (base[node, i, 0] * delta[0]
-                                               + base[node, i, 1] * delta[1]
-                                               + base[node, i, 2] * delta[2])
+                    d0, d1, d2 = node_axis[node, k, 0], node_axis[node, k, 1], node_axis[node, k, 2]
+                    if d0 == 0.0 and d1 == 0.0 and d2 == 0.0:
+                        continue
+                    for i in range(3):
+                        for j in range(3):
+                            total = 0.0
+                            for m in range(3):
+                                total += base[node, i, m] * _axis_turn(d0, d1, d2, a0, a1, a2,
+                                                                       sin, cos, m, j)
+                            rotation[node, k, i, j] += total
+        elif kind[node] == _PRISMATIC:
+            for i in range(3):
+                direction = base[node, i, 0] * a0 + base[node, i, 1] * a1 + base[node, i, 2] * a2
+                for k in range(rows):
+                    offset[node, k, i] += q[k, c] * direction
+            if axis_joint[node] >= 0:  # along the axis: q base δa
+                for k in range(1, rows):
+                    for i in range(3):
+                        offset[node, k, i] += q[0, c] * (base[node, i, 0] * node_axis[node, k, 0]
+                                                         + base[node, i, 1] * node_axis[node, k, 1]
+                                                         + base[node, i, 2] * node_axis[node, k, 2])
 
 
 @numba.njit(cache=True)
@@ -538,14 +596,21 @@ def _world_frames(parent, rotation, offset):
         if p < 0:
             world_rotation[node] = rotation[node]
             world_origin[node] = offset[node]
-        else:
-            for k in range(rows):
-                world_rotation[node, k] = _matmul(world_rotation[p, 0], rotation[node, k])
-                if k > 0:
-                    world_rotation[node, k] += _matmul(world_rotation[p, k],
-                                                       rotation[node, 0])
-            _rotate(world_rotation[p], offset[node], False, world_origin[node])
-            world_origin[node] += world_origin[p]
+            continue
+        for k in range(rows):  # the product rule, each product summed as _matmul's
+            for i in range(3):
+                for j in range(3):
+                    total = 0.0
+                    for m in range(3):
+                        total += world_rotation[p, 0, i, m] * rotation[node, k, m, j]
+                    if k > 0:
+                        other = 0.0
+                        for m in range(3):
+                            other += world_rotation[p, k, i, m] * rotation[node, 0, m, j]
+                        total += other
+                    world_rotation[node, k, i, j] = total
+        _rotate(world_rotation[p], offset[node], False, world_origin[node])
+        _add(world_origin[node], world_origin[p])
     return world_rotation, world_origin
 
 
@@ -553,8 +618,8 @@ def _world_frames(parent, rotation, offset):
 def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
                     torque, force):
     """Subtract each contact point's force from its node's body force and add the reaction
-    to the obstacle's link; dual points (R, c, 3), coefficients (R, 4), areas (R, c) (the
-    reference's ``_apply_contacts``)."""
+    to the obstacle's link; dual points (R or more, c, 3), coefficients (R or more, 4),
+    areas (R or more, c), R the placements' rows (the reference's ``_apply_contacts``)."""
     count, rows = nodes[0].shape[0], rotation.shape[1]
     world_rotation, world_origin = _world_frames(nodes[0], rotation, offset)
     world_w = np.zeros((count, rows, 3))
@@ -569,16 +634,25 @@ def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offse
     body = np.zeros((rows, 3))
     lever = np.zeros((rows, 3))
     arm = np.zeros((rows, 3))
+    point = np.zeros((rows, 3))
+    point_area = np.zeros(rows)
+    # the parameters' first R rows (they may have more: a line search's one-row pass)
+    coefficient_rows = np.zeros((rows, 4))
+    for k in range(rows):
+        for j in range(4):
+            coefficient_rows[k, j] = coefficients[k, j]
     contact_node, contact_link = contacts[0], contacts[1]
     obstacle_link, obstacle_node = contacts[6], contacts[7]
     for index in range(contact_node.shape[0]):
         node = contact_node[index]
-        point = points[:, index].copy()
-        point_area = area[:, index].copy()
+        for k in range(rows):
+            point_area[k] = area[k, index]
+            for i in range(3):
+                point[k, i] = points[k, index, i]
         _rotate(world_rotation[node], point, False, x)
-        x += world_origin[node]
+        _add(x, world_origin[node])
         _cross(w[node], point, spin)
-        spin += v[node]
+        _add(spin, v[node])
         _rotate(world_rotation[node], spin, False, xdot)
         for obstacle in range(obstacle_link.shape[0]):
             if obstacle_link[obstacle] == contact_link[index]:
@@ -589,85 +663,195 @@ def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offse
             if not _may_touch(contacts, obstacle, x[0], world_rotation[frame, 0],
                               world_origin[frame, 0], moving):
                 continue
-            if not _pair_force(contacts, obstacle, coefficients, point_area, x, xdot,
+            if not _pair_force(contacts, obstacle, coefficient_rows, point_area, x, xdot,
                                world_rotation[frame], world_origin[frame], world_w[frame],
                                world_v[frame], moving, world_force):
                 continue
             _rotate(world_rotation[node], world_force, True, body)
-            force[node] -= body
+            _subtract(force[node], body)
             _cross(point, body, lever)
-            torque[node] -= lever
+            _subtract(torque[node], lever)
             if moving:
                 _rotate(world_rotation[other], world_force, True, body)
-                _rotate(world_rotation[other], x - world_origin[other], True, arm)
-                force[other] += body
+                for k in range(rows):  # spin: x - o of the shape's link
+                    for i in range(3):
+                        spin[k, i] = x[k, i] - world_origin[other, k, i]
+                _rotate(world_rotation[other], spin, True, arm)
+                _add(force[other], body)
                 _cross(arm, body, lever)
-                torque[other] += lever
+                _add(torque[other], lever)
 
 
 @numba.njit(cache=True)
-def _motion(nodes, q, qd, qdd, origin, node_axis, gravity):
-    """Every node's dual placement in its parent's frame (rotation (N, R, 3, 3), origin
-    (N, R, 3)) and spatial velocity and acceleration in its own frame (ω, v, α, a, each
-    (N, R, 3); the base accelerates at -gravity): the forward pass of the recursive
-    Newton-Euler algorithm on dual coordinates, rates, accelerations (R, d), joint
-    origins (R, n, 3) and the nodes' unit axes (N, R, 3) (:func:`_node_axes`)."""
-    parent, kind, _, base, origin_joint, link, coordinate, _ = nodes
+def _motion(nodes, q, qd, qdd, origin, node_axis, gravity, rotation, offset, w, v, dw, dv,
+            scratch):
+    """Every node's dual placement in its parent's frame into ``rotation`` (N, R, 3, 3) and
+    ``offset`` (N, R, 3), and its spatial velocity and acceleration in its own frame into
+    ω, v, α, a (``w``, ``v``, ``dw``, ``dv``, each (N, R, 3); the base accelerates at
+    -gravity): the forward pass of the recursive Newton-Euler algorithm on dual
+    coordinates, rates, accelerations (R, d), joint origins (R or more, n, 3) and the nodes'
+    unit axes (N, R, 3) (:func:`_node_axes`); ``scratch`` (2 or more, R, 3)."""
+    parent, kind, coordinate = nodes[0], nodes[1], nodes[6]
     count, rows = parent.shape[0], q.shape[0]
-    rotation = np.zeros((count, rows, 3, 3))
-    offset = np.zeros((count, rows, 3))
-    w = np.zeros((count, rows, 3))
-    v = np.zeros((count, rows, 3))
-    dw = np.zeros((count, rows, 3))
-    dv = np.zeros((count, rows, 3))
-    zero = np.zeros((rows, 3))
-    base_accel = np.zeros((rows, 3))
-    base_accel[0] = -gravity
-    tmp = np.zeros((rows, 3))
-    s_motion = np.zeros((rows, 3))
+    _placements(nodes, origin, node_axis, q, rotation, offset)
+    tmp, s_motion = 0, 1  # scratch rows
     for node in range(count):
-        a = node_axis[node]
-        _placement(nodes, node, origin, a, q, rotation[node], offset[node])
         p = parent[node]
-        if p < 0:
-            w_p, v_p, dw_p, dv_p = zero, zero, zero, base_accel
+        if p < 0:  # the world: at rest, accelerating at -gravity
+            for k in range(rows):
+                for i in range(3):
+                    w[node, k, i], v[node, k, i], dw[node, k, i] = 0.0, 0.0, 0.0
+                    scratch[tmp, k, i] = -gravity[i] if k == 0 else 0.0
+            _rotate_at(rotation, node, scratch, tmp, True, rows, dv, node)
         else:
-            w_p, v_p, dw_p, dv_p = w[p], v[p], dw[p], dv[p]
+            # ω = Rᵀ ω_p + s_ω q̇
+            _rotate_at(rotation, node, w, p, True, rows, w, node)
+            # v = Rᵀ (v_p + ω_p × t) + s_v q̇
+            _cross_at(w, p, offset, node, rows, scratch, tmp)
+            _add_at(scratch, tmp, v, p, rows)
+            _rotate_at(rotation, node, scratch, tmp, True, rows, v, node)
+            # α = Rᵀ α_p + s_ω q̈ + ω × s_ω q̇ ; a = Rᵀ (a_p + α_p × t) + s_v q̈ + ω × s_v q̇
+            # + v × s_ω q̇
+            _rotate_at(rotation, node, dw, p, True, rows, dw, node)
+            _cross_at(dw, p, offset, node, rows, scratch, tmp)
+            _add_at(scratch, tmp, dv, p, rows)
+            _rotate_at(rotation, node, scratch, tmp, True, rows, dv, node)
         c = coordinate[node]
-        revolute, prismatic = kind[node] == _REVOLUTE, kind[node] == _PRISMATIC
-        # ω = Rᵀ ω_p + s_ω q̇
-        _rotate(rotation[node], w_p, True, w[node])
-        # v = Rᵀ (v_p + ω_p × t) + s_v q̇
-        _cross(w_p, offset[node], tmp)
-        tmp += v_p
-        _rotate(rotation[node], tmp, True, v[node])
-        # α = Rᵀ α_p + s_ω q̈ + ω × s_ω q̇ ; a = Rᵀ (a_p + α_p × t) + s_v q̈ + ω × s_v q̇ + v × s_ω q̇
-        _rotate(rotation[node], dw_p, True, dw[node])
-        _cross(dw_p, offset[node], tmp)
-        tmp += dv_p
-        _rotate(rotation[node], tmp, True, dv[node])
         if c >= 0:
             # s q̇ and s q̈ by the product rule (the axis has tangents of its own)
             for k in range(rows):
                 for i in range(3):
-                    s_motion[k, i] = qd[k, c] * a[0, i]
-                    tmp[k, i] = qdd[k, c] * a[0, i]
+                    scratch[s_motion, k, i] = qd[k, c] * node_axis[node, 0, i]
+                    scratch[tmp, k, i] = qdd[k, c] * node_axis[node, 0, i]
                     if k > 0:
-                        s_motion[k, i] += qd[0, c] * a[k, i]
-                        tmp[k, i] += qdd[0, c] * a[k, i]
-            if revolute:
-                w[node] += s_motion
-                dw[node] += tmp
-                _cross(w[node], s_motion, tmp)
-                dw[node] += tmp
-                _cross(v[node], s_motion, tmp)
-                dv[node] += tmp
-            elif prismatic:
-                v[node] += s_motion
-                dv[node] += tmp
-                _cross(w[node], s_motion, tmp)
-                dv[node] += tmp
-    return rotation, offset, w, v, dw, dv
+                        scratch[s_motion, k, i] += qd[0, c] * node_axis[node, k, i]
+                        scratch[tmp, k, i] += qdd[0, c] * node_axis[node, k, i]
+            if kind[node] == _REVOLUTE:
+                _add_at(w, node, scratch, s_motion, rows)
+                _add_at(dw, node, scratch, tmp, rows)
+                _cross_at(w, node, scratch, s_motion, rows, scratch, tmp)
+                _add_at(dw, node, scratch, tmp, rows)
+                _cross_at(v, node, scratch, s_motion, rows, scratch, tmp)
+                _add_at(dv, node, scratch, tmp, rows)
+            elif kind[node] == _PRISMATIC:
+                _add_at(v, node, scratch, s_motion, rows)
+                _add_at(dv, node, scratch, tmp, rows)
+                _cross_at(w, node, scratch, s_motion, rows, scratch, tmp)
+                _add_at(dv, node, scratch, tmp, rows)
+
+
+@numba.njit(cache=True)
+def _rnea_work(count, rows):
+    """Scratch for one :func:`_rnea_into` pass of ``rows`` dual rows on ``count`` nodes:
+    the placements' rotations (N, R, 3, 3); their origins, the nodes' unit axes, ω, v, α, a,
+    the body torques and forces (8, N, R, 3); five temporaries (5, R, 3)."""
+    return (np.zeros((count, rows, 3, 3)), np.zeros((8, count, rows, 3)),
+            np.zeros((5, rows, 3)))
+
+
+@numba.njit(cache=True, inline="always")
+def _body_momentum(mass, body, centre, w, v, node, rows, scratch, rate, out):
+    """out = m (v + ω × c) (or its rate m (a + α × c), given a and α as ``v`` and ``w``)
+    of the link ``body`` at node ``node`` into scratch row ``out``, by index (dual masses
+    (R or 1, n); a mass of one row is constant), scratch row ``rate`` the temporary."""
+    cx, cy, cz = centre[0], centre[1], centre[2]
+    for k in range(rows):
+        scratch[rate, k, 0] = (w[node, k, 1] * cz - w[node, k, 2] * cy) + v[node, k, 0]
+        scratch[rate, k, 1] = (w[node, k, 2] * cx - w[node, k, 0] * cz) + v[node, k, 1]
+        scratch[rate, k, 2] = (w[node, k, 0] * cy - w[node, k, 1] * cx) + v[node, k, 2]
+    varies = mass.shape[0] > 1
+    for k in range(rows):
+        for i in range(3):
+            scratch[out, k, i] = mass[0, body] * scratch[rate, k, i] + (
+                mass[k, body] * scratch[rate, 0, i] if k > 0 and varies else 0.0)
+
+
+@numba.njit(cache=True, inline="always")
+def _inertia_times(inertia, body, x, xn, rows, out, on):
+    """out[on] = I x[xn] for the dual inertia of link ``body`` (inertias (R or 1, n, 3, 3);
+    one row: constant), by index (:func:`_rotate` of ``inertia[:, body]``)."""
+    varies = inertia.shape[0] > 1
+    for k in range(rows):
+        for i in range(3):
+            total = 0.0
+            for j in range(3):
+                total += inertia[0, body, i, j] * x[xn, k, j]
+                if k > 0 and varies:
+                    total += inertia[k, body, i, j] * x[xn, 0, j]
+            out[on, k, i] = total
+
+
+@numba.njit(cache=True)
+def _rnea_into(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, points, area,
+               coefficients, gravity, work, tau):
+    """:func:`rnea` into ``tau`` (R, d), in the scratch ``work`` (:func:`_rnea_work` of R
+    rows); the dual parameters may have more rows than R (the first R are used)."""
+    parent, kind, link, coordinate = nodes[0], nodes[1], nodes[5], nodes[6]
+    count, rows = parent.shape[0], q.shape[0]
+    rotation, vectors, scratch = work
+    offset, node_axis, w, v, dw, dv, torque, force = (vectors[0], vectors[1], vectors[2],
+                                                      vectors[3], vectors[4], vectors[5],
+                                                      vectors[6], vectors[7])
+    _node_axes(nodes, axis, node_axis)
+    _motion(nodes, q, qd, qdd, origin, node_axis, gravity, rotation, offset, w, v, dw, dv,
+            scratch)
+    tmp, tmp2, p_dot, momentum, angular = 0, 1, 2, 3, 4  # scratch rows
+    torque[:] = 0.0
+    force[:] = 0.0
+    for node in range(count):
+        body = link[node]
+        if body < 0:
+            continue
+        centre = com[body]
+        cx, cy, cz = centre[0], centre[1], centre[2]
+        # p = m (v + ω × c), ṗ = m (a + α × c)
+        _body_momentum(mass, body, centre, dw, dv, node, rows, scratch, tmp, p_dot)
+        _body_momentum(mass, body, centre, w, v, node, rows, scratch, tmp, momentum)
+        # n = I α + c × ṗ + ω × (I ω + c × p) + v × p ; f = ṗ + ω × p
+        _inertia_times(inertia, body, dw, node, rows, torque, node)
+        for k in range(rows):
+            px, py, pz = scratch[p_dot, k, 0], scratch[p_dot, k, 1], scratch[p_dot, k, 2]
+            torque[node, k, 0] += cy * pz - cz * py
+            torque[node, k, 1] += cz * px - cx * pz
+            torque[node, k, 2] += cx * py - cy * px
+        _inertia_times(inertia, body, w, node, rows, scratch, angular)
+        for k in range(rows):
+            px, py, pz = scratch[momentum, k, 0], scratch[momentum, k, 1], scratch[momentum, k, 2]
+            scratch[angular, k, 0] += cy * pz - cz * py
+            scratch[angular, k, 1] += cz * px - cx * pz
+            scratch[angular, k, 2] += cx * py - cy * px
+        _cross_at(w, node, scratch, angular, rows, scratch, tmp)
+        _add_at(torque, node, scratch, tmp, rows)
+        _cross_at(v, node, scratch, momentum, rows, scratch, tmp)
+        _add_at(torque, node, scratch, tmp, rows)
+        _cross_at(w, node, scratch, momentum, rows, scratch, tmp)
+        for k in range(rows):
+            for i in range(3):
+                force[node, k, i] = scratch[p_dot, k, i] + scratch[tmp, k, i]
+    if contacts[0].shape[0] and contacts[2].shape[0]:  # points and shapes
+        _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
+                        torque, force)
+    tau[:] = 0.0
+    for node in range(count - 1, -1, -1):
+        c = coordinate[node]
+        if c >= 0:
+            source = torque if kind[node] == _REVOLUTE else force
+            for k in range(rows):
+                tau[k, c] = (source[node, k, 0] * node_axis[node, 0, 0]
+                             + source[node, k, 1] * node_axis[node, 0, 1]
+                             + source[node, k, 2] * node_axis[node, 0, 2])
+                if k > 0:
+                    tau[k, c] += (source[node, 0, 0] * node_axis[node, k, 0]
+                                  + source[node, 0, 1] * node_axis[node, k, 1]
+                                  + source[node, 0, 2] * node_axis[node, k, 2])
+        p = parent[node]
+        if p >= 0:
+            _rotate_at(rotation, node, force, node, False, rows, scratch, tmp)
+            _add_at(force, p, scratch, tmp, rows)
+            _cross_at(offset, node, scratch, tmp, rows, scratch, tmp2)
+            _add_at(torque, p, scratch, tmp2, rows)
+            _rotate_at(rotation, node, torque, node, False, rows, scratch, tmp)
+            _add_at(torque, p, scratch, tmp, rows)
 
 
 @numba.njit(cache=True)
@@ -678,73 +862,10 @@ def rnea(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, points, 
     axes (R, n, 3), contact points (R, c, 3), areas (R, c) and contact coefficients (R, 4),
     contact forces subtracted (the reference's ``inverse_dynamics_tangents``). Masses and
     inertias of one row are constants (no tangent rows to carry)."""
-    parent, kind, _, base, origin_joint, link, coordinate, _ = nodes
-    count, rows, d = parent.shape[0], q.shape[0], q.shape[1]
-    node_axis = _node_axes(nodes, axis)
-    rotation, offset, w, v, dw, dv = _motion(nodes, q, qd, qdd, origin, node_axis, gravity)
-    torque = np.zeros((count, rows, 3))
-    force = np.zeros((count, rows, 3))
-    tmp = np.zeros((rows, 3))
-    tmp2 = np.zeros((rows, 3))
-    p_dot = np.zeros((rows, 3))
-    momentum = np.zeros((rows, 3))
-    angular = np.zeros((rows, 3))
-    for node in range(count):
-        body = link[node]
-        if body >= 0:
-            centre = com[body]
-            m_dual = mass[:, body]
-            i_dual = inertia[:, body]
-            # p = m (v + ω × c), ṗ = m (a + α × c)
-            _cross_constant(dw[node], centre, tmp)
-            tmp += dv[node]
-            _scale(m_dual, tmp, p_dot)
-            _cross_constant(w[node], centre, tmp)
-            tmp += v[node]
-            _scale(m_dual, tmp, momentum)
-            # n = I α + c × ṗ + ω × (I ω + c × p) + v × p ; f = ṗ + ω × p
-            _rotate(i_dual, dw[node], False, torque[node])
-            for k in range(rows):
-                cx, cy, cz = centre[0], centre[1], centre[2]
-                px, py, pz = p_dot[k, 0], p_dot[k, 1], p_dot[k, 2]
-                torque[node, k, 0] += cy * pz - cz * py
-                torque[node, k, 1] += cz * px - cx * pz
-                torque[node, k, 2] += cx * py - cy * px
-            _rotate(i_dual, w[node], False, angular)
-            for k in range(rows):
-                cx, cy, cz = centre[0], centre[1], centre[2]
-                px, py, pz = momentum[k, 0], momentum[k, 1], momentum[k, 2]
-                angular[k, 0] += cy * pz - cz * py
-                angular[k, 1] += cz * px - cx * pz
-                angular[k, 2] += cx * py - cy * px
-            _cross(w[node], angular, tmp)
-            torque[node] += tmp
-            _cross(v[node], momentum, tmp)
-            torque[node] += tmp
-            _cross(w[node], momentum, tmp)
-            force[node] = p_dot + tmp
-    if contacts[0].shape[0] and contacts[2].shape[0]:  # points and shapes
-        _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offset, w, v,
-                        torque, force)
-    tau = np.zeros((rows, d))
-    for node in range(count - 1, -1, -1):
-        c = coordinate[node]
-        if c >= 0:
-            source = torque[node] if kind[node] == _REVOLUTE else force[node]
-            a = node_axis[node]
-            for k in range(rows):
-                tau[k, c] = source[k, 0] * a[0, 0] + source[k, 1] * a[0, 1] + source[k, 2] * a[0, 2]
-                if k > 0:
-                    tau[k, c] += (source[0, 0] * a[k, 0] + source[0, 1] * a[k, 1]
-                                  + source[0, 2] * a[k, 2])
-        p = parent[node]
-        if p >= 0:
-            _rotate(rotation[node], force[node], False, tmp)
-            force[p] += tmp
-            _cross(offset[node], tmp, tmp2)
-            torque[p] += tmp2
-            _rotate(rotation[node], torque[node], False, tmp)
-            torque[p] += tmp
+    rows = q.shape[0]
+    tau = np.zeros((rows, q.shape[1]))
+    _rnea_into(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, points, area,
+               coefficients, gravity, _rnea_work(nodes[0].shape[0], rows), tau)
     return tau
 
 
@@ -762,6 +883,18 @@ def _cross_tuple(a, b):
 
 
 @numba.njit(cache=True)
+def _plus(a, b):
+    """a + b as a tuple of 3 floats, for 3-vectors given as arrays or tuples."""
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+@numba.njit(cache=True)
+def _dot3(a, b):
+    """a · b for 3-vectors given as arrays or tuples, summed as :func:`_dot`."""
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@numba.njit(cache=True)
 def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, mass, com, g_mass, g_com,
                   g_inertia):
     """Add λᵀ ∂τ/∂(masses, centres of mass, inertias) to ``g_mass`` (n,), ``g_com`` (n, 3)
@@ -769,22 +902,24 @@ def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, mass, com, g_mass, 
     (plain (N, 1, 3) arrays) at masses (n,) and centres (n, 3): a link's
     parameters enter only its own body force F, whose virtual power is F · V(λ)."""
     link = nodes[5]
+    # in scalars (tuples) throughout: small arrays here would cost more than the arithmetic
     for node in range(link.shape[0]):
         body = link[node]
         if body < 0:
             continue
         centre = com[body]
         omega, velocity, alpha = w[node, 0], v[node, 0], dw[node, 0]
-        rate = v[node, 0] + _cross3(omega, centre)  # p / m
-        rate_dot = dv[node, 0] + _cross3(alpha, centre)  # ṗ / m
+        rate = _plus(velocity, _cross_tuple(omega, centre))  # p / m
+        rate_dot = _plus(dv[node, 0], _cross_tuple(alpha, centre))  # ṗ / m
         # ∂f/∂m = ṗ/m + ω × p/m ; ∂n/∂m = c × ṗ/m + ω × (c × p/m) + v × p/m
-        force = rate_dot + _cross3(omega, rate)
-        torque = (_cross3(centre, rate_dot) + _cross3(omega, _cross3(centre, rate))
-                  + _cross3(velocity, rate))
+        force = _plus(rate_dot, _cross_tuple(omega, rate))
+        torque = _plus(_plus(_cross_tuple(centre, rate_dot),
+                             _cross_tuple(omega, _cross_tuple(centre, rate))),
+                       _cross_tuple(velocity, rate))
         virtual_w, virtual_v = w_virtual[node, 0], v_virtual[node, 0]
-        g_mass[body] += _dot(torque, virtual_w) + _dot(force, virtual_v)
+        g_mass[body] += _dot3(torque, virtual_w) + _dot3(force, virtual_v)
         # ∂n/∂I_ab = E_ab α + ω × E_ab ω, whose power with ω_λ is ω_λa αb + (ω_λ × ω)a ωb
-        spin = _cross3(virtual_w, omega)
+        spin = _cross_tuple(virtual_w, omega)
         for i in range(3):
             for j in range(3):
                 g_inertia[body, i, j] += virtual_w[i] * alpha[j] + spin[i] * omega[j]
@@ -793,7 +928,6 @@ def _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, mass, com, g_mass, 
         # the scalar triple product into g · δc:
         # g = m [ṗ/m × ω_λ + p/m × (ω_λ × ω) + (ω_λ × c) × α + ((ω_λ × ω) × c) × ω
         #        + (ω_λ × v) × ω + v_λ × α + (v_λ × ω) × ω]
-        # in scalars (tuples): small arrays here would cost more than the arithmetic
         lever = _cross_tuple(virtual_w, centre)
         first = _cross_tuple(spin, centre)
         second = _cross_tuple(virtual_w, velocity)
@@ -890,13 +1024,19 @@ def rnea_parameter_vjp(nodes, contacts, q, qd, qdd, adjoint, mass, com, inertia,
     tangent row per parameter: by virtual power, λᵀ τ = Σ_k F_k · V_k(λ), V_k(λ) node k's
     spatial velocity were the rates λ, and these parameters act only through their own
     node's body force or contact force."""
-    d, n, c = q.shape[0], mass.shape[0], points.shape[0]
+    d, n, c, count = q.shape[0], mass.shape[0], points.shape[0], nodes[0].shape[0]
     q_row, origin_row = q.reshape(1, d), origin.reshape(1, n, 3)
-    node_axis = _node_axes(nodes, axis.reshape(1, n, 3))
-    rotation, offset, w, v, dw, dv = _motion(nodes, q_row, qd.reshape(1, d),
-                                             qdd.reshape(1, d), origin_row, node_axis, gravity)
-    _, _, w_virtual, v_virtual, _, _ = _motion(nodes, q_row, adjoint.reshape(1, d),
-                                               np.zeros((1, d)), origin_row, node_axis, gravity)
+    node_axis = np.zeros((count, 1, 3))
+    _node_axes(nodes, axis.reshape(1, n, 3), node_axis)
+    rotation, offset = np.zeros((count, 1, 3, 3)), np.zeros((count, 1, 3))
+    motion, scratch = np.zeros((8, count, 1, 3)), np.zeros((2, 1, 3))
+    w, v, dw, dv = motion[0], motion[1], motion[2], motion[3]
+    w_virtual, v_virtual = motion[4], motion[5]
+    _motion(nodes, q_row, qd.reshape(1, d), qdd.reshape(1, d), origin_row, node_axis,
+            gravity, rotation, offset, w, v, dw, dv, scratch)
+    # the virtual pass: the same placements, its accelerations unused
+    _motion(nodes, q_row, adjoint.reshape(1, d), np.zeros((1, d)), origin_row, node_axis,
+            gravity, rotation, offset, w_virtual, v_virtual, motion[6], motion[7], scratch)
     g_mass, g_com, g_inertia = np.zeros(n), np.zeros((n, 3)), np.zeros((n, 3, 3))
     _inertial_vjp(nodes, w, v, dw, dv, w_virtual, v_virtual, mass, com, g_mass, g_com,
                   g_inertia)
@@ -912,36 +1052,57 @@ def mass_matrix(nodes, q, mass, com, inertia, origin, axis):
     """M(q) (d, d) by the composite-rigid-body algorithm (the reference's
     ``mass_matrix``), at plain masses (n,), centres of mass (n, 3), inertias (n, 3, 3),
     joint origins (n, 3) and unit joint axes (n, 3)."""
-    parent, kind, _, base, origin_joint, link, coordinate, _ = nodes
+    parent, kind, link, coordinate = nodes[0], nodes[1], nodes[5], nodes[6]
     count, d = parent.shape[0], q.shape[0]
     q_dual = q.reshape(1, d)
     origin_dual = origin.reshape(1, origin.shape[0], 3)
-    node_axis = _node_axes(nodes, axis.reshape(1, axis.shape[0], 3))
-    rotation = np.zeros((1, 3, 3))
-    offset = np.zeros((1, 3))
+    node_axis = np.zeros((count, 1, 3))
+    _node_axes(nodes, axis.reshape(1, axis.shape[0], 3), node_axis)
+    rotation = np.zeros((count, 1, 3, 3))
+    offset = np.zeros((count, 1, 3))
+    _placements(nodes, origin_dual, node_axis, q_dual, rotation, offset)
     transforms = np.zeros((count, 6, 6))
     composite = np.zeros((count, 6, 6))
+    # the 6 × 6 blocks in loops, each product summed as _matmul's
     for node in range(count):
-        _placement(nodes, node, origin_dual, node_axis[node], q_dual, rotation, offset)
-        r, t = rotation[0], offset[0]
-        skew_t = np.array([[0.0, -t[2], t[1]], [t[2], 0.0, -t[0]], [-t[1], t[0], 0.0]])
-        transforms[node, :3, :3] = r.T
-        transforms[node, 3:, 3:] = r.T
-        transforms[node, 3:, :3] = -_matmul(r.T, skew_t)
+        t0, t1, t2 = offset[node, 0, 0], offset[node, 0, 1], offset[node, 0, 2]
+        for i in range(3):  # [[Rᵀ, 0], [-Rᵀ [t]×, Rᵀ]]
+            for j in range(3):
+                transforms[node, i, j] = rotation[node, 0, j, i]
+                transforms[node, 3 + i, 3 + j] = rotation[node, 0, j, i]
+                total = 0.0
+                for m in range(3):
+                    total += rotation[node, 0, m, i] * _skew_entry(t0, t1, t2, m, j)
+                transforms[node, 3 + i, j] = -total
         body = link[node]
-        if body >= 0:
-            m, c = mass[body], com[body]
-            skew_c = np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
-            composite[node, :3, :3] = inertia[body] + m * _matmul(skew_c, skew_c.T)
-            composite[node, :3, 3:] = m * skew_c
-            composite[node, 3:, :3] = m * skew_c.T
+        if body >= 0:  # [[I + m [c]× [c]×ᵀ, m [c]×], [m [c]×ᵀ, m 1]]
+            body_mass, c0, c1, c2 = mass[body], com[body, 0], com[body, 1], com[body, 2]
             for i in range(3):
-                composite[node, 3 + i, 3 + i] = m
+                for j in range(3):
+                    total = 0.0
+                    for m in range(3):
+                        total += _skew_entry(c0, c1, c2, i, m) * _skew_entry(c0, c1, c2, j, m)
+                    composite[node, i, j] = inertia[body, i, j] + body_mass * total
+                    composite[node, i, 3 + j] = body_mass * _skew_entry(c0, c1, c2, i, j)
+                    composite[node, 3 + i, j] = body_mass * _skew_entry(c0, c1, c2, j, i)
+                composite[node, 3 + i, 3 + i] = body_mass
+    product = np.zeros((6, 6))
     for node in range(count - 1, -1, -1):
         p = parent[node]
-        if p >= 0:
-            x = transforms[node]
-            composite[p] += _matmul(_matmul(x.T, composite[node]), x)
+        if p >= 0:  # composite[p] += Xᵀ composite X
+            x, own = transforms[node], composite[node]
+            for i in range(6):
+                for j in range(6):
+                    total = 0.0
+                    for m in range(6):
+                        total += x[m, i] * own[m, j]
+                    product[i, j] = total
+            for i in range(6):
+                for j in range(6):
+                    total = 0.0
+                    for m in range(6):
+                        total += product[i, m] * x[m, j]
+                    composite[p, i, j] += total
     matrix = np.zeros((d, d))
     subspace = np.zeros((count, 6))
     for node in range(count):
@@ -949,15 +1110,25 @@ def mass_matrix(nodes, q, mass, com, inertia, origin, axis):
             subspace[node, :3] = node_axis[node, 0]
         elif kind[node] == _PRISMATIC:
             subspace[node, 3:] = node_axis[node, 0]
+    f, moved = np.zeros(6), np.zeros(6)
     for node in range(count):
         row = coordinate[node]
         if row < 0:
             continue
-        f = _matvec(composite[node], subspace[node])
+        for i in range(6):
+            total = 0.0
+            for k in range(6):
+                total += composite[node, i, k] * subspace[node, k]
+            f[i] = total
         matrix[row, row] = _dot(subspace[node], f)
         other = node
         while parent[other] >= 0:
-            f = _matvec(transforms[other].T, f)
+            for i in range(6):  # Xᵀ f
+                total = 0.0
+                for k in range(6):
+                    total += transforms[other, k, i] * f[k]
+                moved[i] = total
+            f, moved = moved, f
             other = parent[other]
             column = coordinate[other]
             if column >= 0:
@@ -1086,17 +1257,16 @@ def _gains(drive, d):
 
 
 @numba.njit(cache=True)
-def _servo(drive, action, q, v):
-    """B τ_act (d,) at (q, v)."""
+def _servo(drive, action, q, v, out):
+    """B τ_act (d,) at (q, v) into ``out``."""
     actuated, gear, position, stiffness, damping = drive
-    out = np.zeros(q.shape[0])
+    out[:] = 0.0
     for k in range(actuated.shape[0]):
         j = actuated[k]
         if position:
             out[j] = stiffness * (action[k] - q[j]) - damping * v[j]
         else:
             out[j] = gear[k] * action[k]
-    return out
 
 
 @numba.njit(cache=True)
@@ -1135,34 +1305,67 @@ def _constant_duals(theta, rows):
 
 
 @numba.njit(cache=True)
-def _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, duals, jacobian):
-    """(r(v) (d,), ∂r/∂v (d, d) when ``jacobian``, else an empty array) of the solve at
-    base values (q_base, v_base) and coefficient c [s]; ``duals`` are
-    :func:`_constant_duals` of 1 + d rows (Jacobian) or 1. The Jacobian's tangents move q,
-    q̇ and q̈ together (dq = c dv, dq̈ = dv / c), so the mass matrix comes from the same
-    pass."""
-    d = v.shape[0]
-    rows = 1 + d if jacobian else 1
-    q = q_base + c * v
-    a = (v - v_base) / c
+def _evaluation_work(count, d, rows, c):
+    """Scratch for :func:`_evaluate` with ``rows`` dual rows (1: the residual alone, 1 + d:
+    with the Jacobian) on ``count`` nodes at coefficient c [s]: dual coordinates, rates and
+    accelerations (R, d) with their tangent rows set (one direction per rate: dq = c dv,
+    da = dv / c), the joint forces (R, d), the servo's (d,), :func:`_rnea_work`."""
     q_dual, v_dual, a_dual = np.zeros((rows, d)), np.zeros((rows, d)), np.zeros((rows, d))
-    q_dual[0], v_dual[0], a_dual[0] = q, v, a
-    for k in range(1, rows):  # one direction per rate: dq = c dv, da = dv / c
+    for k in range(1, rows):
         q_dual[k, k - 1] = c
         v_dual[k, k - 1] = 1.0
         a_dual[k, k - 1] = 1.0 / c
+    return q_dual, v_dual, a_dual, np.zeros((rows, d)), np.zeros(d), _rnea_work(count, rows)
+
+
+@numba.njit(cache=True)
+def _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, duals, work,
+              residual, matrix):
+    """r(v) into ``residual`` (d,) and, when ``work`` (:func:`_evaluation_work`) has 1 + d
+    rows, ∂r/∂v into ``matrix`` (d, d), of the solve at base values (q_base, v_base) and
+    coefficient c [s]; ``duals`` are :func:`_constant_duals` of as many rows or more. The
+    Jacobian's tangents move q, q̇ and q̈ together (dq = c dv, dq̈ = dv / c), so the mass
+    matrix comes from the same pass."""
+    q_dual, v_dual, a_dual, tau, servo, rnea_work = work
+    d = v.shape[0]
+    for i in range(d):
+        q_dual[0, i] = q_base[i] + c * v[i]
+        v_dual[0, i] = v[i]
+        a_dual[0, i] = (v[i] - v_base[i]) / c
     mass, inertia, origin, axis, points, area, coefficients = duals
-    tau = rnea(nodes, contacts, q_dual, v_dual, a_dual, mass, theta[8], inertia, origin, axis,
-               points, area, coefficients, theta[7])
+    _rnea_into(nodes, contacts, q_dual, v_dual, a_dual, mass, theta[8], inertia, origin, axis,
+               points, area, coefficients, theta[7], rnea_work, tau)
     damping = theta[6]
-    residual = tau[0] + damping * v - _servo(drive, action, q, v)
-    if not jacobian:
-        return residual, np.zeros((0, 0))
+    _servo(drive, action, q_dual[0], v, servo)
+    for i in range(d):
+        residual[i] = tau[0, i] + damping[i] * v[i] - servo[i]
+    if q_dual.shape[0] == 1:
+        return
     gain_q, gain_v = _gains(drive, d)
-    matrix = tau[1:].T.copy()  # c ∂ID/∂q + ∂ID/∂q̇ + M/c in one pass
-    for k in range(d):
-        matrix[k, k] += damping[k] + c * gain_q[k] + gain_v[k]
-    return residual, matrix
+    for i in range(d):  # c ∂ID/∂q + ∂ID/∂q̇ + M/c in one pass
+        for j in range(d):
+            matrix[i, j] = tau[1 + j, i]
+        matrix[i, i] += damping[i] + c * gain_q[i] + gain_v[i]
+
+
+@numba.njit(cache=True)
+def _finite(array):
+    """Whether every entry of ``array`` is finite."""
+    for value in array.flat:
+        if not math.isfinite(value):
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _largest(x):
+    """max |x| of a vector (NaN where x holds one, as ``np.max(np.abs(x))``)."""
+    best = abs(x[0])
+    for i in range(1, x.shape[0]):
+        size = abs(x[i])
+        if size > best or math.isnan(size):
+            best = size
+    return best
 
 
 @numba.njit(cache=True)
@@ -1171,41 +1374,48 @@ def _solve(nodes, contacts, theta, drive, action, q_base, v_base, c, v_start, to
     """(v, status, |r| [N m or N], largest last update) of r(v) = 0 by Newton's method with
     a backtracking line search from ``v_start``: converged when a full step moves v by at
     most ``tolerance`` (1 + |v|∞)."""
-    d = v_start.shape[0]
-    single, full = _constant_duals(theta, 1), _constant_duals(theta, 1 + d)
+    d, count = v_start.shape[0], nodes[0].shape[0]
+    full = _constant_duals(theta, 1 + d)
+    work = _evaluation_work(count, d, 1 + d, c)
+    residual, matrix = np.zeros(d), np.zeros((d, d))
+    trial_residual, trial_matrix = np.zeros(d), np.zeros((d, d))
     v = v_start.copy()
-    residual, matrix = _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v,
-                                 full, True)
+    _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, full, work,
+              residual, matrix)
     update = np.full(d, np.inf)
     for _ in range(iterations):
-        if not np.all(np.isfinite(matrix)):
+        if not _finite(matrix):
             update[:] = np.nan
             break
         lu, pivots = _lu_factor(matrix)
         update = -_lu_solve(lu, pivots, residual, False)
-        if not np.all(np.isfinite(update)):
+        if not _finite(update):
             break
-        if np.max(np.abs(update)) <= tolerance * (1.0 + np.max(np.abs(v))):
-            return v + update, CONVERGED, np.sqrt(_dot(residual, residual)), np.max(np.abs(update))
+        if _largest(update) <= tolerance * (1.0 + _largest(v)):
+            return v + update, CONVERGED, np.sqrt(_dot(residual, residual)), _largest(update)
         norm, fraction = np.sqrt(_dot(residual, residual)), 1.0
         while True:
             trial = v + fraction * update
             # the full step usually passes: evaluate its Jacobian with its residual
-            trial_residual, trial_matrix = _evaluate(nodes, contacts, theta, drive, action,
-                                                     q_base, v_base, c, trial,
-                                                     full if fraction == 1.0 else single,
-                                                     fraction == 1.0)
+            if fraction == 1.0:
+                _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, trial,
+                          full, work, trial_residual, trial_matrix)
+            else:
+                _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, trial,
+                          full, _evaluation_work(count, d, 1, c), trial_residual,
+                          trial_matrix)
             if (np.sqrt(_dot(trial_residual, trial_residual)) <= (1.0 - ARMIJO * fraction) * norm
                     or fraction <= SMALLEST_STEP):
                 break
             fraction *= 0.5
         v = trial
         if fraction == 1.0:
-            residual, matrix = trial_residual, trial_matrix
+            residual, trial_residual = trial_residual, residual
+            matrix, trial_matrix = trial_matrix, matrix
         else:
-            residual, matrix = _evaluate(nodes, contacts, theta, drive, action, q_base,
-                                         v_base, c, v, full, True)
-    return v, NOT_CONVERGED, np.sqrt(_dot(residual, residual)), np.max(np.abs(update))
+            _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, full, work,
+                      residual, matrix)
+    return v, NOT_CONVERGED, np.sqrt(_dot(residual, residual)), _largest(update)
 
 
 @numba.njit(cache=True)
