@@ -1680,11 +1680,11 @@ def link_point_dual(nodes, q, origin, axis, node, point):
     (R, n, 3): the forward kinematics of :func:`sim_rigid.dynamics.link_frames_dual` with
     its tangents, for task terms (:mod:`sim_rigid.kinematics`)."""
     count, rows = nodes[0].shape[0], q.shape[0]
-    node_axis = _node_axes(nodes, axis)
+    node_axis = np.zeros((count, rows, 3))
+    _node_axes(nodes, axis, node_axis)
     rotation = np.zeros((count, rows, 3, 3))
     offset = np.zeros((count, rows, 3))
-    for k in range(count):
-        _placement(nodes, k, origin, node_axis[k], q, rotation[k], offset[k])
+    _placements(nodes, origin, node_axis, q, rotation, offset)
     world_rotation, world_origin = _world_frames(nodes[0], rotation, offset)
     constant = np.zeros((rows, 3))
     constant[0] = point
