@@ -219,7 +219,7 @@ def _skew_squared_entry(a0, a1, a2, i, j):
     return ai * aj - (a0 * a0 + a1 * a1 + a2 * a2 if i == j else 0.0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _node_axes(nodes, axis, out):
     """Every node's dual unit axis into ``out`` (N, R, 3): its joint's first R rows of the
     dual joint axes ``axis`` (R or more, n, 3), or its constant axis with zero tangents."""
@@ -245,7 +245,7 @@ def _axis_turn(d0, d1, d2, a0, a1, a2, sin, cos, i, j):
     return total
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _placements(nodes, origin, node_axis, q, rotation, offset):
     """Every node's dual rotation to its parent's frame into ``rotation`` (N, R, 3, 3) and
     dual origin into ``offset`` (N, R, 3), from dual joint origins (R or more, n, 3), the
@@ -682,7 +682,7 @@ def _apply_contacts(nodes, contacts, points, coefficients, area, rotation, offse
                 _add(torque[other], lever)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _motion(nodes, q, qd, qdd, origin, node_axis, gravity, rotation, offset, w, v, dw, dv,
             scratch):
     """Every node's dual placement in its parent's frame into ``rotation`` (N, R, 3, 3) and
@@ -781,7 +781,7 @@ def _inertia_times(inertia, body, x, xn, rows, out, on):
             out[on, k, i] = total
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _rnea_into(nodes, contacts, q, qd, qdd, mass, com, inertia, origin, axis, points, area,
                coefficients, gravity, work, tau):
     """:func:`rnea` into ``tau`` (R, d), in the scratch ``work`` (:func:`_rnea_work` of R
@@ -1305,17 +1305,20 @@ def _constant_duals(theta, rows):
 
 
 @numba.njit(cache=True)
-def _evaluation_work(count, d, rows, c):
+def _evaluation_work(drive, count, d, rows, c):
     """Scratch for :func:`_evaluate` with ``rows`` dual rows (1: the residual alone, 1 + d:
     with the Jacobian) on ``count`` nodes at coefficient c [s]: dual coordinates, rates and
     accelerations (R, d) with their tangent rows set (one direction per rate: dq = c dv,
-    da = dv / c), the joint forces (R, d), the servo's (d,), :func:`_rnea_work`."""
+    da = dv / c), the joint forces (R, d), the servo's (d,), :func:`_rnea_work`, and the
+    servo's :func:`_gains`."""
     q_dual, v_dual, a_dual = np.zeros((rows, d)), np.zeros((rows, d)), np.zeros((rows, d))
     for k in range(1, rows):
         q_dual[k, k - 1] = c
         v_dual[k, k - 1] = 1.0
         a_dual[k, k - 1] = 1.0 / c
-    return q_dual, v_dual, a_dual, np.zeros((rows, d)), np.zeros(d), _rnea_work(count, rows)
+    gain_q, gain_v = _gains(drive, d)
+    return (q_dual, v_dual, a_dual, np.zeros((rows, d)), np.zeros(d), _rnea_work(count, rows),
+            gain_q, gain_v)
 
 
 @numba.njit(cache=True)
@@ -1326,7 +1329,7 @@ def _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, duals
     coefficient c [s]; ``duals`` are :func:`_constant_duals` of as many rows or more. The
     Jacobian's tangents move q, q̇ and q̈ together (dq = c dv, dq̈ = dv / c), so the mass
     matrix comes from the same pass."""
-    q_dual, v_dual, a_dual, tau, servo, rnea_work = work
+    q_dual, v_dual, a_dual, tau, servo, rnea_work, gain_q, gain_v = work
     d = v.shape[0]
     for i in range(d):
         q_dual[0, i] = q_base[i] + c * v[i]
@@ -1341,7 +1344,6 @@ def _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, v, duals
         residual[i] = tau[0, i] + damping[i] * v[i] - servo[i]
     if q_dual.shape[0] == 1:
         return
-    gain_q, gain_v = _gains(drive, d)
     for i in range(d):  # c ∂ID/∂q + ∂ID/∂q̇ + M/c in one pass
         for j in range(d):
             matrix[i, j] = tau[1 + j, i]
@@ -1376,7 +1378,7 @@ def _solve(nodes, contacts, theta, drive, action, q_base, v_base, c, v_start, to
     most ``tolerance`` (1 + |v|∞)."""
     d, count = v_start.shape[0], nodes[0].shape[0]
     full = _constant_duals(theta, 1 + d)
-    work = _evaluation_work(count, d, 1 + d, c)
+    work = _evaluation_work(drive, count, d, 1 + d, c)
     residual, matrix = np.zeros(d), np.zeros((d, d))
     trial_residual, trial_matrix = np.zeros(d), np.zeros((d, d))
     v = v_start.copy()
@@ -1402,7 +1404,7 @@ def _solve(nodes, contacts, theta, drive, action, q_base, v_base, c, v_start, to
                           full, work, trial_residual, trial_matrix)
             else:
                 _evaluate(nodes, contacts, theta, drive, action, q_base, v_base, c, trial,
-                          full, _evaluation_work(count, d, 1, c), trial_residual,
+                          full, _evaluation_work(drive, count, d, 1, c), trial_residual,
                           trial_matrix)
             if (np.sqrt(_dot(trial_residual, trial_residual)) <= (1.0 - ARMIJO * fraction) * norm
                     or fraction <= SMALLEST_STEP):
