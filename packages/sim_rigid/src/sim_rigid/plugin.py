@@ -43,6 +43,9 @@ EXAMPLES = {
     "assemble_codesign": "Assemble co-design: the fingers' link lengths and the controls by "
                          "L-BFGS-B in three stages, the contact forces scaled 0.01, 0.1, 1 "
                          "(the paper's continuation)",
+    "assemble_cmaes": "Assemble co-design of the same link lengths and controls by CMA-ES, the "
+                      "gradient-free baseline, in the same three stages on the paper's "
+                      "5000-episode budget",
     "assemble_cage": "Assemble co-design through both fingers' cage parameters (phalanx and "
                      "tip lengths, joint and tip widths and heights: 16 of the paper's 17) and "
                      "the controls by L-BFGS-B in the same three contact-scale stages",
