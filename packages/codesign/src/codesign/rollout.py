@@ -386,14 +386,14 @@ class Rollout:
                 if action_grads[f] is not None:
                     g_actions[f, c] += to_host(action_grads[f])
         observation = self.observer.observe(states[0], design)  # open loop: empty
+        per_substep = np.repeat(actions, substeps, axis=0)
         g_start = []
         for f in range(m):
             if all(g is None for g in g_states[f]):
                 g_start.append(None)
             else:
-                g_s0, g_substeps, gd = sim.simulate_vjp(
-                    trajectory, np.repeat(actions, substeps, axis=0), design, self.dt,
-                    g_states[f])
+                g_s0, g_substeps, gd = sim.simulate_vjp(trajectory, per_substep, design,
+                                                        self.dt, g_states[f])
                 g_start.append(g_s0)
                 _add_dict(g_design[f], gd)
                 g_actions[f] += to_host(g_substeps).reshape(steps, substeps, -1).sum(axis=1)
