@@ -33,6 +33,7 @@ def test_csv_in_metres_with_the_frame_rate_estimated(tmp_path):
     assert read.fps == pytest.approx(FPS) and read.fps_source == "estimated"
     np.testing.assert_allclose(read.keypoints.points, points)
     assert "30 fps (estimated)" in read.notes[0]
+    assert read.metres_per_pixel is None
 
 
 def test_pixels_with_a_scale_from_two_points_a_known_distance_apart(tmp_path):
@@ -44,6 +45,7 @@ def test_pixels_with_a_scale_from_two_points_a_known_distance_apart(tmp_path):
     assert pixel_scale(scale) == pytest.approx(mpp)
     read = read_keypoints_file(path, units="px", scale=scale, origin_px=origin.tolist())
     np.testing.assert_allclose(read.keypoints.points, points, atol=1e-12)
+    assert read.metres_per_pixel == pytest.approx(mpp)
     with pytest.raises(KeypointsFileError, match="needs scale"):
         read_keypoints_file(path, units="px")
     # a distance in millimetres where metres are expected

@@ -10,7 +10,12 @@ from codesign.plugins import get_registry
 from codesign.recordings import RecordingSourceError
 from codesign.validation import validate_config
 from sim_vine.fit.keypoints_source import keypoints_recordings
-from sim_vine.fit.scene_check import SceneMismatchError, check_scene, contact_spacing
+from sim_vine.fit.scene_check import (
+    SceneMismatchError,
+    check_scene,
+    contact_spacing,
+    obstacle_tolerance,
+)
 from sim_vine.model import VineModel
 from sim_vine.obstacles import Circle, Wall
 from sim_vine.scene import make_simulator
@@ -58,6 +63,19 @@ def test_an_obstacle_touched_between_contact_points_is_a_warning():
     at_tip = Wall([0.203, -0.05], [0.203, 0.05], 0.002)
     away = Circle([0.1, 0.03], 0.02)
     assert check_scene(_model(along, at_tip, away), _straight()).warnings == ()
+
+
+def test_the_default_tolerance_is_two_pixels_where_they_are_more_than_2_mm():
+    # keypoints are found to about a pixel: at 2 mm/px a 2 mm tolerance is one pixel
+    assert obstacle_tolerance(None, None) == (0.002, ())
+    assert obstacle_tolerance(None, 0.0005) == (0.002, ())
+    tolerance, (note,) = obstacle_tolerance(None, 0.0034)
+    assert tolerance == pytest.approx(0.0068)
+    assert "6.8 mm: 2 pixels of 3.4 mm" in note and "obstacle_tolerance_mm" in note
+    assert obstacle_tolerance(1.5, 0.0034) == (0.0015, ())
+    for bad in (0, -1.0, float("nan"), "2", True):
+        with pytest.raises(SceneMismatchError, match="obstacle_tolerance_mm must be"):
+            obstacle_tolerance(bad, None)
 
 
 def _write_csv(path, keypoints, *, scale=1.0):

@@ -218,9 +218,11 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
         "parameters": {
             name: {"value": float(value), "standard_error": _finite(error),
                    "relative_error": _finite(error / abs(value)) if value else None,
+                   "standard_error_correlated": _finite(correlated),
                    "determined": name not in errors.undetermined}
-            for name, value, error in zip(errors.names, errors.values, errors.standard_errors,
-                                          strict=True)},
+            for name, value, error, correlated in zip(
+                errors.names, errors.values, errors.standard_errors, errors.correlated_errors,
+                strict=True)},
         "undetermined": errors.undetermined,
         "fisher_condition_number": _finite(errors.condition_number),
         "loss_mm": loss_mm(fit.loss, points),

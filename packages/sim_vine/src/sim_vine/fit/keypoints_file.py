@@ -33,7 +33,7 @@ import numpy as np
 from ..vision.keypoints import Calibration, KeypointError, Keypoints
 
 __all__ = ["KeypointsFile", "KeypointsFileError", "UNITS", "check_units", "pixel_scale",
-           "read_keypoints_file"]
+           "pixel_size", "read_keypoints_file"]
 
 UNITS = {"m": 1.0, "mm": 1e-3, "px": None}
 """Coordinate units of a keypoints file and their size in metres (pixels: from the scale)."""
@@ -60,12 +60,23 @@ class KeypointsFile:
         fps: the frame rate [Hz]; ``fps_source`` says whether it was ``given`` or
             ``estimated`` from the timestamps.
         notes: what the reader filled in or assumed nothing about, for the report.
+        metres_per_pixel: a pixel's size on the motion plane where the first frame's vine
+            leaves its base [m/px] (:func:`pixel_size`); ``None`` for a file in metres or
+            millimetres.
     """
 
     keypoints: Keypoints
     fps: float
     fps_source: str
     notes: tuple[str, ...] = ()
+    metres_per_pixel: float | None = None
+
+
+def pixel_size(calibration: Calibration, keypoints: Keypoints) -> float:
+    """A pixel's size on the motion plane [m/px] at the first seen frame's base keypoint
+    (the local scale of ``calibration``, which varies over the image of a tilted camera)."""
+    seen = np.flatnonzero(~np.isnan(keypoints.points).any(axis=(1, 2)))
+    return 1.0 / calibration.pixels_per_metre(keypoints.points[seen[0], 0])
 
 
 def pixel_scale(scale: Mapping[str, Any]) -> float:
@@ -332,6 +343,7 @@ def read_keypoints_file(
     times, rate, source = _frame_rate(clock, kind, fps, where)
     times, raw, gaps, rows = _fill_gaps(times, raw, rate, where)
     empty = rows[empty].tolist()
+    calibration = None
     if units == "px":
         calibration = Calibration.from_scale(pixel_scale(scale), origin_px, flip_y=flip_y)
         metres = calibration.to_world(raw)
@@ -347,4 +359,6 @@ def read_keypoints_file(
         keypoints = Keypoints(times, metres, reasons={i: "missing from the file" for i in gaps})
     except KeypointError as exc:
         raise KeypointsFileError(f"{where}: {exc}") from None
-    return KeypointsFile(keypoints=keypoints, fps=rate, fps_source=source, notes=tuple(notes))
+    return KeypointsFile(keypoints=keypoints, fps=rate, fps_source=source, notes=tuple(notes),
+                         metres_per_pixel=None if calibration is None
+                         else pixel_size(calibration, keypoints))

@@ -30,7 +30,7 @@ from codesign.recordings import RecordingSet, RecordingSourceError
 
 from ..vision.keypoints import Keypoints
 from .keypoints_file import KeypointsFileError, read_keypoints_file
-from .scene_check import SceneMismatchError, check_scene
+from .scene_check import SceneMismatchError, check_scene, obstacle_tolerance
 from .video_source import keypoint_recordings
 
 __all__ = ["keypoints_recordings"]
@@ -51,7 +51,7 @@ def keypoints_recordings(
     fps: float | None = None,
     growth_rate: float | str = 0.0,
     initial_pose_tolerance_mm: float = 3.0,
-    obstacle_tolerance_mm: float = 2.0,
+    obstacle_tolerance_mm: float | None = None,
     frames: int | None = None,
     truth: dict[str, Any] | None = None,
 ) -> RecordingSet:
@@ -68,7 +68,9 @@ def keypoints_recordings(
             (the slope of the keypoints' arc length over time).
         initial_pose_tolerance_mm: largest distance [mm] between the simulator's initial
             keypoints and the first frame's.
-        obstacle_tolerance_mm: how deep [mm] the recorded vine may dip into an obstacle.
+        obstacle_tolerance_mm: how deep [mm] the recorded vine may dip into an obstacle;
+            default 2 mm or two of the file's pixels, whichever is more
+            (:func:`~sim_vine.fit.scene_check.obstacle_tolerance`).
         frames: use only the first ``frames`` frames; default all.
         truth: the parameters behind a synthetic recording, for the run's report.
     """
@@ -87,10 +89,12 @@ def keypoints_recordings(
                 raise RecordingSourceError(f"frames must be at least 2, got {frames}")
             keypoints = Keypoints(keypoints.times[:int(frames)], keypoints.points[:int(frames)],
                                   reasons=keypoints.reasons)
-        check = check_scene(simulator.model, keypoints, tolerance=1e-3 * obstacle_tolerance_mm)
+        tolerance, tolerance_notes = obstacle_tolerance(obstacle_tolerance_mm,
+                                                       read.metres_per_pixel)
+        check = check_scene(simulator.model, keypoints, tolerance=tolerance)
     except (KeypointsFileError, SceneMismatchError) as exc:
         raise RecordingSourceError(str(exc)) from None
-    for line in (*read.notes, *check.warnings):
+    for line in (*read.notes, *tolerance_notes, *check.warnings):
         print(f"vine_keypoints {file.name}: {line}")
     return keypoint_recordings(simulator=simulator, measurement=measurement,
                                keypoints=keypoints, dt=dt, substeps=substeps,

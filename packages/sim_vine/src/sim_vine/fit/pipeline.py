@@ -70,7 +70,7 @@ from .bundle import loss_mm, write_bundle
 from .frame_rate import estimate_frame_rate
 from .growth import growth_rate_from_keypoints
 from .keypoints_file import KeypointsFile, read_keypoints_file
-from .scene_check import check_scene
+from .scene_check import check_scene, obstacle_tolerance
 from .shooting import METHODS, VideoRecording, fit_shooting, frame_schedule
 from .stopping import FitStop
 from .uncertainty import parameter_errors
@@ -240,9 +240,10 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     if spec.get("scene") is not None:
         options.update(scene=str(spec["scene"]), base_dir=str(base_dir))
     simulator = make_simulator(**options)
-    check = check_scene(simulator.model, read.keypoints,
-                        tolerance=1e-3 * float(spec.get("obstacle_tolerance_mm", 2.0)))
-    for line in (*read.notes, *check.warnings):
+    tolerance, tolerance_notes = obstacle_tolerance(spec.get("obstacle_tolerance_mm"),
+                                                   read.metres_per_pixel)
+    check = check_scene(simulator.model, read.keypoints, tolerance=tolerance)
+    for line in (*read.notes, *tolerance_notes, *check.warnings):
         print(f"{file.name}: {line}")
     fit_options = dict(spec["fit"])
     if stop is None:
@@ -257,7 +258,7 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
                 "fit_growth": fit_options.get("fit_growth", False),
                 "growth_smoothing": float(fit_options.get("growth_smoothing", 0.0)),
                 "method": fit_options.get("method", "least_squares")}
-    keypoints, notes = read.keypoints, list(read.notes)
+    keypoints, notes = read.keypoints, [*read.notes, *tolerance_notes]
     started = time.perf_counter()
     if "frame_rate_range" in fit_options:
         keypoints, note = _with_estimated_frame_rate(
@@ -285,9 +286,11 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
           f"{loss_mm(fit.loss, points):.3f} mm RMS per keypoint, tip MAE "
           f"{fit.tip_error_mm[0]['mae']:.3f} mm; optimizer: {fit.optimization.message}"
           + (f"; {stop.reason}" if stop.reason else ""))
-    for name, value, error in zip(errors.names, errors.values, errors.standard_errors,
-                                  strict=True):
-        print(f"  {name} = {value:.6g} ± {error:.2g}"
+    for name, value, error, correlated in zip(errors.names, errors.values,
+                                              errors.standard_errors, errors.correlated_errors,
+                                              strict=True):
+        print(f"  {name} = {value:.6g} ± {error:.2g} (± {correlated:.2g} with frames "
+              "correlated)"
               + (f"  (undetermined: {errors.undetermined[name]})"
                  if name in errors.undetermined else ""))
     print(f"bundle written to {out}")

@@ -22,14 +22,51 @@ from ..model import VineModel
 from ..obstacles import Circle, Wall, signed_distance
 from ..vision.keypoints import Keypoints
 
-__all__ = ["SceneCheck", "SceneMismatchError", "check_scene", "contact_spacing"]
+__all__ = ["OBSTACLE_TOLERANCE_MM", "OBSTACLE_TOLERANCE_PX", "SceneCheck", "SceneMismatchError",
+           "check_scene", "contact_spacing", "obstacle_tolerance"]
 
 SAMPLE_SPACING = 1e-3
 """Spacing [m] of the points checked along each recorded centreline."""
 
 
+OBSTACLE_TOLERANCE_MM = 2.0
+"""The least default tolerance [mm] of the check."""
+OBSTACLE_TOLERANCE_PX = 2.0
+"""The default tolerance in pixels of the recording, where that is more: keypoints are
+found to about a pixel."""
+
+
 class SceneMismatchError(ValueError):
     """The scene's obstacles contradict the recorded vine."""
+
+
+def obstacle_tolerance(given_mm: float | None, metres_per_pixel: float | None
+                       ) -> tuple[float, tuple[str, ...]]:
+    """The check's tolerance [m] and a note saying so when it is not ``given_mm`` (none
+    when it is, or is the default in millimetres).
+
+    Args:
+        given_mm: the user's tolerance [mm], or ``None`` for the default:
+            :data:`OBSTACLE_TOLERANCE_MM`, or :data:`OBSTACLE_TOLERANCE_PX` pixels where
+            that is more.
+        metres_per_pixel: the recording's pixel size [m/px]; ``None`` for keypoints in
+            metres.
+
+    Raises:
+        SceneMismatchError: ``given_mm`` is not a positive number.
+    """
+    if given_mm is not None:
+        if isinstance(given_mm, bool) or not isinstance(given_mm, int | float) or not (
+                given_mm > 0 and np.isfinite(given_mm)):
+            raise SceneMismatchError(f"obstacle_tolerance_mm must be a positive number of "
+                                     f"millimetres, got {given_mm!r}")
+        return 1e-3 * float(given_mm), ()
+    pixels = 0.0 if metres_per_pixel is None else OBSTACLE_TOLERANCE_PX * metres_per_pixel
+    if pixels <= 1e-3 * OBSTACLE_TOLERANCE_MM:
+        return 1e-3 * OBSTACLE_TOLERANCE_MM, ()
+    return pixels, (f"scene check tolerance {1e3 * pixels:.3g} mm: {OBSTACLE_TOLERANCE_PX:g} "
+                    f"pixels of {1e3 * metres_per_pixel:.3g} mm (set obstacle_tolerance_mm to "
+                    "change it)",)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -151,8 +151,14 @@ class FrameSchedule:
     dt: float
 
 
+SUBSTEP_SLACK = 1e-4
+"""A frame interval times the model rate within this fraction of a whole number of model
+steps is that number (:func:`frame_schedule`)."""
+
+
 def frame_schedule(times, *, model_rate: float, tolerance: float = 0.01) -> FrameSchedule:
-    """Choose model substeps so that every video frame falls on a model step.
+    """Choose model substeps so that every video frame falls on a model step: the fewest
+    that give at least ``model_rate`` steps per second.
 
     Args:
         times: frame timestamps [s], shape (frames >= 2,), evenly spaced.
@@ -176,7 +182,13 @@ def frame_schedule(times, *, model_rate: float, tolerance: float = 0.01) -> Fram
             f"frame timestamps are not evenly spaced (intervals {intervals.min():.6g} to "
             f"{intervals.max():.6g} s); keep frames without the vine as NaN rows instead of "
             "dropping them, or resample the recording to a fixed frame rate")
-    substeps = max(1, math.ceil(interval * model_rate - 1e-9))
+    # timestamps written to the microsecond give a frame rate a hair off (29.999998 fps for
+    # 30): a ratio that close to a whole number is that number, not the next one up, which
+    # would change the model's step (and so its numerical damping) by a whole substep
+    ratio = interval * model_rate
+    nearest = round(ratio)
+    substeps = max(1, nearest if abs(ratio - nearest) <= SUBSTEP_SLACK * ratio
+                   else math.ceil(ratio))
     return FrameSchedule(frame_interval=interval, substeps=substeps, dt=interval / substeps)
 
 

@@ -3,7 +3,8 @@
 :func:`synthetic_video` simulates a vine at a known design, projects its centerline into a
 camera image through a known homography (a plane seen at an angle) and draws every video
 frame with OpenCV (:func:`sim_vine.vision.video.draw_vine_frame`): obstacles in grey, the vine as a
-thick green line, optionally blurred, Gaussian pixel noise on top. It returns the frames
+thick green line, optionally blurred (a lens out of focus, and motion blur: the vine moving
+while the shutter is open), Gaussian pixel noise on top. It returns the frames
 together with the true keypoints in metres and in pixels, so keypoint extraction and
 parameter fits can be scored against the truth that made the video.
 
@@ -24,8 +25,8 @@ from ..kinematics import keypoints as model_keypoints
 from ..obstacles import Circle, Polygon
 from ..state import VineState
 from ..vision.keypoints import Calibration
-from ..vision.video import draw_vine_frame
-from .shooting import simulate_states
+from ..vision.video import blurred_and_noisy, draw_vine_frame
+from .shooting import growth_rates, simulate_states
 
 __all__ = ["SyntheticVideo", "draw_obstacles", "synthetic_video", "tilted_calibration"]
 
@@ -114,6 +115,7 @@ def synthetic_video(
     thickness_px: float = 7.0,
     noise_std: float = 6.0,
     blur_px: float = 0.0,
+    exposure_steps: int = 0,
     seed: int = 0,
     hidden: Sequence[int] = (),
     vine_bgr: Sequence[int] = (40, 200, 40),
@@ -137,6 +139,11 @@ def synthetic_video(
         noise_std: Gaussian pixel noise (0-255 scale).
         blur_px: standard deviation [px] of a Gaussian blur of every frame before the noise
             (a lens out of focus).
+        exposure_steps: motion blur: the shutter stays open for this many model steps
+            (``exposure_steps × dt`` [s]), centred on the frame's time, and the frame is the
+            mean of the vine drawn at every model state in that window (before the
+            moment the run starts, the initial state: the vine held still). 0: a sharp
+            instant. The truth stays the state at the frame's time.
         seed: seeds the noise.
         hidden: frame indices drawn without the vine (an occluded or dropped frame).
         vine_bgr, background_bgr, obstacle_bgr: colours.
@@ -150,22 +157,34 @@ def synthetic_video(
     model = simulator.model
     if initial_state is None:
         initial_state = simulator.initial_state(design)
-    states = simulate_states(simulator, design, initial_state=initial_state,
-                             growth_rate=growth_rate, frames=frames, substeps=substeps, dt=dt)
+    exposure_steps = int(exposure_steps)
+    if exposure_steps < 0:
+        raise ValueError(f"exposure_steps must be a number of model steps >= 0, got "
+                         f"{exposure_steps}")
     background = np.full((int(height), int(width), 3), background_bgr, np.uint8)
     draw_obstacles(background, model.obstacles, calibration, obstacle_bgr)
     rng = np.random.default_rng(seed)
-    images, truth = [], []
-    for index, state in enumerate(states):
-        q = np.asarray(state.body_q)
-        truth.append(model_keypoints(model, q, int(points)))
+
+    def drawn(q, *, noise: float, blur: float, hide: bool) -> np.ndarray:
         # a hidden frame: the camera sees the scene without the vine
-        line = None if index in hidden else calibration.to_pixels(centerline_vertices(model, q))
-        images.append(draw_vine_frame(line, width=int(width), height=int(height),
-                                      thickness_px=thickness_px, vine_bgr=vine_bgr,
-                                      background=background, noise_std=noise_std, rng=rng,
-                                      blur_px=blur_px))
-    truth = np.stack(truth)
+        line = None if hide else calibration.to_pixels(centerline_vertices(model, q))
+        return draw_vine_frame(line, width=int(width), height=int(height),
+                               thickness_px=thickness_px, vine_bgr=vine_bgr,
+                               background=background, noise_std=noise, rng=rng,
+                               blur_px=blur)
+
+    if exposure_steps == 0:
+        states = simulate_states(simulator, design, initial_state=initial_state,
+                                 growth_rate=growth_rate, frames=frames, substeps=substeps,
+                                 dt=dt)
+        images = [drawn(np.asarray(s.body_q), noise=noise_std, blur=blur_px,
+                        hide=index in hidden) for index, s in enumerate(states)]
+    else:
+        states, images = _motion_blurred(
+            simulator, design, drawn, initial_state=initial_state, growth_rate=growth_rate,
+            frames=frames, substeps=int(substeps), dt=dt, exposure_steps=exposure_steps,
+            hidden=hidden, blur_px=blur_px, noise_std=noise_std, rng=rng)
+    truth = np.stack([model_keypoints(model, np.asarray(s.body_q), int(points)) for s in states])
     base = model.base
     base_px = calibration.to_pixels(base[:2])
     ahead = calibration.to_pixels(base[:2] + 0.01 * np.array([np.cos(base[2]), np.sin(base[2])]))
@@ -174,3 +193,32 @@ def synthetic_video(
         truth=truth, truth_px=calibration.to_pixels(truth), calibration=calibration,
         base_px=base_px, base_direction_px=ahead - base_px,
         hidden=tuple(sorted(int(i) for i in hidden)))
+
+
+def _motion_blurred(simulator, design, drawn, *, initial_state, growth_rate, frames: int,
+                    substeps: int, dt: float, exposure_steps: int, hidden, blur_px: float,
+                    noise_std: float, rng) -> tuple[list[VineState], list[np.ndarray]]:
+    """The states at every frame and the frames exposed over ``exposure_steps`` model steps
+    centred on each frame's time (see :func:`synthetic_video`): the run is simulated step by
+    step (the frame rates' growth per step, the last rate for the steps past the last frame)
+    and each frame is the mean of the sharp drawings of its window's states, then blurred
+    and noisy as one image."""
+    half = exposure_steps / 2.0
+    past_end = int(np.ceil(half))
+    rate = np.repeat(growth_rates(growth_rate, frames), substeps)
+    rate = np.concatenate([rate, np.full(past_end, rate[-1])])
+    fine = simulate_states(simulator, design, initial_state=initial_state, growth_rate=rate,
+                           frames=len(rate) + 1, substeps=1, dt=dt)
+    states, images = [], []
+    for index in range(frames):
+        centre = index * substeps
+        states.append(fine[centre])
+        # the window's end points are half-weighted (trapezoid rule over the shutter time)
+        steps = np.arange(int(np.floor(centre - half)), int(np.ceil(centre + half)) + 1)
+        weights = np.clip(half + 0.5 - np.abs(steps - centre), 0.0, 1.0)
+        exposed = sum(w * drawn(np.asarray(fine[max(int(k), 0)].body_q), noise=0.0, blur=0.0,
+                                hide=index in hidden).astype(np.float64)
+                      for k, w in zip(steps, weights, strict=True) if w > 0)
+        images.append(blurred_and_noisy(exposed / weights.sum(), blur_px=blur_px,
+                                        noise_std=noise_std, rng=rng))
+    return states, images

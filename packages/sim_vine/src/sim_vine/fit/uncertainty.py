@@ -7,8 +7,20 @@ steps make a one-sided step unreliable),
 
     σ² = ‖r‖² / (m − p),    Cov(θ) ≈ σ² (JᵀJ)⁻¹,    SE_i = √Cov_ii,
 
-which assumes independent residuals of equal variance (consecutive frames' errors are
-correlated in practice, so the errors are a lower bound). The data cannot determine an entry
+which assumes independent residuals of equal variance. Consecutive frames' errors are
+correlated in practice (a scale error, a model that cannot follow the vine, a tracker's bias
+that drifts), and then these errors are a lower bound. :attr:`ParameterErrors.correlated_errors`
+allow for it: the sandwich (Newey-West) covariance over frames,
+
+    Cov_c = H⁻¹ S H⁻¹,   H = JᵀJ,
+    S = Σ_f g_f g_fᵀ + Σ_{l=1}^{L} (1 − l/(L+1)) Σ_f (g_f g_{f+l}ᵀ + g_{f+l} g_fᵀ),
+
+with ``g_f = J_fᵀ r_f`` a frame's score (its rows of J and r) within each recording and the
+lag L = ⌈√F⌉ for F measured frames (errors correlated over a few frames count as such;
+frames missing from the recording are skipped, so a lag counts measured frames). For
+independent residuals it agrees with ``σ² H⁻¹`` on average; where the residuals are
+systematic it is larger, though no standard error covers a bias shared by every frame
+(a scale error in every length). The data cannot determine an entry
 when its relative standard error exceeds ``undetermined_relative`` or when it takes part in a
 direction of the relative-change Fisher matrix ``J_relᵀ J_rel`` (``J_rel = J · |θ|``) whose
 eigenvalue is below ``1e-10`` of the largest; :attr:`ParameterErrors.condition_number` is that
@@ -28,7 +40,8 @@ import numpy as np
 from ..state import VineState
 from .shooting import FrameSchedule, ShootingFit, VideoRecording, simulate_keypoints
 
-__all__ = ["ParameterErrors", "parameter_errors", "keypoint_residuals_mm"]
+__all__ = ["ParameterErrors", "frame_correlated_covariance", "keypoint_residuals_mm",
+           "parameter_errors"]
 
 NULL_EIGENVALUE = 1e-10
 """Eigenvalues of the relative-change Fisher matrix below this share of the largest are
@@ -49,6 +62,9 @@ class ParameterErrors:
         undetermined: entries the data cannot determine, each with the reason.
         residual_rms_mm: RMS keypoint coordinate residual at the fit [mm].
         residual_count: m, the number of residuals.
+        correlated_errors: standard errors that allow for residuals correlated over
+            consecutive frames (the module's ``Cov_c``), shape (p,); inf where undetermined
+            by a null direction.
     """
 
     names: list[str]
@@ -58,6 +74,7 @@ class ParameterErrors:
     undetermined: dict[str, str]
     residual_rms_mm: float
     residual_count: int
+    correlated_errors: np.ndarray
 
     @property
     def relative_errors(self) -> np.ndarray:
@@ -75,6 +92,48 @@ def keypoint_residuals_mm(predicted: Sequence[np.ndarray],
         seen = np.all(np.isfinite(measured), axis=(1, 2))
         parts.append(1e3 * (np.asarray(simulated)[seen] - measured[seen]).ravel())
     return np.concatenate(parts)
+
+
+def frame_correlated_covariance(jacobian: np.ndarray, residuals: np.ndarray,
+                                frame_sizes: Sequence[Sequence[int]]) -> np.ndarray:
+    """The Newey-West sandwich covariance of the module (``Cov_c``), shape (p, p).
+
+    Args:
+        jacobian: ∂r/∂θ at the fit, shape (m, p).
+        residuals: r at the fit, shape (m,).
+        frame_sizes: per recording, the number of residuals of each measured frame in
+            order (their sum over every recording is m).
+    """
+    jacobian = np.asarray(jacobian, dtype=np.float64)
+    residuals = np.asarray(residuals, dtype=np.float64)
+    p = jacobian.shape[1]
+    meat = np.zeros((p, p))
+    start = 0
+    for sizes in frame_sizes:
+        stops = start + np.cumsum(sizes)
+        scores = np.stack([jacobian[a:b].T @ residuals[a:b]
+                           for a, b in zip(np.concatenate([[start], stops[:-1]]), stops,
+                                           strict=True)]) if len(sizes) else np.zeros((0, p))
+        start = int(stops[-1]) if len(sizes) else start
+        meat += scores.T @ scores
+        lags = int(np.ceil(np.sqrt(len(scores))))
+        for lag in range(1, min(lags, len(scores) - 1) + 1):
+            cross = scores[:-lag].T @ scores[lag:]
+            meat += (1.0 - lag / (lags + 1.0)) * (cross + cross.T)
+    if start != residuals.size:
+        raise ValueError(f"frame_sizes cover {start} residuals, not {residuals.size}")
+    bread = np.linalg.pinv(jacobian.T @ jacobian)
+    return bread @ meat @ bread
+
+
+def _frame_sizes(recordings: Sequence[VideoRecording]) -> list[list[int]]:
+    """Residuals per measured frame of every recording (every coordinate of its points)."""
+    sizes = []
+    for recording in recordings:
+        measured = recording.keypoints.points
+        seen = np.all(np.isfinite(measured), axis=(1, 2))
+        sizes.append([2 * recording.keypoints.point_count] * int(seen.sum()))
+    return sizes
 
 
 def _entries(fit: ShootingFit) -> list[tuple[str, str, int | None]]:
@@ -146,6 +205,8 @@ def parameter_errors(simulator, fit: ShootingFit, recordings: Sequence[VideoReco
         else float("inf")
     covariance = variance * np.linalg.pinv(jacobian.T @ jacobian)
     errors = np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    correlated = np.sqrt(np.maximum(np.diag(frame_correlated_covariance(
+        jacobian, residuals, _frame_sizes(recordings))), 0.0))
     undetermined = {}
     for k in np.flatnonzero(null):
         involved = np.flatnonzero(np.abs(vectors[:, k]) > 0.3)
@@ -155,7 +216,7 @@ def parameter_errors(simulator, fit: ShootingFit, recordings: Sequence[VideoReco
                 "the recording does not change when it moves"
                 + (f" together with {', '.join(others)}" if others else "")
                 + " (a null direction of the Fisher matrix)")
-            errors[i] = np.inf
+            errors[i] = correlated[i] = np.inf
     for i, (label, _, _) in enumerate(entries):
         rel = errors[i] / max(abs(values[i]), 1e-300)
         if label not in undetermined and rel > undetermined_relative:
@@ -165,4 +226,4 @@ def parameter_errors(simulator, fit: ShootingFit, recordings: Sequence[VideoReco
                            standard_errors=errors, condition_number=condition,
                            undetermined=undetermined,
                            residual_rms_mm=float(np.sqrt(np.mean(residuals ** 2))),
-                           residual_count=m)
+                           residual_count=m, correlated_errors=correlated)

@@ -33,7 +33,13 @@ import numpy as np
 
 from ..vision.keypoints import Calibration
 from ..vision.video import read_frames
-from .keypoints_file import KeypointsFile, KeypointsFileError, check_units, pixel_scale
+from .keypoints_file import (
+    KeypointsFile,
+    KeypointsFileError,
+    check_units,
+    pixel_scale,
+    pixel_size,
+)
 from .video_source import calibration_from_options, extract_video_keypoints
 
 __all__ = ["Footage", "VIDEO_OPTIONS", "read_video_file"]
@@ -150,6 +156,6 @@ def read_video_file(
                      f"{reasons}{' …' if len(missing) > 10 else ''}")
     read = KeypointsFile(keypoints=keypoints, fps=rate,
                          fps_source="given" if fps is not None else "video file",
-                         notes=tuple(notes))
+                         notes=tuple(notes), metres_per_pixel=pixel_size(mapping, keypoints))
     return read, Footage(source=path, fps=rate, calibration=mapping,
                          frame_count=keypoints.frame_count)

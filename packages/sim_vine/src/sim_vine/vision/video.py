@@ -24,6 +24,7 @@ __all__ = [
     "read_frames",
     "write_video",
     "draw_vine_frame",
+    "blurred_and_noisy",
 ]
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
@@ -233,10 +234,22 @@ def draw_vine_frame(
         centre = (int(round(x * scale)), int(round(y * scale)))
         cv2.circle(image, centre, int(round(radius * scale)), tuple(int(c) for c in vine_bgr),
                    -1, cv2.LINE_AA, _SUBPIXEL_BITS)
+    return blurred_and_noisy(image, blur_px=blur_px, noise_std=noise_std, rng=rng)
+
+
+def blurred_and_noisy(image: np.ndarray, *, blur_px: float = 0.0, noise_std: float = 0.0,
+                      rng: np.random.Generator | None = None) -> np.ndarray:
+    """A drawn frame as a camera records it: a Gaussian blur of ``blur_px`` [px] standard
+    deviation (a lens out of focus), then additive Gaussian pixel noise of ``noise_std``
+    (0-255 scale) from ``rng``, rounded to uint8.
+
+    Args:
+        image: BGR image, uint8 or float (0-255), shape (height, width, 3).
+    """
     if blur_px > 0:
         image = cv2.GaussianBlur(image, (0, 0), sigmaX=float(blur_px))
     if noise_std > 0:
         rng = rng if rng is not None else np.random.default_rng(0)
         noisy = image.astype(np.float64) + rng.normal(0.0, noise_std, image.shape)
-        image = np.clip(np.round(noisy), 0, 255).astype(np.uint8)
-    return image
+        return np.clip(np.round(noisy), 0, 255).astype(np.uint8)
+    return np.clip(np.round(image), 0, 255).astype(np.uint8)
