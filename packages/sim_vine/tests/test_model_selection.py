@@ -160,3 +160,12 @@ def test_the_comparison_frees_ground_friction_but_the_data_determine_it_weakly(t
     assert abs(friction["value"] - 2.0) < 2 * friction["standard_error"]
     assert friction["relative_error"] > 0.15
     assert parameters["joint.damping"]["relative_error"] > 0.05
+
+
+def test_a_longer_harder_recording_has_the_frames_asked_for(tmp_path):
+    path = harder_recording(tmp_path, frames=40, dropped=(7,))
+    table = np.genfromtxt(tmp_path / "trial.csv", delimiter=",", names=True)
+    assert len(table) == 39 and not np.isclose(table["time"], 7 / 30, atol=1e-5).any()
+    assert table["time"][-1] == pytest.approx(39 / 30)
+    assert load_recording_file(path)["fit"]["free"] == ["joint.stiffness", "joint.damping",
+                                                       "growth.offset"]
