@@ -7,7 +7,8 @@
   RMS keypoint distance [mm], tip and shape errors [mm], the growth rate per frame interval
   the rollout used (fitted with ``fit_growth``) [m/s], the optimizer's message passed on
   whole, iterations, evaluations, why it stopped, time, the reader's notes and the scene
-  check's warnings;
+  check's warnings, and the comparison of candidate models when the fit was chosen from
+  several (``models``);
 - ``errors_<i>.csv`` per recording: ``time, tip_error_mm, shape_error_mm`` per frame (empty
   fields for frames without a measurement);
 - ``paths_<i>.png``: measured (blue) and fitted (red) tip paths and shapes at a few frames,
@@ -26,7 +27,7 @@ import collections
 import itertools
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +173,8 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
                  stop_reason: str | None = None, time_s: float | None = None,
                  notes: Sequence[str] = (), warnings: Sequence[str] = (),
                  video: bool = True,
-                 footage: Sequence[Footage | None] = ()) -> dict[str, Any]:
+                 footage: Sequence[Footage | None] = (),
+                 models: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write a fit's result bundle (see the module) into ``folder`` and return the summary.
 
     Args:
@@ -186,6 +188,8 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
         video: write the overlay videos.
         footage: per recording, the recorded video to draw the plot and the overlay over
             (``None`` or missing: the drawn scene).
+        models: the comparison of candidate models the fit was chosen from
+            (:mod:`sim_vine.fit.model_selection`), written as the summary's ``models``.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -239,5 +243,7 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
         "notes": list(notes),
         "warnings": list(warnings),
     }
+    if models is not None:
+        summary["models"] = dict(models)
     (folder / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary

@@ -5,8 +5,8 @@ changes during the trial, a frame rate written wrong or a growth model other tha
 fitted one.
 
 The truth: the ``wall_vertical`` vine with 6 bodies, K 0.03 N m/rad, C 0.002 N m s/rad,
-released straight and growing into the wall, 27 frames at 30 fps (3 model steps of 1/90 s
-each). The fit starts 30 % below K (0.021) and 50 % above C (0.003). The tests of
+released straight and growing into the wall, 27 frames at 30 fps by default (3 model steps
+of 1/90 s each). The fit starts 30 % below K (0.021) and 50 % above C (0.003). The tests of
 ``tests/test_pipeline.py`` and ``examples/vine/fit_convergence.py`` (the package README's
 table) use it.
 """
@@ -42,7 +42,8 @@ def harder_recording(folder: str | Path, *, scale_error: float = 0.05, noise_px:
                      dropped: Sequence[int] = (7, 15), metres_per_pixel: float = 0.002,
                      scene_scaled: bool = True, growth_rate: float | Sequence[float] = 0.3,
                      written_fps: float = FPS, truth: Mapping[str, Any] | None = None,
-                     fit: Mapping[str, Any] | None = None, seed: int = 0) -> Path:
+                     fit: Mapping[str, Any] | None = None, frames: int = FRAMES,
+                     seed: int = 0) -> Path:
     """Write ``trial.csv``, ``scene.yaml`` and ``trial.yaml`` into ``folder``; return the
     path of ``trial.yaml``.
 
@@ -56,7 +57,7 @@ def harder_recording(folder: str | Path, *, scale_error: float = 0.05, noise_px:
         scene_scaled: the user measured the wall in the same (wrong) scale; false places it
             in true metres.
         growth_rate: the truth's growth rate [m/s], a number or one per frame interval
-            (26); the pipeline YAML's ``growth_rate`` is 0.3 m/s whatever it is.
+            (``frames`` − 1); the pipeline YAML's ``growth_rate`` is 0.3 m/s whatever it is.
         written_fps: the frame rate the file's time column is written at (a wrong one
             makes every time off by ``FPS / written_fps``).
         truth: vine options of the simulated truth over the ones above (e.g.
@@ -64,6 +65,8 @@ def harder_recording(folder: str | Path, *, scale_error: float = 0.05, noise_px:
             12}``); the scene file has the truth's body count.
         fit: the YAML's ``fit`` block over the default one (K, C and the growth offset
             free, 60 iterations, stop file ``STOP``).
+        frames: frames of the recording (a longer one, 45 or 60, lets the tip slide
+            further along the wall).
         seed: the noise's seed.
     """
     folder = Path(folder)
@@ -71,14 +74,14 @@ def harder_recording(folder: str | Path, *, scale_error: float = 0.05, noise_px:
                          **{"bodies": 6, "stiffness": TRUE_STIFFNESS, **dict(truth or {})})
     design = sim.design_space().defaults()
     states = simulate_states(sim, design, initial_state=sim.initial_state(design),
-                             growth_rate=growth_rate, frames=FRAMES, substeps=3, dt=1 / 90)
+                             growth_rate=growth_rate, frames=frames, substeps=3, dt=1 / 90)
     true_points = np.stack([model_keypoints(sim.model, s.body_q, POINTS) for s in states])
     origin = np.array([40.0, 20.0])
     pixels = origin + true_points * [1.0, -1.0] / metres_per_pixel
     pixels += noise_px * np.random.default_rng(seed).standard_normal(pixels.shape)
-    kept = [f for f in range(FRAMES) if f not in dropped]
+    kept = [f for f in range(frames) if f not in dropped]
     header = "time," + ",".join(f"x{i},y{i}" for i in range(POINTS))
-    table = np.column_stack([np.arange(FRAMES)[kept] / written_fps,
+    table = np.column_stack([np.arange(frames)[kept] / written_fps,
                              pixels[kept].reshape(len(kept), -1)])
     np.savetxt(folder / "trial.csv", table, delimiter=",", header=header, comments="",
                fmt="%.6f")

@@ -39,6 +39,10 @@ frame rate when it has none), the scene and the fit::
       growth_smoothing: 0           # λ [mm s/m] on the fitted rates' steps
       frame_rate_range: [20, 40]    # estimate the frame rate in this range [fps] from the
                                     # dynamics (sim_vine.fit.frame_rate); else the file's
+      models:                       # optional: fit each candidate model, keep the best by
+        - {simulator: {growth: every_prismatic}}   # BIC (sim_vine.fit.model_selection);
+        - {name: tip, simulator: {growth: tip}}    # simulator: vine options over the
+        - {free: [ground.friction]}                # above; free: added to fit.free
 
 It reads and checks the file (or extracts the keypoints from the video and checks them),
 checks the scene's obstacles against the recorded path, fits by shooting
@@ -46,6 +50,17 @@ checks the scene's obstacles against the recorded path, fits by shooting
 standard errors (:mod:`~sim_vine.fit.uncertainty`) and writes the bundle
 (:mod:`~sim_vine.fit.bundle`; from a video, its plot and overlay are drawn over the recorded
 frames). SIGINT and SIGTERM end the fit like the stop file.
+
+With ``fit.models`` every candidate is checked against the scene and fitted with the same
+settings to the same keypoints (a frame rate estimate, ``frame_rate_range``, is made once,
+with the first candidate that passes the scene check; ``time_limit_s`` and the stop file
+cover all the fits together); a candidate that fails the scene check or cannot be fitted
+(:class:`~sim_vine.fit.shooting.FitError`, ``SimulationError``) is listed with its error,
+and only when every one fails is the run an error. The candidate with the lowest BIC (over
+the keypoint residuals, :mod:`~sim_vine.fit.model_selection`) gives the standard errors
+and the bundle; ``summary.json``'s ``models`` holds every candidate's row (name, options,
+free parameters and fitted values, loss, tip MAE, shape error, k, n, BIC, convergence,
+iterations, time, or the error) and the notes say which model was chosen by what margin.
 """
 
 from __future__ import annotations
@@ -63,6 +78,7 @@ import numpy as np
 import yaml
 
 from codesign.options import suggest
+from codesign.simulator import SimulationError
 
 from ..scene import make_simulator
 from ..vision.keypoints import Keypoints
@@ -70,8 +86,18 @@ from .bundle import loss_mm, write_bundle
 from .frame_rate import estimate_frame_rate
 from .growth import growth_rate_from_keypoints
 from .keypoints_file import KeypointsFile, read_keypoints_file
-from .scene_check import check_scene, obstacle_tolerance
-from .shooting import METHODS, VideoRecording, fit_shooting, frame_schedule
+from .model_selection import (
+    ModelCandidate,
+    ModelsError,
+    choice_note,
+    failed_row,
+    fit_row,
+    model_dependent,
+    ranked,
+    read_models,
+)
+from .scene_check import SceneMismatchError, check_scene, obstacle_tolerance
+from .shooting import METHODS, FitError, ShootingFit, VideoRecording, fit_shooting, frame_schedule
 from .stopping import FitStop
 from .uncertainty import parameter_errors
 from .video_file import VIDEO_OPTIONS, Footage, read_video_file
@@ -83,7 +109,7 @@ SECTIONS = ("keypoints", "video", "scene", "simulator", "growth_rate", "fit",
 FIT_OPTIONS = {"free": list, "iterations": int, "time_limit_s": (int, float),
                "stop_file": str, "fit_start": bool, "fit_length": bool,
                "model_rate": (int, float), "method": str, "fit_growth": bool,
-               "growth_smoothing": (int, float), "frame_rate_range": list}
+               "growth_smoothing": (int, float), "frame_rate_range": list, "models": list}
 
 
 class PipelineError(ValueError):
@@ -174,6 +200,13 @@ def load_recording_file(path: str | Path) -> dict[str, Any]:
             "keypoints' arc length over time; a vine that does not grow has growth_rate: 0")
     data["simulator"] = _mapping(data.get("simulator"), f"{path}: simulator")
     data["fit"] = _checked_fit(_mapping(data.get("fit"), f"{path}: fit"), str(path))
+    if "models" in data["fit"]:
+        try:
+            data["fit"]["models"] = read_models(
+                data["fit"]["models"], where=str(path),
+                options=_simulator_options(data, path.parent))
+        except ModelsError as exc:
+            raise PipelineError(str(exc)) from None
     return data
 
 
@@ -221,6 +254,98 @@ def _read_recording(spec: dict, base_dir: Path
     return (*read_video_file(file, base_dir=base_dir, **reading), file)
 
 
+def _simulator_options(spec: dict, base_dir: Path) -> dict[str, Any]:
+    """The vine options the YAML's simulator is built from: its simulator block, and its
+    scene file (relative to ``base_dir``)."""
+    options = {"check_initial_pose": False, **spec["simulator"]}
+    if spec.get("scene") is not None:
+        options.update(scene=str(spec["scene"]), base_dir=str(base_dir))
+    return options
+
+
+def _fit_settings(fit_options: dict) -> dict[str, Any]:
+    """:func:`~sim_vine.fit.shooting.fit_shooting`'s keywords from the YAML's fit block
+    (the free parameters: ``fit.free``, or K and C)."""
+    return {"free": list(fit_options.get("free", ("joint.stiffness", "joint.damping"))),
+            "model_rate": float(fit_options.get("model_rate", 90.0)),
+            "fit_start": fit_options.get("fit_start", True),
+            "fit_length": fit_options.get("fit_length", True),
+            "max_iterations": int(fit_options.get("iterations", 50)),
+            "fit_growth": fit_options.get("fit_growth", False),
+            "growth_smoothing": float(fit_options.get("growth_smoothing", 0.0)),
+            "method": fit_options.get("method", "least_squares")}
+
+
+@dataclasses.dataclass
+class _Trial:
+    """One candidate model on the recording: its simulator, fit keywords and scene check,
+    and once fitted, its fit, time [s] and why it stopped (or the error that stopped it)."""
+
+    candidate: ModelCandidate
+    simulator: Any
+    settings: dict[str, Any]
+    check: Any = None
+    fit: ShootingFit | None = None
+    time_s: float = 0.0
+    stop_reason: str | None = None
+    error: Exception | None = None
+
+    def row(self, recording: VideoRecording) -> dict[str, Any]:
+        """Its row of the comparison (:mod:`sim_vine.fit.model_selection`)."""
+        free = self.settings["free"]
+        if self.error is not None:
+            return failed_row(self.candidate, self.error, free=free, time_s=self.time_s)
+        return fit_row(self.candidate, self.fit, recording, free=free, time_s=self.time_s)
+
+
+def _trials(spec: dict, base_dir: Path, keypoints: Keypoints, *, compare: bool,
+            tolerance: float) -> list[_Trial]:
+    """Per candidate model (``fit.models``, else the YAML's own), its simulator, fit
+    keywords and scene check; with ``compare`` a candidate whose scene check fails carries
+    the error, without it the error is raised."""
+    settings = _fit_settings(spec["fit"])
+    options = _simulator_options(spec, base_dir)
+    trials = []
+    for candidate in spec["fit"].get("models") or [ModelCandidate("as configured")]:
+        simulator = make_simulator(**{**options, **candidate.simulator})
+        trial = _Trial(candidate, simulator,
+                       {**settings, "free": candidate.free_parameters(settings["free"])})
+        try:
+            trial.check = check_scene(simulator.model, keypoints, tolerance=tolerance)
+        except SceneMismatchError as exc:
+            if not compare:
+                raise
+            trial.error = exc
+        trials.append(trial)
+    return trials
+
+
+def _fit_trial(trial: _Trial, recordings: list[VideoRecording], stop: FitStop, *,
+               compare: bool) -> None:
+    """Fit ``trial``'s model to ``recordings`` (in place: its fit, time and stop reason);
+    with ``compare`` a fit that fails carries the error, without it the error is raised."""
+    started = time.perf_counter()
+    try:
+        trial.fit = fit_shooting(trial.simulator, recordings, callback=stop, **trial.settings)
+    except (FitError, SimulationError) as exc:
+        if not compare:
+            raise
+        trial.error = exc
+    trial.time_s, trial.stop_reason = time.perf_counter() - started, stop.reason
+
+
+def _print_comparison(rows: list[dict], name: str) -> None:
+    """The comparison table, one line per candidate, best first."""
+    print(f"{name}: models by BIC (best first):")
+    for row in rows:
+        print(f"  {row['name']}: " + (
+            f"failed: {row['error']}" if row["error"] else
+            f"BIC {row['bic']:.1f}, k {row['parameters']}, loss {row['loss_mm']:.3f} mm, tip "
+            f"MAE {row['tip_mae_mm']:.3f} mm, shape {row['shape_error_mm']:.3f} mm, "
+            f"{'converged' if row['converged'] else 'not converged'} in {row['iterations']} "
+            f"iterations, {row['time_s']:.1f} s"))
+
+
 def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
                   stop: FitStop | None = None) -> dict[str, Any]:
     """Run a recording file end to end (see the module) and return the bundle's summary.
@@ -236,36 +361,30 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     spec = load_recording_file(path)
     base_dir = path.parent
     read, footage, file = _read_recording(spec, base_dir)
-    options = {"check_initial_pose": False, **spec["simulator"]}
-    if spec.get("scene") is not None:
-        options.update(scene=str(spec["scene"]), base_dir=str(base_dir))
-    simulator = make_simulator(**options)
+    fit_options = spec["fit"]
+    compare = "models" in fit_options
     tolerance, tolerance_notes = obstacle_tolerance(spec.get("obstacle_tolerance_mm"),
                                                    read.metres_per_pixel)
-    check = check_scene(simulator.model, read.keypoints, tolerance=tolerance)
-    for line in (*read.notes, *tolerance_notes, *check.warnings):
+    trials = _trials(spec, base_dir, read.keypoints, compare=compare, tolerance=tolerance)
+    checked = [t for t in trials if t.error is None]
+    if not checked:
+        raise PipelineError(f"{file.name}: every candidate model fails the scene check: "
+                            + "; ".join(f"{t.candidate.name}: {t.error}" for t in trials))
+    for line in (*read.notes, *tolerance_notes, *checked[0].check.warnings):
         print(f"{file.name}: {line}")
-    fit_options = dict(spec["fit"])
     if stop is None:
         stop_file = fit_options.get("stop_file")
         stop = FitStop(time_limit_s=fit_options.get("time_limit_s"),
                        stop_file=None if stop_file is None else out / stop_file)
-    model_rate = float(fit_options.get("model_rate", 90.0))
-    settings = {"free": fit_options.get("free", ("joint.stiffness", "joint.damping")),
-                "model_rate": model_rate, "fit_start": fit_options.get("fit_start", True),
-                "fit_length": fit_options.get("fit_length", True),
-                "max_iterations": int(fit_options.get("iterations", 50)),
-                "fit_growth": fit_options.get("fit_growth", False),
-                "growth_smoothing": float(fit_options.get("growth_smoothing", 0.0)),
-                "method": fit_options.get("method", "least_squares")}
     keypoints, notes = read.keypoints, [*read.notes, *tolerance_notes]
     started = time.perf_counter()
     if "frame_rate_range" in fit_options:
         keypoints, note = _with_estimated_frame_rate(
-            simulator, keypoints, spec["growth_rate"], fit_options["frame_rate_range"],
-            settings)
-        notes.append(note)
-        print(f"{file.name}: {note}")
+            checked[0].simulator, keypoints, spec["growth_rate"],
+            fit_options["frame_rate_range"], checked[0].settings)
+        notes.append(note + (f" (estimated with model {checked[0].candidate.name!r})"
+                             if compare else ""))
+        print(f"{file.name}: {notes[-1]}")
     growth_rate = _growth_rate(spec["growth_rate"], keypoints)
     if spec["growth_rate"] == "estimate":
         note = (f"growth rate {growth_rate:.4g} m/s estimated from the keypoints' arc length "
@@ -273,19 +392,38 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
         notes.append(note)
         print(f"{file.name}: {note}")
     recordings = [VideoRecording(keypoints, growth_rate=growth_rate, name=file.name)]
-    fit = fit_shooting(simulator, recordings, callback=stop, **settings)
+    for trial in checked:
+        _fit_trial(trial, recordings, stop, compare=compare)
+    rows = ranked([t.row(recordings[0]) for t in trials])
+    if rows[0]["error"] is not None:
+        raise PipelineError(f"{file.name}: no candidate model could be fitted: "
+                            + "; ".join(f"{r['name']}: {r['error']}" for r in rows))
+    (chosen,) = [t for t in trials if t.candidate.name == rows[0]["name"]]
+    comparison = None
+    if compare:
+        _print_comparison(rows, file.name)
+        notes.append(choice_note(rows))
+        print(f"{file.name}: {notes[-1]}")
+        comparison = {"criterion": "BIC = n log(RSS/n) + k log n over the keypoint "
+                                   "residuals [mm] (k: fitted entries, start pose included)",
+                      "chosen": chosen.candidate.name, "candidates": rows}
     elapsed = time.perf_counter() - started
-    schedule = frame_schedule(keypoints.times, model_rate=model_rate)
+    fit, simulator = chosen.fit, chosen.simulator
+    schedule = frame_schedule(keypoints.times, model_rate=chosen.settings["model_rate"])
     errors = parameter_errors(simulator, fit, recordings, schedule=schedule)
+    if compare:
+        # a value two plausible models disagree on is not the data's, whatever its error
+        errors = dataclasses.replace(errors, undetermined={**model_dependent(rows),
+                                                           **errors.undetermined})
     summary = write_bundle(out, simulator=simulator, fit=fit, recordings=recordings,
-                           errors=errors, stop_reason=stop.reason, time_s=elapsed,
-                           notes=notes, warnings=check.warnings, video=video,
-                           footage=[footage])
+                           errors=errors, stop_reason=chosen.stop_reason, time_s=elapsed,
+                           notes=notes, warnings=chosen.check.warnings, video=video,
+                           footage=[footage], models=comparison)
     points = keypoints.point_count
     print(f"{file.name}: loss {loss_mm(fit.initial_loss, points):.3f} → "
           f"{loss_mm(fit.loss, points):.3f} mm RMS per keypoint, tip MAE "
           f"{fit.tip_error_mm[0]['mae']:.3f} mm; optimizer: {fit.optimization.message}"
-          + (f"; {stop.reason}" if stop.reason else ""))
+          + (f"; {chosen.stop_reason}" if chosen.stop_reason else ""))
     for name, value, error, correlated in zip(errors.names, errors.values,
                                               errors.standard_errors, errors.correlated_errors,
                                               strict=True):
