@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ __all__ = ["VineModel", "ModelError", "GROWTH_MODES", "CONTACT_MODES"]
 _DEFAULT = VineOptions()
 """The declared default of every option, the defaults of the builders below."""
 
-CONTACT_MODES = ("pins", "bodies")
+CONTACT_MODES = ("pins", "bodies", "along")
 
 
 class ModelError(ValueError):
@@ -34,7 +35,7 @@ class ModelError(ValueError):
 
 
 _DECLARED = ("length", "total_mass", "linear_density", "gyration_radius", "stiffness", "damping",
-             "rest_angle", "friction", "ground_friction", "growth", "max_length")
+             "rest_angle", "friction", "ground_friction", "growth", "max_length", "contact_gap")
 """Fields that are options of :class:`VineOptions` by the same name: their bounds and
 choices are checked as declared there."""
 
@@ -77,7 +78,11 @@ class VineModel:
         max_length: with ``growth="evert"``, the length with every body everted [m]: each
             body is ``max_length / N`` long and ``length`` is the everted length at t = 0.
         contact: ``"pins"`` (every movable pin and the tip), ``"bodies"`` (the distal end
-            of every body) or a list of ``[body_index, offset_m]`` along the body axis.
+            of every body), ``"along"`` (points spread evenly along every body, its distal
+            end included, at most ``contact_gap`` apart: a body cuts no obstacle corner
+            wider than the gap) or a list of ``[body_index, offset_m]`` along the body axis.
+        contact_gap: with ``contact="along"``, the largest gap between neighbouring points
+            on a body [m]; ``None``: a quarter of a body's length.
         obstacles: the environment's obstacles.
         initial_angles: joint angles of the pins at t = 0 [rad], scalar or (n_pins,).
         implicit_springs: integrate spring and damper torques implicitly (stable for any
@@ -102,6 +107,7 @@ class VineModel:
     growth: str = _DEFAULT.growth
     max_length: float | None = _DEFAULT.max_length
     contact: Any = _DEFAULT.contact
+    contact_gap: float | None = _DEFAULT.contact_gap
     obstacles: tuple[Obstacle, ...] = ()
     initial_angles: Any = _DEFAULT.initial_angles
     implicit_springs: bool = _DEFAULT.implicit_springs
@@ -115,7 +121,7 @@ class VineModel:
                    base=o.base, stiffness=o.stiffness, damping=o.damping,
                    rest_angle=o.rest_angle, friction=o.friction, gravity=o.gravity,
                    ground_friction=o.ground_friction, growth=o.growth,
-                   max_length=o.max_length, contact=o.contact,
+                   max_length=o.max_length, contact=o.contact, contact_gap=o.contact_gap,
                    initial_angles=o.initial_angles,
                    obstacles=tuple(obstacle_from_dict(spec) for spec in o.obstacles),
                    implicit_springs=o.implicit_springs)
@@ -259,6 +265,12 @@ class VineModel:
                 bodies = sorted(set(range(1, n - 1, 2)) | {n - 1})
             elif self.contact == "bodies":
                 bodies = list(range(n))
+            elif self.contact == "along":
+                # a body's proximal end is its parent's distal point (or the fixed base)
+                gap = self.contact_gap or self.body_length / 4.0
+                segments = max(1, math.ceil(self.body_length / gap - 1e-9))
+                offsets = -d + self.body_length * np.arange(1, segments + 1) / segments
+                return np.repeat(np.arange(n, dtype=np.int64), segments), np.tile(offsets, n)
             else:
                 raise ModelError(f"contact must be one of {CONTACT_MODES} or a list of "
                                  f"[body, offset], got {self.contact!r}")

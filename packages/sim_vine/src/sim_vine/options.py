@@ -64,7 +64,12 @@ class VineOptions(Options):
             "max_length / bodies long; length is the everted length at t = 0); required "
             "for evert, unused otherwise")
     contact: str | list[list[float]] = option(
-        "pins", doc="contact points: pins, bodies or a list of [body, offset m]")
+        "pins", doc="contact points: pins, bodies (every body's distal end), along (points "
+                    "along every body at most contact_gap apart) or a list of [body, offset m]")
+    contact_gap: float | None = option(
+        None, unit="m", lower=1e-6,
+        doc="contact: along: the largest gap between neighbouring contact points on a body "
+            "(unset: a quarter of a body)")
     obstacles: list[dict] = option([], doc="obstacle mappings (see sim_vine.obstacles)")
     initial_angles: float | list[float] = option(
         0.0, unit="rad", doc="pin angles at t = 0, a number or one per pin")
