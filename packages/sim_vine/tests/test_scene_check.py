@@ -57,7 +57,7 @@ def test_an_obstacle_touched_between_contact_points_is_a_warning():
     check = check_scene(_model(peg), _straight())
     assert len(check.warnings) == 1
     assert "obstacle 0 (wall" in check.warnings[0] and "along only 7.9 mm" in check.warnings[0]
-    assert "40.0 mm between" in check.warnings[0] and "contact: bodies" in check.warnings[0]
+    assert "40.0 mm between" in check.warnings[0] and "contact: along" in check.warnings[0]
     # a vine lying along a wall, a tip touching one, an obstacle 10 mm away: no warning
     along = Wall([0.02, 0.004], [0.19, 0.004], 0.002)
     at_tip = Wall([0.203, -0.05], [0.203, 0.05], 0.002)

@@ -9,7 +9,7 @@ that cannot follow the recording, and both show in the recorded path itself:
 - an obstacle the recorded vine touches along a stretch shorter than the spacing of the
   chain's contact points (away from the tip), so that the simulated bodies can cut across it
   between two points (the model only pushes at the contact points): a warning naming the
-  obstacle, the stretch and the spacing, with the fix (``contact: bodies`` or more bodies).
+  obstacle, the stretch and the spacing, with the fix (``contact: along`` or more bodies).
 """
 
 from __future__ import annotations
@@ -187,5 +187,6 @@ def check_scene(model: VineModel, keypoints: Keypoints, *, tolerance: float = 2e
                 f"{name}: the recorded vine touches it along only {1e3 * shortest:.1f} mm "
                 f"({_frames(touching)}), less than the {1e3 * spacing:.1f} mm between the "
                 "chain's contact points, away from the tip: simulated bodies can cut across it "
-                "between two contact points; use contact: bodies or more bodies")
+                "between two contact points; use contact: along (points along every body) "
+                "or more bodies")
     return SceneCheck(warnings=tuple(warnings))
