@@ -6,8 +6,9 @@
   determine (:mod:`sim_vine.fit.uncertainty`), the Fisher condition number, the loss as an
   RMS keypoint distance [mm], tip and shape errors [mm], the growth rate per frame interval
   the rollout used (fitted with ``fit_growth``) [m/s], the optimizer's message passed on
-  whole, iterations, evaluations, why it stopped, time, the reader's notes and the scene
-  check's warnings;
+  whole, iterations, evaluations, why it stopped, time, what the dynamics estimated before
+  the fit (``estimates``: the frame rate, the length scale), the reader's notes and the
+  scene check's warnings;
 - ``errors_<i>.csv`` per recording: ``time, tip_error_mm, shape_error_mm`` per frame (empty
   fields for frames without a measurement);
 - ``paths_<i>.png``: measured (blue) and fitted (red) tip paths and shapes at a few frames,
@@ -26,7 +27,7 @@ import collections
 import itertools
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,7 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
                  recordings: Sequence[VideoRecording], errors: ParameterErrors,
                  stop_reason: str | None = None, time_s: float | None = None,
                  notes: Sequence[str] = (), warnings: Sequence[str] = (),
-                 video: bool = True,
+                 estimates: Mapping[str, float] | None = None, video: bool = True,
                  footage: Sequence[Footage | None] = ()) -> dict[str, Any]:
     """Write a fit's result bundle (see the module) into ``folder`` and return the summary.
 
@@ -183,6 +184,8 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
         stop_reason: why a :class:`~sim_vine.fit.stopping.FitStop` ended the fit, if it did.
         time_s: the fit's wall-clock time [s].
         notes, warnings: lines from reading the recording and checking the scene.
+        estimates: what the dynamics estimated before the fit, by name
+            (``frame_rate_fps`` [frames/s], ``length_scale`` [recording m per true m]).
         video: write the overlay videos.
         footage: per recording, the recorded video to draw the plot and the overlay over
             (``None`` or missing: the drawn scene).
@@ -234,6 +237,7 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
         "time_s": time_s,
         "start_poses": [{"angles": p.angles.tolist(), "extension": p.extension}
                         for p in fit.start_poses],
+        "estimates": {name: float(value) for name, value in (estimates or {}).items()},
         "notes": list(notes),
         "warnings": list(warnings),
     }

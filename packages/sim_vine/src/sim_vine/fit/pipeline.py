@@ -39,9 +39,17 @@ frame rate when it has none), the scene and the fit::
       growth_smoothing: 0           # λ [mm s/m] on the fitted rates' steps
       frame_rate_range: [20, 40]    # estimate the frame rate in this range [fps] from the
                                     # dynamics (sim_vine.fit.frame_rate); else the file's
+      scale_range: [0.9, 1.1]       # or (not both: only g T²/L is fixed) estimate the length
+                                    # scale σ, recording metres per true metre, in this range
+                                    # (sim_vine.fit.length_scale): the keypoints and every
+                                    # length of the scene and simulator block are divided by
+                                    # it, and the fit is in true metres; needs gravity in the
+                                    # image plane (a flat loss is refused: measure the scale)
 
 It reads and checks the file (or extracts the keypoints from the video and checks them),
-checks the scene's obstacles against the recorded path, fits by shooting
+checks the scene's obstacles against the recorded path, estimates the frame rate or the
+length scale when asked (each a search over whole fits, :mod:`~sim_vine.fit.log_search`;
+what it found goes into the notes and the bundle's ``estimates``), fits by shooting
 (:func:`~sim_vine.fit.shooting.fit_shooting`, tied scalar parameters), computes
 standard errors (:mod:`~sim_vine.fit.uncertainty`) and writes the bundle
 (:mod:`~sim_vine.fit.bundle`; from a video, its plot and overlay are drawn over the recorded
@@ -64,12 +72,20 @@ import yaml
 
 from codesign.options import suggest
 
+from ..options import VineOptions
 from ..scene import make_simulator
 from ..vision.keypoints import Keypoints
 from .bundle import loss_mm, write_bundle
 from .frame_rate import estimate_frame_rate
 from .growth import growth_rate_from_keypoints
 from .keypoints_file import KeypointsFile, read_keypoints_file
+from .length_scale import (
+    ScaleUndeterminedError,
+    estimate_length_scale,
+    footage_in_true_metres,
+    keypoints_in_true_metres,
+    scene_in_true_metres,
+)
 from .scene_check import check_scene
 from .shooting import METHODS, VideoRecording, fit_shooting, frame_schedule
 from .stopping import FitStop
@@ -83,7 +99,13 @@ SECTIONS = ("keypoints", "video", "scene", "simulator", "growth_rate", "fit",
 FIT_OPTIONS = {"free": list, "iterations": int, "time_limit_s": (int, float),
                "stop_file": str, "fit_start": bool, "fit_length": bool,
                "model_rate": (int, float), "method": str, "fit_growth": bool,
-               "growth_smoothing": (int, float), "frame_rate_range": list}
+               "growth_smoothing": (int, float), "frame_rate_range": list,
+               "scale_range": list}
+
+
+RANGES = {"frame_rate_range": "frames per second",
+          "scale_range": "recording metres per true metre"}
+"""The fit options that estimate a value from the dynamics, with the unit of their range."""
 
 
 class PipelineError(ValueError):
@@ -108,15 +130,20 @@ def _checked_fit(spec: dict, where: str) -> dict:
         if isinstance(value, bool) != (kinds is bool) or not isinstance(value, kinds):
             raise PipelineError(f"{where}: fit.{key} must be {kinds}, got "
                                 f"{type(value).__name__} {value!r}")
-        if key == "frame_rate_range" and not (
+        if key in RANGES and not (
                 len(value) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool)
                                         for v in value) and 0 < value[0] < value[1]):
-            raise PipelineError(f"{where}: fit.frame_rate_range must be [low, high] frames "
-                                f"per second with 0 < low < high, got {value!r}")
+            raise PipelineError(f"{where}: fit.{key} must be [low, high] {RANGES[key]} with "
+                                f"0 < low < high, got {value!r}")
         if key == "method" and value not in METHODS:
             raise PipelineError(f"{where}: fit.method {value!r} is unknown"
                                 f"{suggest(value, list(METHODS))}; choose one of "
                                 f"{list(METHODS)}")
+    if all(key in spec for key in RANGES):
+        raise PipelineError(
+            f"{where}: give fit.frame_rate_range or fit.scale_range, not both: the dynamics "
+            "fix only g·T²/L, so a wrong frame rate and a wrong length scale look alike; "
+            "measure one (the file's times, or keypoints.scale) and estimate the other")
     return spec
 
 
@@ -184,11 +211,11 @@ def _growth_rate(spec_rate, keypoints: Keypoints):
 
 
 def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_range,
-                               settings) -> tuple[Keypoints, str]:
+                               settings) -> tuple[Keypoints, float, str]:
     """``keypoints`` with their times at the frame rate the dynamics fit best in
     ``frame_rate_range`` [fps] (:func:`~sim_vine.fit.frame_rate.estimate_frame_rate`, each
     candidate fitted with ``settings`` at the YAML's ``growth_rate``, see
-    :func:`_growth_rate`), and a note saying what it found."""
+    :func:`_growth_rate`), the rate [fps] and a note saying what it found."""
     times = np.asarray(keypoints.times, dtype=np.float64)
     file_fps = 1.0 / float(np.mean(np.diff(times)))
 
@@ -202,10 +229,47 @@ def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_ran
 
     low, high = (float(v) for v in frame_rate_range)
     estimate = estimate_frame_rate(fitted_loss, low=low, high=high)
-    return at(estimate.fps), (
+    return at(estimate.fps), estimate.fps, (
         f"frame rate {estimate.fps:.4g} fps estimated from the dynamics in [{low:g}, "
         f"{high:g}] fps over {len(estimate.losses)} fits (the file's times give "
         f"{file_fps:.4g} fps); the fit uses it")
+
+
+def _resolved_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Vine options with their scene file's filled in (the simulator block's over the
+    scene's, as :func:`~sim_vine.scene.make_simulator` reads them), without ``scene``."""
+    resolved = VineOptions.from_values(options)
+    return {field.name: getattr(resolved, field.name) for field in dataclasses.fields(resolved)
+            if field.name not in ("scene", "base_dir")}
+
+
+def _with_estimated_length_scale(options, keypoints, growth_rate, scale_range, settings
+                                 ) -> tuple[float, str]:
+    """The length scale σ (recording metres per true metre) the dynamics fit best in
+    ``scale_range`` (:func:`~sim_vine.fit.length_scale.estimate_length_scale`: each
+    candidate fits ``keypoints`` [recording m] and the vine ``options`` (every length
+    resolved from the scene) divided by σ, with ``settings`` at the YAML's ``growth_rate``,
+    see :func:`_growth_rate`), and a note saying what it found."""
+    def fitted_loss(scale: float) -> float:
+        simulator = make_simulator(**scene_in_true_metres(options, scale=scale))
+        candidate = keypoints_in_true_metres(keypoints, scale=scale)
+        recording = VideoRecording(candidate, growth_rate=_growth_rate(growth_rate, candidate))
+        # in the recording's units, where the noise is the same at every candidate
+        return fit_shooting(simulator, [recording], **settings).loss * scale ** 2
+
+    low, high = (float(v) for v in scale_range)
+    try:
+        estimate = estimate_length_scale(fitted_loss, low=low, high=high)
+    except ScaleUndeterminedError as exc:
+        raise PipelineError(f"fit.scale_range: {exc}") from None
+    edge = ("; it is at the end of the range, so the scale may lie beyond it: widen "
+            "fit.scale_range" if not low * 1.01 < estimate.scale < high / 1.01 else "")
+    return estimate.scale, (
+        f"length scale {estimate.scale:.4g} recording metres per true metre estimated from "
+        f"the dynamics in [{low:g}, {high:g}] over {len(estimate.losses)} fits (across the "
+        f"range the fitted loss rises {100 * estimate.rise:.3g} % above its lowest){edge}; "
+        "the keypoints and the scene's lengths are divided by it, so the fit is in true "
+        "metres")
 
 
 def _read_recording(spec: dict, base_dir: Path
@@ -239,6 +303,8 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     options = {"check_initial_pose": False, **spec["simulator"]}
     if spec.get("scene") is not None:
         options.update(scene=str(spec["scene"]), base_dir=str(base_dir))
+    if "scale_range" in spec["fit"]:
+        options = _resolved_options(options)
     simulator = make_simulator(**options)
     check = check_scene(simulator.model, read.keypoints,
                         tolerance=1e-3 * float(spec.get("obstacle_tolerance_mm", 2.0)))
@@ -257,12 +323,22 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
                 "fit_growth": fit_options.get("fit_growth", False),
                 "growth_smoothing": float(fit_options.get("growth_smoothing", 0.0)),
                 "method": fit_options.get("method", "least_squares")}
-    keypoints, notes = read.keypoints, list(read.notes)
+    keypoints, notes, estimates = read.keypoints, list(read.notes), {}
     started = time.perf_counter()
     if "frame_rate_range" in fit_options:
-        keypoints, note = _with_estimated_frame_rate(
+        keypoints, estimates["frame_rate_fps"], note = _with_estimated_frame_rate(
             simulator, keypoints, spec["growth_rate"], fit_options["frame_rate_range"],
             settings)
+        notes.append(note)
+        print(f"{file.name}: {note}")
+    if "scale_range" in fit_options:
+        scale, note = _with_estimated_length_scale(
+            options, keypoints, spec["growth_rate"], fit_options["scale_range"], settings)
+        estimates["length_scale"] = scale
+        simulator = make_simulator(**scene_in_true_metres(options, scale=scale))
+        keypoints = keypoints_in_true_metres(keypoints, scale=scale)
+        if footage is not None:
+            footage = footage_in_true_metres(footage, scale=scale)
         notes.append(note)
         print(f"{file.name}: {note}")
     growth_rate = _growth_rate(spec["growth_rate"], keypoints)
@@ -278,7 +354,8 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     errors = parameter_errors(simulator, fit, recordings, schedule=schedule)
     summary = write_bundle(out, simulator=simulator, fit=fit, recordings=recordings,
                            errors=errors, stop_reason=stop.reason, time_s=elapsed,
-                           notes=notes, warnings=check.warnings, video=video,
+                           notes=notes, warnings=check.warnings, estimates=estimates,
+                           video=video,
                            footage=[footage])
     points = keypoints.point_count
     print(f"{file.name}: loss {loss_mm(fit.initial_loss, points):.3f} → "
