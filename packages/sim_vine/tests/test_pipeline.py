@@ -252,6 +252,7 @@ def test_a_wrong_frame_rate_is_estimated_from_the_dynamics(tmp_path, capsys):
     assert "(the file's times give 25 fps)" in note and note in capsys.readouterr().out
     fps = float(note.split()[2])
     assert fps == pytest.approx(30.0, rel=0.015)
+    assert summary["estimates"] == {"frame_rate_fps": pytest.approx(fps, rel=1e-3)}
     assert summary["optimizer"]["converged"]
     assert summary["recordings"][0]["tip_error_mm"]["mae"] <= 1.0
     assert summary["parameters"]["joint.stiffness"]["value"] == pytest.approx(0.03, rel=0.02)

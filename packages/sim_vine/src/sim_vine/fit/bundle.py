@@ -6,9 +6,10 @@
   determine (:mod:`sim_vine.fit.uncertainty`), the Fisher condition number, the loss as an
   RMS keypoint distance [mm], tip and shape errors [mm], the growth rate per frame interval
   the rollout used (fitted with ``fit_growth``) [m/s], the optimizer's message passed on
-  whole, iterations, evaluations, why it stopped, time, the reader's notes and the scene
-  check's warnings, and the comparison of candidate models when the fit was chosen from
-  several (``models``);
+  whole, iterations, evaluations, why it stopped, time, what the dynamics estimated before
+  the fit (``estimates``: the frame rate, the length scale), the reader's notes and the
+  scene check's warnings, and the comparison of candidate models when the fit was chosen
+  from several (``models``);
 - ``errors_<i>.csv`` per recording: ``time, tip_error_mm, shape_error_mm`` per frame (empty
   fields for frames without a measurement);
 - ``paths_<i>.png``: measured (blue) and fitted (red) tip paths and shapes at a few frames,
@@ -172,7 +173,7 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
                  recordings: Sequence[VideoRecording], errors: ParameterErrors,
                  stop_reason: str | None = None, time_s: float | None = None,
                  notes: Sequence[str] = (), warnings: Sequence[str] = (),
-                 video: bool = True,
+                 estimates: Mapping[str, float] | None = None, video: bool = True,
                  footage: Sequence[Footage | None] = (),
                  models: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Write a fit's result bundle (see the module) into ``folder`` and return the summary.
@@ -185,6 +186,8 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
         stop_reason: why a :class:`~sim_vine.fit.stopping.FitStop` ended the fit, if it did.
         time_s: the fit's wall-clock time [s].
         notes, warnings: lines from reading the recording and checking the scene.
+        estimates: what the dynamics estimated before the fit, by name
+            (``frame_rate_fps`` [frames/s], ``length_scale`` [recording m per true m]).
         video: write the overlay videos.
         footage: per recording, the recorded video to draw the plot and the overlay over
             (``None`` or missing: the drawn scene).
@@ -240,6 +243,7 @@ def write_bundle(folder: str | Path, *, simulator, fit: ShootingFit,
         "time_s": time_s,
         "start_poses": [{"angles": p.angles.tolist(), "extension": p.extension}
                         for p in fit.start_poses],
+        "estimates": {name: float(value) for name, value in (estimates or {}).items()},
         "notes": list(notes),
         "warnings": list(warnings),
     }

@@ -6,8 +6,10 @@ Gravity sets the vine's own time scale (a pendulum's √(L/g)), which no fitted 
 growth offset can stretch with it (a stretch by s needs K s², C s and gravity g s²), so
 the fitted loss has its minimum at the true rate. :func:`estimate_frame_rate` fits the
 recording at candidate rates and returns the one with the lowest fitted loss: the loss at
-:data:`GRID_POINTS` rates spread evenly in log over the given range, then SciPy's bounded
-Brent search between the best one's neighbours.
+:data:`~sim_vine.fit.log_search.GRID_POINTS` rates spread evenly in log over the given range,
+then SciPy's bounded Brent search between the best one's neighbours
+(:func:`~sim_vine.fit.log_search.search_log_range`, shared with the length scale's
+estimate).
 
 Measured on the harder synthetic recording written at 25 fps where the camera ran at 30
 (`tests/test_pipeline.py`): the fitted loss is 35.5 mm² at the file's 25 fps and 4.4 mm² at
@@ -17,19 +19,11 @@ Measured on the harder synthetic recording written at 25 fps where the camera ra
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 
-import numpy as np
-
-from codesign import SimulationError
-
-from .shooting import FitError
+from .log_search import GRID_POINTS, search_log_range
 
 __all__ = ["GRID_POINTS", "FrameRateEstimate", "estimate_frame_rate"]
-
-GRID_POINTS = 5
-"""Rates tried across the range before the bounded search."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,30 +55,6 @@ def estimate_frame_rate(fitted_loss: Callable[[float], float], *, low: float, hi
     Raises:
         FitError: a bad range, or no rate in it could be fitted.
     """
-    if not (0 < low < high and math.isfinite(high)):
-        raise FitError(f"the frame rate range must be 0 < low < high, got [{low}, {high}]")
-    losses: list[tuple[float, float]] = []
-
-    def loss_at(log_fps: float) -> float:
-        fps = float(math.exp(log_fps))
-        try:
-            loss = float(fitted_loss(fps))
-        except (SimulationError, FitError):
-            loss = math.inf
-        losses.append((fps, loss))
-        # Brent's parabolas need finite values: a failed rate ranks above every fitted one
-        finite = [value for _, value in losses if math.isfinite(value)]
-        return loss if math.isfinite(loss) else 2.0 * max(finite, default=0.0) + 1.0
-
-    grid = np.linspace(math.log(low), math.log(high), GRID_POINTS)
-    values = [loss_at(float(v)) for v in grid]
-    if not any(math.isfinite(loss) for _, loss in losses):
-        raise FitError(f"no frame rate in [{low:g}, {high:g}] fps could be fitted")
-    best = int(np.argmin(values))
-    from scipy.optimize import minimize_scalar
-
-    minimize_scalar(loss_at, method="bounded",
-                    bounds=(grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]),
-                    options={"xatol": tolerance})
-    # the best rate tried (Brent's last point is not always its best)
-    return FrameRateEstimate(fps=min(losses, key=lambda item: item[1])[0], losses=losses)
+    search = search_log_range(fitted_loss, low=low, high=high, what="frame rate", unit="fps",
+                              tolerance=tolerance)
+    return FrameRateEstimate(fps=search.best, losses=search.losses)

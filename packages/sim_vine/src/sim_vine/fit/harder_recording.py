@@ -54,8 +54,8 @@ def harder_recording(folder: str | Path, *, scale_error: float = 0.05, noise_px:
         noise_px: standard deviation of the Gaussian noise on every keypoint [px].
         dropped: frames left out of the file.
         metres_per_pixel: the camera's true scale [m/px].
-        scene_scaled: the user measured the wall in the same (wrong) scale; false places it
-            in true metres.
+        scene_scaled: the user measured the wall (its ends and thickness) and the vine's
+            length in the same (wrong) scale; false places the wall in true metres.
         growth_rate: the truth's growth rate [m/s], a number or one per frame interval
             (``frames`` − 1); the pipeline YAML's ``growth_rate`` is 0.3 m/s whatever it is.
         written_fps: the frame rate the file's time column is written at (a wrong one
@@ -92,6 +92,7 @@ def harder_recording(folder: str | Path, *, scale_error: float = 0.05, noise_px:
         for wall in scene["obstacles"]:
             wall["start"] = [k * v for v in wall["start"]]
             wall["end"] = [k * v for v in wall["end"]]
+            wall["thickness"] = k * wall["thickness"]
     scene.update(bodies=sim.model.body_count, length=k * 0.25)
     (folder / "scene.yaml").write_text(yaml.safe_dump(scene))
     spec = {"keypoints": {"path": "trial.csv", "units": "px", "origin_px": origin.tolist(),

@@ -39,13 +39,21 @@ frame rate when it has none), the scene and the fit::
       growth_smoothing: 0           # λ [mm s/m] on the fitted rates' steps
       frame_rate_range: [20, 40]    # estimate the frame rate in this range [fps] from the
                                     # dynamics (sim_vine.fit.frame_rate); else the file's
+      scale_range: [0.9, 1.1]       # or (not both: only g T²/L is fixed) estimate the length
+                                    # scale σ, recording metres per true metre, in this range
+                                    # (sim_vine.fit.length_scale): the keypoints and every
+                                    # length of the scene and simulator block are divided by
+                                    # it, and the fit is in true metres; needs gravity in the
+                                    # image plane (a flat loss is refused: measure the scale)
       models:                       # optional: fit each candidate model, keep the best by
         - {simulator: {growth: every_prismatic}}   # BIC (sim_vine.fit.model_selection);
         - {name: tip, simulator: {growth: tip}}    # simulator: vine options over the
         - {free: [ground.friction]}                # above; free: added to fit.free
 
 It reads and checks the file (or extracts the keypoints from the video and checks them),
-checks the scene's obstacles against the recorded path, fits by shooting
+checks the scene's obstacles against the recorded path, estimates the frame rate or the
+length scale when asked (each a search over whole fits, :mod:`~sim_vine.fit.log_search`;
+what it found goes into the notes and the bundle's ``estimates``), fits by shooting
 (:func:`~sim_vine.fit.shooting.fit_shooting`, tied scalar parameters), computes
 standard errors (:mod:`~sim_vine.fit.uncertainty`) and writes the bundle
 (:mod:`~sim_vine.fit.bundle`; from a video, its plot and overlay are drawn over the recorded
@@ -80,12 +88,20 @@ import yaml
 from codesign.options import suggest
 from codesign.simulator import SimulationError
 
+from ..options import VineOptions
 from ..scene import make_simulator
 from ..vision.keypoints import Keypoints
 from .bundle import loss_mm, write_bundle
 from .frame_rate import estimate_frame_rate
 from .growth import growth_rate_from_keypoints
 from .keypoints_file import KeypointsFile, read_keypoints_file
+from .length_scale import (
+    ScaleUndeterminedError,
+    estimate_length_scale,
+    footage_in_true_metres,
+    keypoints_in_true_metres,
+    scene_in_true_metres,
+)
 from .model_selection import (
     ModelCandidate,
     ModelsError,
@@ -109,7 +125,13 @@ SECTIONS = ("keypoints", "video", "scene", "simulator", "growth_rate", "fit",
 FIT_OPTIONS = {"free": list, "iterations": int, "time_limit_s": (int, float),
                "stop_file": str, "fit_start": bool, "fit_length": bool,
                "model_rate": (int, float), "method": str, "fit_growth": bool,
-               "growth_smoothing": (int, float), "frame_rate_range": list, "models": list}
+               "growth_smoothing": (int, float), "frame_rate_range": list,
+               "scale_range": list, "models": list}
+
+
+RANGES = {"frame_rate_range": "frames per second",
+          "scale_range": "recording metres per true metre"}
+"""The fit options that estimate a value from the dynamics, with the unit of their range."""
 
 
 class PipelineError(ValueError):
@@ -134,15 +156,20 @@ def _checked_fit(spec: dict, where: str) -> dict:
         if isinstance(value, bool) != (kinds is bool) or not isinstance(value, kinds):
             raise PipelineError(f"{where}: fit.{key} must be {kinds}, got "
                                 f"{type(value).__name__} {value!r}")
-        if key == "frame_rate_range" and not (
+        if key in RANGES and not (
                 len(value) == 2 and all(isinstance(v, int | float) and not isinstance(v, bool)
                                         for v in value) and 0 < value[0] < value[1]):
-            raise PipelineError(f"{where}: fit.frame_rate_range must be [low, high] frames "
-                                f"per second with 0 < low < high, got {value!r}")
+            raise PipelineError(f"{where}: fit.{key} must be [low, high] {RANGES[key]} with "
+                                f"0 < low < high, got {value!r}")
         if key == "method" and value not in METHODS:
             raise PipelineError(f"{where}: fit.method {value!r} is unknown"
                                 f"{suggest(value, list(METHODS))}; choose one of "
                                 f"{list(METHODS)}")
+    if all(key in spec for key in RANGES):
+        raise PipelineError(
+            f"{where}: give fit.frame_rate_range or fit.scale_range, not both: the dynamics "
+            "fix only g·T²/L, so a wrong frame rate and a wrong length scale look alike; "
+            "measure one (the file's times, or keypoints.scale) and estimate the other")
     return spec
 
 
@@ -217,11 +244,11 @@ def _growth_rate(spec_rate, keypoints: Keypoints):
 
 
 def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_range,
-                               settings) -> tuple[Keypoints, str]:
+                               settings) -> tuple[Keypoints, float, str]:
     """``keypoints`` with their times at the frame rate the dynamics fit best in
     ``frame_rate_range`` [fps] (:func:`~sim_vine.fit.frame_rate.estimate_frame_rate`, each
     candidate fitted with ``settings`` at the YAML's ``growth_rate``, see
-    :func:`_growth_rate`), and a note saying what it found."""
+    :func:`_growth_rate`), the rate [fps] and a note saying what it found."""
     times = np.asarray(keypoints.times, dtype=np.float64)
     file_fps = 1.0 / float(np.mean(np.diff(times)))
 
@@ -235,10 +262,47 @@ def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_ran
 
     low, high = (float(v) for v in frame_rate_range)
     estimate = estimate_frame_rate(fitted_loss, low=low, high=high)
-    return at(estimate.fps), (
+    return at(estimate.fps), estimate.fps, (
         f"frame rate {estimate.fps:.4g} fps estimated from the dynamics in [{low:g}, "
         f"{high:g}] fps over {len(estimate.losses)} fits (the file's times give "
         f"{file_fps:.4g} fps); the fit uses it")
+
+
+def _resolved_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Vine options with their scene file's filled in (the simulator block's over the
+    scene's, as :func:`~sim_vine.scene.make_simulator` reads them), without ``scene``."""
+    resolved = VineOptions.from_values(options)
+    return {field.name: getattr(resolved, field.name) for field in dataclasses.fields(resolved)
+            if field.name not in ("scene", "base_dir")}
+
+
+def _with_estimated_length_scale(options, keypoints, growth_rate, scale_range, settings
+                                 ) -> tuple[float, str]:
+    """The length scale σ (recording metres per true metre) the dynamics fit best in
+    ``scale_range`` (:func:`~sim_vine.fit.length_scale.estimate_length_scale`: each
+    candidate fits ``keypoints`` [recording m] and the vine ``options`` (every length
+    resolved from the scene) divided by σ, with ``settings`` at the YAML's ``growth_rate``,
+    see :func:`_growth_rate`), and a note saying what it found."""
+    def fitted_loss(scale: float) -> float:
+        simulator = make_simulator(**scene_in_true_metres(options, scale=scale))
+        candidate = keypoints_in_true_metres(keypoints, scale=scale)
+        recording = VideoRecording(candidate, growth_rate=_growth_rate(growth_rate, candidate))
+        # in the recording's units, where the noise is the same at every candidate
+        return fit_shooting(simulator, [recording], **settings).loss * scale ** 2
+
+    low, high = (float(v) for v in scale_range)
+    try:
+        estimate = estimate_length_scale(fitted_loss, low=low, high=high)
+    except ScaleUndeterminedError as exc:
+        raise PipelineError(f"fit.scale_range: {exc}") from None
+    edge = ("; it is at the end of the range, so the scale may lie beyond it: widen "
+            "fit.scale_range" if not low * 1.01 < estimate.scale < high / 1.01 else "")
+    return estimate.scale, (
+        f"length scale {estimate.scale:.4g} recording metres per true metre estimated from "
+        f"the dynamics in [{low:g}, {high:g}] over {len(estimate.losses)} fits (across the "
+        f"range the fitted loss rises {100 * estimate.rise:.3g} % above its lowest){edge}; "
+        "the keypoints and the scene's lengths are divided by it, so the fit is in true "
+        "metres")
 
 
 def _read_recording(spec: dict, base_dir: Path
@@ -376,12 +440,27 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
         stop_file = fit_options.get("stop_file")
         stop = FitStop(time_limit_s=fit_options.get("time_limit_s"),
                        stop_file=None if stop_file is None else out / stop_file)
-    keypoints, notes = read.keypoints, [*read.notes, *tolerance_notes]
+    keypoints, notes, estimates = read.keypoints, [*read.notes, *tolerance_notes], {}
     started = time.perf_counter()
     if "frame_rate_range" in fit_options:
-        keypoints, note = _with_estimated_frame_rate(
+        keypoints, estimates["frame_rate_fps"], note = _with_estimated_frame_rate(
             checked[0].simulator, keypoints, spec["growth_rate"],
             fit_options["frame_rate_range"], checked[0].settings)
+        notes.append(note + (f" (estimated with model {checked[0].candidate.name!r})"
+                             if compare else ""))
+        print(f"{file.name}: {notes[-1]}")
+    if "scale_range" in fit_options:
+        options = _simulator_options(spec, base_dir)
+        scale, note = _with_estimated_length_scale(
+            _resolved_options({**options, **checked[0].candidate.simulator}), keypoints,
+            spec["growth_rate"], fit_options["scale_range"], checked[0].settings)
+        estimates["length_scale"] = scale
+        for trial in checked:
+            trial.simulator = make_simulator(**scene_in_true_metres(
+                _resolved_options({**options, **trial.candidate.simulator}), scale=scale))
+        keypoints = keypoints_in_true_metres(keypoints, scale=scale)
+        if footage is not None:
+            footage = footage_in_true_metres(footage, scale=scale)
         notes.append(note + (f" (estimated with model {checked[0].candidate.name!r})"
                              if compare else ""))
         print(f"{file.name}: {notes[-1]}")
@@ -417,8 +496,8 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
                                                            **errors.undetermined})
     summary = write_bundle(out, simulator=simulator, fit=fit, recordings=recordings,
                            errors=errors, stop_reason=chosen.stop_reason, time_s=elapsed,
-                           notes=notes, warnings=chosen.check.warnings, video=video,
-                           footage=[footage], models=comparison)
+                           notes=notes, warnings=chosen.check.warnings, estimates=estimates,
+                           video=video, footage=[footage], models=comparison)
     points = keypoints.point_count
     print(f"{file.name}: loss {loss_mm(fit.initial_loss, points):.3f} → "
           f"{loss_mm(fit.loss, points):.3f} mm RMS per keypoint, tip MAE "
