@@ -83,13 +83,14 @@ def test_every_length_of_the_scene_is_divided_by_the_scale_and_nothing_else():
                "view": [-0.1, 1.0, -0.5, 0.5], "base": [0.1, -0.2, 0.4],
                "contact": [[0, 0.005], [2, 0.012]], "obstacles": obstacles, "total_mass": 0.01,
                "linear_density": 0.02, "gravity": [0.0, -9.81], "stiffness": 0.05,
-               "initial_angles": 0.1}
+               "initial_angles": 0.1, "contact_gap": 0.01}
     scaled = scene_in_true_metres(options, scale=1.25)
     assert scaled["length"] == pytest.approx(0.2) and scaled["max_length"] == pytest.approx(0.48)
     assert scaled["gyration_radius"] == pytest.approx(0.016)
     assert scaled["view"] == pytest.approx([-0.08, 0.8, -0.4, 0.4])
     assert scaled["base"] == pytest.approx([0.08, -0.16, 0.4])  # the angle kept
     assert scaled["contact"] == [[0, pytest.approx(0.004)], [2, pytest.approx(0.0096)]]
+    assert scaled["contact_gap"] == pytest.approx(0.008)
     for name in ("total_mass", "linear_density", "gravity", "stiffness", "initial_angles"):
         assert scaled[name] == options[name]
     assert options["length"] == 0.25 and options["obstacles"][0]["radius"] == 0.05  # a copy

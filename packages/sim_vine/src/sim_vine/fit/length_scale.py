@@ -42,12 +42,12 @@ __all__ = ["LENGTH_OPTIONS", "MIN_LOSS_RISE", "LengthScaleEstimate", "ScaleUndet
            "scene_in_true_metres"]
 
 LENGTH_OPTIONS = ("length", "max_length", "gyration_radius", "view", "base", "contact",
-                  "obstacles")
+                  "contact_gap", "obstacles")
 """The vine options (:class:`~sim_vine.options.VineOptions`) that hold lengths measured in
 the recording's scale: the vine's length and size, the base's position (not its angle),
-contact offsets along the bodies, the render window and every obstacle's coordinates and
-sizes. Masses, linear density, gravity, stiffness, damping, friction and the commanded
-growth rate are physical and kept."""
+contact offsets along the bodies and their largest gap, the render window and every
+obstacle's coordinates and sizes. Masses, linear density, gravity, stiffness, damping,
+friction and the commanded growth rate are physical and kept."""
 
 _OBSTACLE_LENGTHS = {"circle": ("center", "radius"), "polygon": ("vertices",),
                      "rectangle": ("center", "size"), "wall": ("start", "end", "thickness")}
@@ -86,7 +86,7 @@ def scene_in_true_metres(options: Mapping[str, Any], *, scale: float) -> dict[st
     every length of :data:`LENGTH_OPTIONS` divided by ``scale`` (recording metres per true
     metre); the rest as given."""
     scaled = dict(options)
-    for name in ("length", "max_length", "gyration_radius", "view"):
+    for name in ("length", "max_length", "gyration_radius", "view", "contact_gap"):
         if scaled.get(name) is not None:
             scaled[name] = _scaled(scaled[name], scale)
     if scaled.get("base") is not None:
