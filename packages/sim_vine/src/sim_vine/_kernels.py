@@ -19,7 +19,7 @@ from .obstacles import Circle, Polygon, Wall
 
 __all__ = ["ModelArrays", "model_arrays", "assemble_rows", "osqp_data", "rows_times_fast",
            "guess_active", "everted_length", "evert_mass_factors", "evert_material_lengths",
-           "evert_slot_backward"]
+           "evert_gyration_squares", "evert_slot_backward"]
 
 _CIRCLE, _POLYGON, _WALL = 0, 1, 2
 
@@ -211,6 +211,21 @@ def evert_material_lengths(d, base, q):
         tax, tay, _, _, _, _, _, _, dx, dy = _evert_frame(d, base, q, j)
         out[j] += tax * dx + tay * dy
     return out
+
+
+@numba.njit(cache=True)
+def evert_gyration_squares(d, base, q):
+    """``(r², ∂r²/∂ℓ)`` [m², m] per body of a vine that everts, shape (N,) each: ``ℓ²/3 −
+    d ℓ + d²`` and ``2ℓ/3 − d`` of its material length ℓ (``evert_material_lengths``;
+    ``everted_mass.gyration_squares``), in one pass: it runs every step."""
+    lengths = evert_material_lengths(d, base, q)
+    r2 = np.empty_like(lengths)
+    slope = np.empty_like(lengths)
+    for j in range(lengths.shape[0]):
+        ell = lengths[j]
+        r2[j] = ell * (ell / 3.0 - d) + d * d
+        slope[j] = ell * (2.0 / 3.0) - d
+    return r2, slope
 
 
 @numba.njit(cache=True)

@@ -38,7 +38,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._kernels import evert_mass_factors, evert_material_lengths, evert_slot_backward
+from ._kernels import (
+    evert_gyration_squares,
+    evert_mass_factors,
+    evert_material_lengths,
+    evert_slot_backward,
+)
 from .model import VineModel
 
 __all__ = ["UNEVERTED_MASS_FRACTION", "material_lengths", "material_lengths_vjp",
@@ -136,12 +141,10 @@ def gyration_squares(model: VineModel, body_q) -> np.ndarray:
     if not inertias_grow(model):
         return np.full(model.body_count, model.gyration**2)
     d = model.half_length
+    if model.evert:  # compiled: this runs every step and twice a VJP
+        return evert_gyration_squares(d, model.base, np.asarray(body_q, dtype=np.float64))[0]
     lengths = material_lengths(model, body_q)
-    out = lengths / 3.0  # in place: this runs twice a step
-    out -= d
-    out *= lengths
-    out += d * d
-    return out
+    return lengths * (lengths / 3.0 - d) + d * d
 
 
 def gyration_squares_vjp(model: VineModel, body_q, g_gyration_sq) -> np.ndarray:
@@ -155,7 +158,7 @@ def gyration_squares_vjp(model: VineModel, body_q, g_gyration_sq) -> np.ndarray:
 
 def _gyration_slopes(model: VineModel, body_q) -> np.ndarray:
     """∂r_i²/∂ℓ_i = 2ℓ_i/3 − d, shape (N,)."""
-    out = material_lengths(model, body_q)
-    out *= 2.0 / 3.0
-    out -= model.half_length
-    return out
+    if model.evert:
+        return evert_gyration_squares(model.half_length, model.base,
+                                      np.asarray(body_q, dtype=np.float64))[1]
+    return material_lengths(model, body_q) * (2.0 / 3.0) - model.half_length
