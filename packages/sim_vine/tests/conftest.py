@@ -84,13 +84,13 @@ def assembly_matches():
 def assert_backward_matches(sim, q, v, rate, params, dt, g_q, g_v, *, atol):
     """Assert that the compiled backward pass of ``sim``'s step at (q, v) (N, 3) equals the
     NumPy one on the same solution and adjoint (each field within ``atol`` × its size; the
-    mass cotangent w·(v − v*) cancels, so at the size of its terms), and the whole VJPs
+    mass and r² cotangents w·(v − v*) cancel, so at the size of their terms), and the whole VJPs
     agree to 1e-8 (the KKT solve amplifies the assemblies' round-off); returns (solution,
     reference gradient)."""
     import dataclasses
 
     from sim_vine._kernels import step_backward
-    from sim_vine.step import _backward, assemble, step_vjp, step_vjp_reference
+    from sim_vine.step import _backward, _gyration_sq, assemble, step_vjp, step_vjp_reference
 
     model = sim.model
     assembly = assemble(model, sim.layout, q, v, rate, params, dt)
@@ -98,15 +98,18 @@ def assert_backward_matches(sim, q, v, rate, params, dt, g_q, g_v, *, atol):
     w, z = sim.qp.adjoint(assembly.problem, solution.active, (g_v + dt * g_q).reshape(-1))
     fast = step_backward(tuple(sim.arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z,
                          params.stiffness, params.damping, params.rest_angle,
-                         float(params.friction), params.mass, params.ground_friction, dt,
-                         sim.layout.row_bodies, assembly.problem.row_values,
+                         float(params.friction), params.mass, _gyration_sq(sim.arrays, params),
+                         params.ground_friction, dt, sim.layout.row_bodies,
+                         assembly.problem.row_values,
                          sim.layout.contact.start, g_q, rate)
     reference = _backward(model, sim.layout, sim.qp, q, v, params, dt, solution, assembly,
                           g_q, g_v, rate)
     for value, field in zip(fast, dataclasses.fields(reference), strict=True):
         expected = np.asarray(getattr(reference, field.name))
-        size = (np.max(np.abs(v)) * np.max(np.abs(w)) if field.name == "mass"
-                else np.max(np.abs(expected)))
+        size = np.max(np.abs(expected))
+        if field.name in ("mass", "gyration_sq"):  # w·(v − v*) cancels
+            size = np.max(np.abs(v)) * np.max(np.abs(w)) * (
+                1.0 if field.name == "mass" else np.max(params.mass))
         np.testing.assert_allclose(value, expected, rtol=0, atol=atol * size,
                                    err_msg=field.name)
     args = (sim.layout, sim.qp, q, v, rate, params, dt, g_q, g_v)

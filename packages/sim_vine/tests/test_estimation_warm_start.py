@@ -145,3 +145,56 @@ def test_the_estimation_recovers_rest_angle_and_ground_friction():
     assert result.status == "Solve_Succeeded"
     assert float(result.fitted["joint.rest_angle"]) == pytest.approx(0.08, rel=1e-4)
     assert float(result.fitted["ground.friction"]) == pytest.approx(6.0, rel=1e-4)
+
+
+def test_a_simulated_trajectory_with_growing_masses_is_exactly_feasible():
+    # linear_density: the estimation's M(q_k) are the simulator's masses and rod inertias
+    # at each step's poses (the distal bodies gain most of their mass over the run)
+    import casadi as ca
+
+    from sim_vine.everted_mass import everted_masses
+
+    sim = wall_vine(stiffness=0.06, rest_angle=-0.05, ground_friction=0.5, friction=0.2,
+                    linear_density=0.02)
+    design = sim.design_space().defaults()
+    steps = 3 * 36  # on the wall from step 73
+    warm = simulated_warm_start(sim, design, initial_state=sim.initial_state(design),
+                                growth_rate=np.full(steps, GROWTH_RATE), dt=DT)
+    assert np.count_nonzero(warm.contacts) > 10
+    grown = everted_masses(sim.model, design["body.mass"], warm.body_q[-1])
+    assert np.max(grown / design["body.mass"]) > 1.5
+    items, theta = _free_parameters(sim.design_space(), design,
+                                    ["joint.stiffness", "joint.damping"], (), None)
+    program = transcribe(
+        ca, sim.model, measured=np.stack([keypoints(sim.model, q, POINTS)
+                                          for q in warm.body_q[::3]]),
+        substeps=3, dt=DT, rates=np.full(steps, GROWTH_RATE), contacts=warm.contacts, design=design,
+        free=items, start=StartPoint(theta=theta, body_q=warm.body_q, body_qd=warm.body_qd[1:],
+                                     reactions=warm.joint_impulse[1:],
+                                     contact_impulses=warm.contact_impulse), trust=1e4)
+    weighted, rows = (np.asarray(value).reshape(-1) for value in ca.Function(
+        "at", [program.x], [program.weighted, program.rows])(program.x0))
+    assert np.max(np.abs(weighted)) < 1e-8
+    assert np.max(np.abs(rows)) < 1e-9
+
+
+def test_a_warm_started_estimation_recovers_k_and_c_of_a_vine_with_growing_masses():
+    def vine(stiffness, damping):
+        return make_simulator(bodies=6, length=0.15, linear_density=0.05, stiffness=stiffness,
+                              damping=damping, initial_angles=0.2, gravity=(0.0, -9.81))
+
+    truth, guess = vine(0.05, 0.002), vine(0.035, 0.003)
+    times = np.arange(31) / 30.0
+    schedule = frame_schedule(times, model_rate=90.0)
+    design = truth.design_space().defaults()
+    points = simulate_keypoints(truth, design, initial_state=truth.initial_state(design),
+                                growth_rate=0.1, schedule=schedule, frames=31, points=POINTS)
+    recording = VideoRecording(keypoints=Keypoints(times=times, points=points),
+                               growth_rate=0.1, name="growing")
+    start = guess.design_space().defaults()
+    warm = simulated_warm_start(guess, start, initial_state=guess.initial_state(start),
+                                growth_rate=np.full(3 * 30, 0.1), dt=DT)
+    result = estimate(guess, recording, warm_start=warm)
+    assert result.status == "Solve_Succeeded"
+    assert float(result.fitted["joint.stiffness"]) == pytest.approx(0.05, rel=1e-4)
+    assert float(result.fitted["joint.damping"]) == pytest.approx(0.002, rel=1e-4)

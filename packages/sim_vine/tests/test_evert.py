@@ -11,6 +11,8 @@ from sim_vine.everted_mass import (
     UNEVERTED_MASS_FRACTION,
     everted_masses,
     everted_masses_vjp,
+    gyration_squares,
+    gyration_squares_vjp,
     material_lengths,
 )
 from sim_vine.kinematics import centerline_vertices, tip_position, vine_length
@@ -244,6 +246,20 @@ def test_evert_masses_follow_the_everted_material(runner):
     g_mass, g_q = everted_masses_vjp(sim.model, mass, q, weights)
     gradcheck(lambda x: float(weights @ everted_masses(sim.model, x["m"], x["q"])),
               {"m": mass, "q": q}, {"m": g_mass, "q": g_q}).assert_ok()
+    # compiled lengths: the NumPy reference 2d + σ_j
+    np.testing.assert_allclose(lengths[1:], 0.05 + evert.slot_offsets(sim.model, q)[1:],
+                               rtol=0, atol=1e-15)
+    # inertia about the body's centre of the part out of its parent (a rod ending at the
+    # body's distal end): (2d)²/12 when out, ℓ²/12 + (ℓ/2 − d)² emerging, d² on the tip
+    d = 0.025
+    r2 = gyration_squares(sim.model, q)
+    np.testing.assert_allclose(r2, lengths**2 / 12 + (lengths / 2 - d) ** 2, rtol=1e-12)
+    np.testing.assert_allclose(r2[[0, 1]], 0.05**2 / 12, rtol=1e-3)  # out up to drift
+    np.testing.assert_allclose(r2[3:], d**2, rtol=1e-3)
+    gradcheck(lambda x: float(weights @ gyration_squares(sim.model, x["q"])), {"q": q},
+              {"q": gyration_squares_vjp(sim.model, q, weights)}).assert_ok()
+    radius = everting(bodies=6, length=0.1, max_length=0.3, gyration_radius=0.01)
+    np.testing.assert_array_equal(gyration_squares(radius.model, q), 0.01**2)
 
 
 def test_evert_gradients_across_a_joining_step(runner, tip_gradcheck):

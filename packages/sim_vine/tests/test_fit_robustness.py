@@ -195,11 +195,17 @@ def test_the_least_squares_fit_converges_from_far_off_defaults_too(release):
         assert float(np.mean(fit.fitted[name])) == pytest.approx(truth, rel=0.02), name
 
 
-def test_the_joint_estimation_refuses_what_it_does_not_model(release):
+@pytest.mark.parametrize("options, message", [
+    ({"solver": "newton"}, "solver must be 'ipopt' or 'trust-constr'"),
+    ({"trust": -1.0}, "trust must be a positive number"),
+    ({"contact_rounds": -1}, "contact_rounds must be >= 0"),
+])
+def test_the_joint_estimation_refuses_bad_options_naming_them(release, options, message):
+    # (masses that grow with linear_density it models: test_estimation_warm_start.py)
     from sim_vine.fit.estimation import EstimationError, casadi_available, estimate
 
     if not casadi_available():
         pytest.skip("joint estimation needs casadi (sim_vine[fit])")
     sim = make_simulator(bodies=4, length=0.2, linear_density=0.05, initial_angles=0.15)
-    with pytest.raises(EstimationError, match="linear_density"):
-        estimate(sim, release)
+    with pytest.raises(EstimationError, match=message):
+        estimate(sim, release, **options)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim_vine import VineModel, VineSimulator, make_simulator, rectangle
+from sim_vine import VineModel, VineSimulator, VineState, make_simulator, rectangle
 from sim_vine.constraints import joint_residual
 from sim_vine.dynamics import joint_angles
 from sim_vine.kinematics import tip_position, vine_length
@@ -34,6 +34,30 @@ def test_cantilever_oscillates_at_sqrt_k_over_i(runner, bodies, implicit):
     assert period == pytest.approx(2 * np.pi / omega, rel=2e-3)
     if not implicit:  # symplectic Euler keeps the amplitude
         assert np.max(angles[-300:]) == pytest.approx(0.05, rel=0.02)
+
+
+def test_a_long_everted_pair_swings_with_the_inertia_of_the_rod_it_carries(runner):
+    # Two bodies 0.1 m long, the pair extended by 0.3 m and held there (rate 0): a rigid
+    # rotor on the base pin. Body 1 carries the rod ℓ = 0.4 m ending at its distal end, so
+    # its inertia about its centre is ρ ℓ (ℓ²/12 + (ℓ/2 − d)²) (everted_mass.py).
+    rho, stiffness, extension = 0.05, 0.2, 0.3
+    model = VineModel(body_count=2, length=0.2, linear_density=rho, stiffness=stiffness,
+                      damping=0.0, implicit_springs=False)
+    sim = VineSimulator(model)
+    d, ell = model.half_length, 2 * model.half_length + extension
+    q = model.configuration([0.05], [extension])
+    state = sim.start_from(VineState(body_q=q, body_qd=np.zeros_like(q)))
+    m0, m1 = rho * 2 * d, rho * ell
+    own = m0 * (2 * d) ** 2 / 12 + m0 * d**2  # body 0 about the base pin
+    rod = m1 * (ell**2 / 12 + (ell / 2 - d) ** 2) + m1 * (d + ell) ** 2
+    fixed_radius = m1 * (2 * d) ** 2 / 12 + m1 * (d + ell) ** 2  # before: I = m (2d)²/12
+    omega = np.sqrt(stiffness / (own + rod))
+    dt = 1e-3
+    states, _ = runner(sim, int(2.2 * 2 * np.pi / omega / dt), rate=0.0, dt=dt, state=state)
+    period = _oscillation_period(np.array([s.body_q[0, 2] for s in states]), dt)
+    assert period == pytest.approx(2 * np.pi / omega, rel=1e-3)
+    old_period = 2 * np.pi * np.sqrt((own + fixed_radius) / stiffness)
+    assert abs(period / old_period - 1) > 0.05
 
 
 @pytest.mark.parametrize("growth", ["every_prismatic", "tip"])

@@ -18,7 +18,8 @@ from .model import VineModel
 from .obstacles import Circle, Polygon, Wall
 
 __all__ = ["ModelArrays", "model_arrays", "assemble_rows", "osqp_data", "rows_times_fast",
-           "guess_active", "everted_length", "evert_mass_factors", "evert_slot_backward"]
+           "guess_active", "everted_length", "evert_mass_factors", "evert_material_lengths",
+           "evert_gyration_squares", "evert_slot_backward"]
 
 _CIRCLE, _POLYGON, _WALL = 0, 1, 2
 
@@ -27,10 +28,12 @@ class ModelArrays(NamedTuple):
     """A model flattened into arrays for the kernels (obstacles encoded by type; ``evert``:
     the vine grows by eversion, :mod:`sim_vine.evert`, and its pins are every joint), which take
     it as a plain ``tuple(arrays)`` unpacked in field order: numba types a named tuple by its
-    field names on every call (1 µs here), a plain tuple as fast as separate arguments."""
+    field names on every call (1 µs here), a plain tuple as fast as separate arguments.
+    ``gyration_sq``: the model's radius of gyration squared for every body [m²], shape (N,),
+    the kernels' per-body ``gyration_sq`` argument when the inertias do not grow."""
 
     half_length: float
-    gyration_sq: float
+    gyration_sq: np.ndarray
     base: np.ndarray
     gravity: np.ndarray
     implicit: bool
@@ -77,7 +80,8 @@ def model_arrays(model: VineModel) -> ModelArrays:
     a, b = model.prismatics
     bodies, offsets = model.contact_points
     return ModelArrays(
-        half_length=model.half_length, gyration_sq=model.gyration**2, base=model.base,
+        half_length=model.half_length,
+        gyration_sq=np.full(model.body_count, model.gyration**2), base=model.base,
         gravity=model.gravity, implicit=bool(model.implicit_springs), pin_parent=parent,
         pin_child=child, prism_a=a, prism_b=b, growth_weights=model.growth_weights,
         contact_body=bodies, contact_offset=offsets, obstacle_type=kinds,
@@ -197,6 +201,34 @@ def evert_mass_factors(d, base, q, fraction):
 
 
 @numba.njit(cache=True)
+def evert_material_lengths(d, base, q):
+    """Length of vine material each body of a vine that everts carries [m], shape (N,):
+    ``2d + σ_j`` for j ≥ 1 (σ_j its slot offset) and 2d for body 0
+    (``everted_mass.material_lengths``)."""
+    n = q.shape[0]
+    out = np.full(n, 2.0 * d)
+    for j in range(1, n):
+        tax, tay, _, _, _, _, _, _, dx, dy = _evert_frame(d, base, q, j)
+        out[j] += tax * dx + tay * dy
+    return out
+
+
+@numba.njit(cache=True)
+def evert_gyration_squares(d, base, q):
+    """``(r², ∂r²/∂ℓ)`` [m², m] per body of a vine that everts, shape (N,) each: ``ℓ²/3 −
+    d ℓ + d²`` and ``2ℓ/3 − d`` of its material length ℓ (``evert_material_lengths``;
+    ``everted_mass.gyration_squares``), in one pass: it runs every step."""
+    lengths = evert_material_lengths(d, base, q)
+    r2 = np.empty_like(lengths)
+    slope = np.empty_like(lengths)
+    for j in range(lengths.shape[0]):
+        ell = lengths[j]
+        r2[j] = ell * (ell / 3.0 - d) + d * d
+        slope[j] = ell * (2.0 / 3.0) - d
+    return r2, slope
+
+
+@numba.njit(cache=True)
 def evert_slot_backward(d, base, q, g_sigma, g_q):
     """``g_q += Σ_{j≥1} g_σ_j ∂σ_j/∂q`` (N, 3): the slot offsets' VJP through their rows
     (``everted_mass.everted_masses_vjp``'s ``rows_transpose_times`` of ``evert.joint_rows``)."""
@@ -244,9 +276,9 @@ def _evert_rows(d, base, q, grown, dt, rows, lower, upper):
 
 
 @numba.njit(cache=True)
-def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass, ground, dt,
-              out):
-    (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w, cp_body,
+def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass, r2, ground,
+              dt, out):
+    (d, _, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w, cp_body,
      cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count, evert) = model
     mass_diag, spring_w, rhs, rows, lower, upper, tangent = out
     n = q.shape[0]
@@ -254,10 +286,10 @@ def _assemble(model, q, v, rate, stiffness, damping, rest_angle, friction, mass,
         drag = mass[i] * (1.0 + dt * ground[i])  # implicit ground friction: P = M (1 + Δt c_g)
         mass_diag[i, 0] = drag
         mass_diag[i, 1] = drag
-        mass_diag[i, 2] = drag * r2
+        mass_diag[i, 2] = drag * r2[i]
         rhs[i, 0] = mass[i] * (v[i, 0] + dt * gravity[0])
         rhs[i, 1] = mass[i] * (v[i, 1] + dt * gravity[1])
-        rhs[i, 2] = mass[i] * r2 * v[i, 2]
+        rhs[i, 2] = mass[i] * r2[i] * v[i, 2]
     for j in range(pin_parent.shape[0]):
         a, b = pin_parent[j], pin_child[j]
         parent_angle, parent_rate = base[2], 0.0
@@ -358,15 +390,16 @@ def _pin_and_prismatic_rows(d, base, q, rate, growth_w, pin_parent, pin_child, p
 
 
 def assemble_rows(arrays: ModelArrays, q, v, rate, stiffness, damping, rest_angle, friction,
-                  mass, ground_friction, dt, row_count: int):
-    """``(mass_diag, spring_w, rhs, rows, lower, upper, tangent)`` as in ``step.assemble``."""
+                  mass, gyration_sq, ground_friction, dt, row_count: int):
+    """``(mass_diag, spring_w, rhs, rows, lower, upper, tangent)`` as in ``step.assemble``
+    (``gyration_sq``: each body's radius of gyration squared [m²], shape (N,))."""
     n = q.shape[0]
     pairs = len(arrays.contact_body) * len(arrays.obstacle_type)
     out = (np.empty((n, 3)), np.empty(len(arrays.pin_parent)), np.empty((n, 3)),
            np.empty((row_count, 6)), np.empty(row_count), np.empty(row_count),
            np.empty((pairs, 6)))
     _assemble(tuple(arrays), q, v, float(rate), stiffness, damping, rest_angle,
-              float(friction), mass, ground_friction, float(dt), out)
+              float(friction), mass, gyration_sq, ground_friction, float(dt), out)
     return out
 
 
@@ -572,7 +605,7 @@ def _evert_targets_backward(d, q, z, rows, row_bodies, dt, rate, g_q):
 
 @numba.njit(cache=True)
 def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, rest_angle, friction, mass,
-                  ground, dt, row_bodies, rows, contact_start, g_q_next, rate):
+                  r2, ground, dt, row_bodies, rows, contact_start, g_q_next, rate):
     """The cotangents of a step's inputs from the KKT adjoint ``(w (N, 3), z (m,))``, in one
     pass: what ``sim_vine.step.step_vjp_reference`` computes with NumPy (its formulas and
     the constraints' curvature terms of :mod:`sim_vine.constraints`).
@@ -581,13 +614,13 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, rest_angle, 
         model: ``tuple(ModelArrays)``; q, v: the step's input poses and velocities (N, 3);
         v_star: its solution (N, 3); y: the solution's multipliers (m,); rows: the
         constraint rows (m, 6) of ``row_bodies``; g_q_next: ∂L/∂q_next (N, 3); rate: the
-        step's growth rate [m/s].
+        step's growth rate [m/s]; r2: each body's radius of gyration squared [m²] (N,).
 
     Returns:
         ``(g_q, g_v, g_rate, g_stiffness, g_damping, g_rest_angle, g_friction, g_mass,
-        g_ground_friction)``.
+        g_ground_friction, g_gyration_sq)``.
     """
-    (d, r2, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w,
+    (d, _, base, gravity, implicit, pin_parent, pin_child, prism_a, prism_b, growth_w,
      cp_body, cp_offset, obs_type, obs_params, poly_vertices, poly_normals, poly_count,
      evert) = model
     n = q.shape[0]
@@ -595,17 +628,21 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, rest_angle, 
     g_v = np.empty((n, 3))
     g_mass = np.empty(n)
     g_ground = np.empty(n)
+    g_r2 = np.empty(n)
     for i in range(n):
         g_v[i, 0] = mass[i] * w[i, 0]
         g_v[i, 1] = mass[i] * w[i, 1]
-        g_v[i, 2] = mass[i] * r2 * w[i, 2]
+        g_v[i, 2] = mass[i] * r2[i] * w[i, 2]
         # ∂L/∂b = w with b = M v_k + Δt m g, and ∂L/∂P = −w v*ᵀ on P's diagonal
         # M (1 + Δt c_g)
-        w_v_star = w[i, 0] * v_star[i, 0] + w[i, 1] * v_star[i, 1] + r2 * w[i, 2] * v_star[i, 2]
-        g_mass[i] = (w[i, 0] * v[i, 0] + w[i, 1] * v[i, 1] + r2 * w[i, 2] * v[i, 2]
+        w_v_star = (w[i, 0] * v_star[i, 0] + w[i, 1] * v_star[i, 1]
+                    + r2[i] * w[i, 2] * v_star[i, 2])
+        g_mass[i] = (w[i, 0] * v[i, 0] + w[i, 1] * v[i, 1] + r2[i] * w[i, 2] * v[i, 2]
                      - (1.0 + dt * ground[i]) * w_v_star
                      + dt * (w[i, 0] * gravity[0] + w[i, 1] * gravity[1]))
         g_ground[i] = -dt * mass[i] * w_v_star
+        # the inertia m r² in b's M v_k and P's M (1 + Δt c_g)
+        g_r2[i] = mass[i] * w[i, 2] * (v[i, 2] - (1.0 + dt * ground[i]) * v_star[i, 2])
     n_pins = pin_parent.shape[0]
     g_stiffness = np.empty(n_pins)
     g_damping = np.zeros(n_pins)
@@ -686,4 +723,5 @@ def step_backward(model, q, v, v_star, y, w, z, stiffness, damping, rest_angle, 
                     g_q[b, 2] -= (s * (nx_b * gx + ny_b * gy)
                                   - lam * s * direction[b, 2] * (ex * tx_b + ey * ty_b))
                     g_friction -= sign * lam * (tx * cx + ty * cy)
-    return g_q, g_v, g_rate, g_stiffness, g_damping, g_rest, g_friction, g_mass, g_ground
+    return (g_q, g_v, g_rate, g_stiffness, g_damping, g_rest, g_friction, g_mass, g_ground,
+            g_r2)

@@ -40,10 +40,12 @@ def spread_torques(model: VineModel, torques) -> np.ndarray:
     return out
 
 
-def mass_diagonal(model: VineModel, mass) -> np.ndarray:
-    """Diagonal of M: (m, m, m r²) per body [kg, kg, kg m²], shape (N, 3)."""
+def mass_diagonal(model: VineModel, mass, gyration_sq=None) -> np.ndarray:
+    """Diagonal of M: (m, m, m r²) per body [kg, kg, kg m²], shape (N, 3); ``gyration_sq``:
+    each body's r² [m²], shape (N,) (default: the model's ``gyration²`` for every body)."""
     mass = np.asarray(mass, dtype=np.float64)
-    return np.stack([mass, mass, mass * model.gyration**2], axis=1)
+    r2 = model.gyration**2 if gyration_sq is None else np.asarray(gyration_sq, np.float64)
+    return np.stack([mass, mass, mass * r2], axis=1)
 
 
 def spring_weights(model: VineModel, stiffness, damping, dt: float) -> np.ndarray:

@@ -3,7 +3,9 @@ sane inputs every step and divergence detection during a run.
 
 Explicit torsional springs and dampers at a pin between bodies of inertia I (stiffness K,
 damping C) are stable for Δt ≤ 2/ω with ω² = 4 K/I and for Δt ≤ 2/(4 C/I); implicit ones
-for any Δt.
+for any Δt. With masses and inertias that grow with the everted material the inertias are
+those of the start pose (they only grow); a vine that everts springs a pin only once its
+body is out, so its bodies count with their full length.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from codesign.simulator import SimulationError, UnstableTimeStepError
 from . import evert
 from ._kernels import everted_length
 from .constraints import joint_residual
+from .everted_mass import everted_masses, gyration_squares, masses_grow
 from .model import VineModel
 from .state import VineState
 from .step import StepParameters
@@ -46,6 +49,9 @@ def check_time_step(model: VineModel, params: StepParameters, dt: float) -> None
     if model.implicit_springs:
         return
     inertia = params.mass * model.gyration**2
+    if masses_grow(model) and not model.evert:
+        q = model.initial_configuration()
+        inertia = everted_masses(model, params.mass, q) * gyration_squares(model, q)
     omega = np.sqrt(4.0 * np.max(params.stiffness) / np.min(inertia))
     rate = 4.0 * np.max(params.damping) / np.min(inertia)
     limit = min(2.0 / omega if omega > 0 else np.inf, 2.0 / rate if rate > 0 else np.inf)

@@ -22,7 +22,13 @@ from . import safety
 from . import step as vine_step
 from ._kernels import model_arrays
 from .constraints import row_layout
-from .everted_mass import everted_masses, everted_masses_vjp, masses_grow
+from .everted_mass import (
+    everted_masses,
+    everted_masses_vjp,
+    gyration_squares,
+    inertias_grow,
+    masses_grow,
+)
 from .kinematics import tip_position
 from .model import VineModel
 from .options import VineOptions
@@ -217,8 +223,9 @@ class VineSimulator:
                 f"{self._where(state, q, rate, dt, ' (its gradient, in the reverse sweep)')}: "
                 f"{exc}") from exc
         g_mass, g_state_q = grad.mass, grad.q
-        if masses_grow(self.model):
-            g_mass, g_q_masses = everted_masses_vjp(self.model, params.mass, q, grad.mass)
+        if masses_grow(self.model):  # and their inertias' radii of gyration, if they grow
+            g_mass, g_q_masses = everted_masses_vjp(self.model, params.mass, q, grad.mass,
+                                                    g_gyration_sq=grad.gyration_sq)
             g_state_q = g_state_q + g_q_masses
         g_design = {
             "joint.stiffness": grad.stiffness,
@@ -232,10 +239,13 @@ class VineSimulator:
         return VineState(body_q=g_state_q, body_qd=grad.v), np.array([grad.rate]), g_design
 
     def _step_masses(self, params: vine_step.StepParameters, q) -> vine_step.StepParameters:
-        """``params`` with the masses at poses ``q`` when they grow with the everted length."""
+        """``params`` with the masses at poses ``q`` when they grow with the everted length,
+        and the inertias' radii of gyration when those grow too."""
         if not masses_grow(self.model):
             return params
-        return dataclasses.replace(params, mass=everted_masses(self.model, params.mass, q))
+        return dataclasses.replace(
+            params, mass=everted_masses(self.model, params.mass, q),
+            gyration_sq=gyration_squares(self.model, q) if inertias_grow(self.model) else None)
 
     # -- optional hooks -----------------------------------------------------------------
 

@@ -60,6 +60,8 @@ class StepParameters:
         friction: Coulomb friction coefficient [-].
         mass: body masses [kg], shape (N,).
         ground_friction: viscous ground friction c_g per body [1/s], shape (N,).
+        gyration_sq: each body's radius of gyration squared r² [m²] (inertia m r²), shape
+            (N,); None: the model's ``gyration²`` for every body (fixed inertias).
     """
 
     stiffness: np.ndarray
@@ -68,11 +70,13 @@ class StepParameters:
     friction: float
     mass: np.ndarray
     ground_friction: np.ndarray
+    gyration_sq: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class StepGradient:
-    """Cotangents of a step's inputs: state (N, 3) twice, growth rate, parameters."""
+    """Cotangents of a step's inputs: state (N, 3) twice, growth rate, parameters (and the
+    bodies' r², ``gyration_sq`` (N,), whether given or the model's)."""
 
     q: np.ndarray
     v: np.ndarray
@@ -83,6 +87,7 @@ class StepGradient:
     friction: float
     mass: np.ndarray
     ground_friction: np.ndarray
+    gyration_sq: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,7 +103,7 @@ class Assembly:
 def assemble(model: VineModel, layout: RowLayout, q, v, rate: float,
              params: StepParameters, dt: float) -> Assembly:
     """Build the step QP at poses ``q`` and velocities ``v`` (N, 3) for growth rate [m/s]."""
-    m_diag = mass_diagonal(model, params.mass)
+    m_diag = mass_diagonal(model, params.mass, params.gyration_sq)
     # ground friction −c_g M v' (implicit): P = M (1 + Δt c_g), b keeps M v_k
     p_diag = m_diag * (1.0 + dt * params.ground_friction)[:, None]
     phi = joint_angles(model, q)
@@ -137,10 +142,15 @@ def build_problem(arrays: ModelArrays, layout: RowLayout, q, v, rate: float,
     """The step QP of :func:`assemble`, built by the compiled kernel (same numbers)."""
     mass_diag, spring_w, rhs, rows, lower, upper, tangent = assemble_rows(
         arrays, q, v, rate, params.stiffness, params.damping, params.rest_angle,
-        params.friction, params.mass, params.ground_friction, dt, layout.size)
+        params.friction, params.mass, _gyration_sq(arrays, params), params.ground_friction, dt,
+        layout.size)
     return QPProblem(mass_diagonal=mass_diag, spring_weights=spring_w, rhs=rhs,
                      row_values=rows, lower=lower, upper=upper,
                      friction=float(params.friction), tangent_rows=tangent)
+
+
+def _gyration_sq(arrays: ModelArrays, params: StepParameters) -> np.ndarray:
+    return arrays.gyration_sq if params.gyration_sq is None else params.gyration_sq
 
 
 def step(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: float,
@@ -164,15 +174,15 @@ def step_vjp(arrays: ModelArrays, layout: RowLayout, qp: VineQP, q, v, rate: flo
     g_q_next = np.asarray(g_q_next, dtype=np.float64)
     g_vstar = (np.asarray(g_v_next, dtype=np.float64) + dt * g_q_next).reshape(-1)
     w, z = qp.adjoint(problem, solution.active, g_vstar, dual=solution.dual)
-    g_q, g_v, g_rate, g_stiffness, g_damping, g_rest, g_friction, g_mass, g_ground = \
+    g_q, g_v, g_rate, g_stiffness, g_damping, g_rest, g_friction, g_mass, g_ground, g_r2 = \
         step_backward(tuple(arrays), q, v, solution.v, solution.y, w.reshape(-1, 3), z,
                       params.stiffness, params.damping, params.rest_angle,
-                      float(params.friction), params.mass, params.ground_friction, float(dt),
-                      layout.row_bodies, problem.row_values, layout.contact.start, g_q_next,
-                      float(rate))
+                      float(params.friction), params.mass, _gyration_sq(arrays, params),
+                      params.ground_friction, float(dt), layout.row_bodies,
+                      problem.row_values, layout.contact.start, g_q_next, float(rate))
     return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
                         rest_angle=g_rest, friction=g_friction, mass=g_mass,
-                        ground_friction=g_ground)
+                        ground_friction=g_ground, gyration_sq=g_r2)
 
 
 def step_vjp_reference(model: VineModel, layout: RowLayout, qp: VineQP, q, v, rate: float,
@@ -195,8 +205,8 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     w = w.reshape(-1, 3)
     y = solution.y
     v_star = solution.v
-    m_diag = mass_diagonal(model, params.mass)
-    r2 = model.gyration**2
+    m_diag = mass_diagonal(model, params.mass, params.gyration_sq)
+    r2 = model.gyration**2 if params.gyration_sq is None else params.gyration_sq
 
     g_q = g_q_next.copy()
     # ∂L/∂b = w, with b = M v_k + Δt (R τ + m g)
@@ -215,6 +225,8 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     w_v_star = w[:, 0] * v_star[:, 0] + w[:, 1] * v_star[:, 1] + r2 * w[:, 2] * v_star[:, 2]
     g_mass -= (1.0 + dt * params.ground_friction) * w_v_star
     g_ground = -dt * params.mass * w_v_star
+    # the inertia m r² in b's M v_k and P's M (1 + Δt c_g)
+    g_r2 = params.mass * w[:, 2] * (v[:, 2] - (1.0 + dt * params.ground_friction) * v_star[:, 2])
     if model.implicit_springs:
         spring = w_rate * joint_rates(model, v_star)
         g_stiffness -= dt * dt * spring
@@ -246,4 +258,4 @@ def _backward(model, layout, qp, q, v, params, dt, solution: QPSolution, assembl
     g_friction = -(cmu_y + cmu_z)
     return StepGradient(q=g_q, v=g_v, rate=g_rate, stiffness=g_stiffness, damping=g_damping,
                         rest_angle=g_rest, friction=g_friction, mass=g_mass,
-                        ground_friction=g_ground)
+                        ground_friction=g_ground, gyration_sq=g_r2)

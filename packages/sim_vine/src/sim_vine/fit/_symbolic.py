@@ -8,6 +8,7 @@ flat (3N,) CasADi vectors ordered body by body, ``(x, y, θ)`` each.
 
 from __future__ import annotations
 
+from ..everted_mass import inertias_grow, masses_grow
 from ..model import VineModel
 
 __all__ = ["SymbolicVine"]
@@ -57,6 +58,23 @@ class SymbolicVine:
             t_a, _ = self._frames(q[3 * a + 2])
             rows.append(ca.dot(t_a, self._xy(q, b) - self._xy(q, a)) - 2 * self.d)
         return ca.vertcat(*rows) if rows else ca.SX(0, 1)
+
+    def mass_diagonal(self, q, mass):
+        """Diagonal of M at poses q, ``(m, m, m r²)`` per body (3N,), from the design masses
+        ``mass`` (N,) [kg]: as the simulator's step, the masses and radii of gyration of
+        :mod:`sim_vine.everted_mass` (grown with the everted material, prismatic pairs)."""
+        ca, m, d = self.ca, self.model, self.d
+        lengths = [2 * d] * self.n  # ℓ_i: 2d, and 2d + e_p for the distal body of pair p
+        for b, extension in zip(m.prismatics[1], ca.vertsplit(self.extensions(q)),
+                                strict=True):
+            lengths[b] = 2 * d + extension
+        grow, inertia = masses_grow(m), inertias_grow(m)
+        out = []
+        for i, ell in enumerate(lengths):
+            mass_i = float(mass[i]) * ell / (2 * d) if grow else float(mass[i])
+            r2 = ell * (ell / 3.0 - d) + d * d if inertia else m.gyration**2
+            out += [mass_i, mass_i, mass_i * r2]
+        return ca.vertcat(*out)
 
     def joint_angles(self, q):
         """Pin angles φ [rad], (n_pins,)."""

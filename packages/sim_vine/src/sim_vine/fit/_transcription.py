@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..everted_mass import masses_grow
 from ..model import VineModel
 from ._symbolic import SymbolicVine
 from .contact_schedule import local_surface
@@ -139,10 +140,12 @@ class _Parameters:
         return ca.repmat(fitted, value.size, 1) if value.ndim and not item.per_joint else fitted
 
 
-def _step_terms(ca, sym: SymbolicVine, model: VineModel, param, m_diag, dt: float,
+def _step_terms(ca, sym: SymbolicVine, model: VineModel, param, mass, dt: float,
                 impulse_unit: float, theta):
     """One step in physical units: (momentum without contacts, joint rows, growth rows)
     as CasADi functions, and the momentum without any constraint impulse with its symbols.
+    ``mass``: the design's body masses (N,) [kg]; with ``linear_density`` M depends on the
+    step's poses as in the simulator (:mod:`sim_vine.everted_mass`).
     """
     n = model.body_count
     q, v, v1 = ca.SX.sym("q", 3 * n), ca.SX.sym("v", 3 * n), ca.SX.sym("v1", 3 * n)
@@ -151,8 +154,12 @@ def _step_terms(ca, sym: SymbolicVine, model: VineModel, param, m_diag, dt: floa
     stiffness, damping = param("joint.stiffness"), param("joint.damping")
     rest = param("joint.rest_angle")
     ground = ca.repmat(ca.transpose(param("ground.friction")), 3, 1)  # c_g per coordinate
-    gravity = np.zeros(3 * n)  # m g on the bodies' x and y
-    gravity[0::3], gravity[1::3] = m_diag[0::3] * model.gravity[0], m_diag[1::3] * model.gravity[1]
+    if masses_grow(model):  # M(q): the masses and inertias at the step's input poses
+        m_diag = sym.mass_diagonal(q, mass)
+    else:
+        m_diag = ca.DM(np.stack([mass, mass, mass * model.gyration**2], axis=1).reshape(-1))
+    # m g on the bodies' x and y
+    gravity = m_diag * ca.DM(np.tile([model.gravity[0], model.gravity[1], 0.0], n))
     c, ext = sym.joint_residual(q), sym.extensions(q)
     bend, angle_rate = sym.joint_angles(q) - rest, sym.joint_rates(v1)
     if model.implicit_springs:
@@ -160,7 +167,7 @@ def _step_terms(ca, sym: SymbolicVine, model: VineModel, param, m_diag, dt: floa
     else:
         torque = -stiffness * bend - damping * sym.joint_rates(v)
     # the viscous ground drag −c_g M v' is implicit, as in the step's P = M (1 + Δt c_g)
-    free_momentum = (m_diag * (v1 - v) + dt * ca.DM(m_diag) * ca.vec(ground) * v1
+    free_momentum = (m_diag * (v1 - v) + dt * m_diag * ca.vec(ground) * v1
                      - dt * sym.spread(torque) - dt * gravity)
     reaction = ca.jtimes(c, q, lam[:n_joint], True)
     if model.prismatic_count:
@@ -223,11 +230,13 @@ def transcribe(ca, model: VineModel, *, measured: np.ndarray, substeps: int, dt:
     theta = ca.SX.sym("theta", len(start.theta))
     param = _Parameters(ca, theta, free, design)
     mass = np.asarray(design["body.mass"], dtype=np.float64)
+    # the residuals' scale: the design's masses (with linear_density those of each body's
+    # own length; M itself then moves with the poses, _step_terms)
     m_diag = np.stack([mass, mass, mass * model.gyration**2], axis=1).reshape(-1)
     q_unit = np.tile([_MM, _MM, _MM / model.half_length], n)
     impulse_unit = float(np.mean(mass)) * _MM / dt
     momentum_fn, joint_fn, growth_fn, (free_momentum, q, v, v1) = _step_terms(
-        ca, sym, model, param, m_diag, dt, impulse_unit, theta)
+        ca, sym, model, param, mass, dt, impulse_unit, theta)
 
     # variables: poses 0 … K, velocities 1 … K, reactions and contact impulses of steps
     # 1 … K − 1 (step 0 has no momentum residual), the start's shared extension

@@ -19,9 +19,11 @@ spring-damper torque about the rest angles φ0, ``τ = −K(φ − φ0) − Cφ�
 viscous ground friction c_g. The constraints are written in the step's linearized form, so
 a trajectory of the simulator is exactly feasible with zero residual
 (``tests/test_estimation_warm_start.py``); the paper writes ``c(q) = 0`` and ``Φ(q) = 0``,
-which differ from these by O(Δt²). Not modelled: masses that grow with the everted length
-(``linear_density``) and the everting vine (``growth: evert``, slot joints instead of
-prismatic pairs): both are refused, fit them by shooting.
+which differ from these by O(Δt²). Masses that grow with the everted length
+(``linear_density``) are M(q_k) in step k's momentum, the masses and inertias of
+:mod:`sim_vine.everted_mass` as CasADi expressions of the poses. Not modelled: the everting
+vine (``growth: evert``, slot joints instead of prismatic pairs): refused, fit it by
+shooting.
 
 Start: poses fitted to each frame's keypoints, linear in time between frames, with contacts
 detected on them; or a warm start (:mod:`sim_vine.fit.warm_start`), a simulated trajectory
@@ -352,11 +354,6 @@ def estimate(
             "the joint estimation models prismatic pairs; the simulator's vine everts "
             "(growth: evert): fit it by shooting (fit_shooting), or build the simulator with "
             "growth every_prismatic or tip")
-    if model.linear_density is not None:
-        raise EstimationError(
-            "the joint estimation models fixed body masses; the simulator's masses grow with "
-            "the everted length (linear_density): fit it by shooting (fit_shooting), or build "
-            "the simulator with total_mass instead")
     if warm_start is not None and design is not None:
         raise EstimationError("give the starting design or a warm start, not both: the warm "
                               "start's design is where it starts")
