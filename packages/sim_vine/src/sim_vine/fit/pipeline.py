@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import signal
 import sys
 import time
@@ -243,14 +244,27 @@ def _growth_rate(spec_rate, keypoints: Keypoints):
     return growth_rate_from_keypoints(keypoints) if spec_rate == "estimate" else spec_rate
 
 
+def frame_rate_substeps(model_rate: float, low: float, high: float) -> int:
+    """Model steps per frame while a frame rate is searched in [``low``, ``high``] [fps]:
+    the count whose model rate is nearest ``model_rate`` [Hz] at the range's geometric
+    middle. Held fixed so that the model's step moves smoothly with the candidate rate: with
+    the fewest steps reaching ``model_rate`` at each candidate (:func:`frame_schedule`) the
+    count jumps (3 to 4 below 30 fps at 90 Hz), the model's numerical damping with it, and the
+    fitted loss jumps where it does."""
+    return max(1, round(model_rate / math.sqrt(low * high)))
+
+
 def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_range,
-                               settings) -> tuple[Keypoints, float, str]:
+                               settings) -> tuple[Keypoints, float, float, str]:
     """``keypoints`` with their times at the frame rate the dynamics fit best in
     ``frame_rate_range`` [fps] (:func:`~sim_vine.fit.frame_rate.estimate_frame_rate`, each
     candidate fitted with ``settings`` at the YAML's ``growth_rate``, see
-    :func:`_growth_rate`), the rate [fps] and a note saying what it found."""
+    :func:`_growth_rate`, and :func:`frame_rate_substeps` model steps per frame), the rate
+    [fps], the model rate to fit at it [Hz] and a note saying what it found."""
     times = np.asarray(keypoints.times, dtype=np.float64)
     file_fps = 1.0 / float(np.mean(np.diff(times)))
+    low, high = (float(v) for v in frame_rate_range)
+    substeps = frame_rate_substeps(settings["model_rate"], low, high)
 
     def at(fps: float) -> Keypoints:
         return dataclasses.replace(keypoints, times=times[0] + (times - times[0]) * file_fps / fps)
@@ -258,14 +272,15 @@ def _with_estimated_frame_rate(simulator, keypoints, growth_rate, frame_rate_ran
     def fitted_loss(fps: float) -> float:
         candidate = at(fps)
         recording = VideoRecording(candidate, growth_rate=_growth_rate(growth_rate, candidate))
-        return fit_shooting(simulator, [recording], **settings).loss
+        return fit_shooting(simulator, [recording],
+                            **{**settings, "model_rate": substeps * fps}).loss
 
-    low, high = (float(v) for v in frame_rate_range)
     estimate = estimate_frame_rate(fitted_loss, low=low, high=high)
-    return at(estimate.fps), estimate.fps, (
+    return at(estimate.fps), estimate.fps, substeps * estimate.fps, (
         f"frame rate {estimate.fps:.4g} fps estimated from the dynamics in [{low:g}, "
-        f"{high:g}] fps over {len(estimate.losses)} fits (the file's times give "
-        f"{file_fps:.4g} fps); the fit uses it")
+        f"{high:g}] fps over {len(estimate.losses)} fits at {substeps} model steps per frame "
+        f"(the file's times give {file_fps:.4g} fps); the fit uses it, at "
+        f"{substeps * estimate.fps:.4g} model steps per second")
 
 
 def _resolved_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -443,9 +458,11 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     keypoints, notes, estimates = read.keypoints, [*read.notes, *tolerance_notes], {}
     started = time.perf_counter()
     if "frame_rate_range" in fit_options:
-        keypoints, estimates["frame_rate_fps"], note = _with_estimated_frame_rate(
+        keypoints, estimates["frame_rate_fps"], model_rate, note = _with_estimated_frame_rate(
             checked[0].simulator, keypoints, spec["growth_rate"],
             fit_options["frame_rate_range"], checked[0].settings)
+        for trial in checked:
+            trial.settings = {**trial.settings, "model_rate": model_rate}
         notes.append(note + (f" (estimated with model {checked[0].candidate.name!r})"
                              if compare else ""))
         print(f"{file.name}: {notes[-1]}")
@@ -489,7 +506,8 @@ def run_recording(path: str | Path, out: str | Path, *, video: bool = True,
     elapsed = time.perf_counter() - started
     fit, simulator = chosen.fit, chosen.simulator
     schedule = frame_schedule(keypoints.times, model_rate=chosen.settings["model_rate"])
-    errors = parameter_errors(simulator, fit, recordings, schedule=schedule)
+    errors = parameter_errors(simulator, fit, recordings, schedule=schedule,
+                              frame_rate="frame_rate_range" in fit_options)
     if compare:
         # a value two plausible models disagree on is not the data's, whatever its error
         errors = dataclasses.replace(errors, undetermined={**model_dependent(rows),

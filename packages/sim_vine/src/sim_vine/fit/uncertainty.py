@@ -27,7 +27,11 @@ eigenvalue is below ``1e-10`` of the largest; :attr:`ParameterErrors.condition_n
 matrix's condition number.
 
 The start poses of a fit (``fit_start``) and its growth rates (fitted with ``fit_growth``)
-are held at their fitted values: the errors are conditional on them.
+are held at their fitted values: the errors are conditional on them. A frame rate estimated
+from the dynamics (the pipeline's ``frame_rate_range``) is not: with ``frame_rate=True`` it
+is one more entry, ``frame_rate_fps``, whose column of J moves the model's step with the
+rate (the frames stay where they are), so the other entries' errors include what not
+knowing it costs them (the damping's, mostly: both set how fast a swing dies out).
 """
 
 from __future__ import annotations
@@ -40,8 +44,8 @@ import numpy as np
 from ..state import VineState
 from .shooting import FrameSchedule, ShootingFit, VideoRecording, simulate_keypoints
 
-__all__ = ["ParameterErrors", "frame_correlated_covariance", "keypoint_residuals_mm",
-           "parameter_errors"]
+__all__ = ["FRAME_RATE", "ParameterErrors", "frame_correlated_covariance",
+           "keypoint_residuals_mm", "parameter_errors"]
 
 NULL_EIGENVALUE = 1e-10
 """Eigenvalues of the relative-change Fisher matrix below this share of the largest are
@@ -158,9 +162,21 @@ def _with(fit: ShootingFit, name: str, index: int | None, value: float) -> dict:
     return design
 
 
+FRAME_RATE = "frame_rate_fps"
+"""The label of the frame rate's entry (``frame_rate=True``) [frames/s]."""
+
+
+def _at_frame_rate(schedule: FrameSchedule, fps: float) -> FrameSchedule:
+    """``schedule`` with the frames ``1 / fps`` [s] apart, as many model steps each."""
+    interval = 1.0 / fps
+    return FrameSchedule(frame_interval=interval, substeps=schedule.substeps,
+                         dt=interval / schedule.substeps)
+
+
 def parameter_errors(simulator, fit: ShootingFit, recordings: Sequence[VideoRecording], *,
                      schedule: FrameSchedule, relative_step: float = 1e-3,
-                     undetermined_relative: float = 0.5) -> ParameterErrors:
+                     undetermined_relative: float = 0.5,
+                     frame_rate: bool = False) -> ParameterErrors:
     """Standard errors and undetermined parameters at a shooting fit (see the module).
 
     Args:
@@ -172,6 +188,8 @@ def parameter_errors(simulator, fit: ShootingFit, recordings: Sequence[VideoReco
             parameter's scale where the value is 0).
         undetermined_relative: relative standard error above which an entry counts as not
             determined by the data.
+        frame_rate: the recording's frame rate was estimated from the dynamics: add it as
+            the entry ``frame_rate_fps`` (see the module).
     """
     model = simulator.model
     space = simulator.design_space()
@@ -179,22 +197,32 @@ def parameter_errors(simulator, fit: ShootingFit, recordings: Sequence[VideoReco
               for p in fit.start_poses]
     points = recordings[0].keypoints.point_count
 
-    def predict(design):
+    def predict(design, at=schedule):
         return [simulate_keypoints(simulator, design, initial_state=start, growth_rate=rate,
-                                   schedule=schedule, frames=r.keypoints.frame_count,
+                                   schedule=at, frames=r.keypoints.frame_count,
                                    points=points)
                 for start, rate, r in zip(starts, fit.growth_rates, recordings, strict=True)]
 
     residuals = keypoint_residuals_mm(fit.predicted, recordings)
     entries = _entries(fit)
-    values = np.array([float(np.asarray(fit.fitted[name]).reshape(-1)[index or 0])
-                       for _, name, index in entries])
-    jacobian = np.empty((residuals.size, len(entries)))
-    for column, ((_, name, index), value) in enumerate(zip(entries, values, strict=True)):
+    values = [float(np.asarray(fit.fitted[name]).reshape(-1)[index or 0])
+              for _, name, index in entries]
+    columns = []
+    for (_, name, index), value in zip(entries, values, strict=True):
         step = relative_step * (abs(value) or float(space[name].scale or 1.0))
         plus = keypoint_residuals_mm(predict(_with(fit, name, index, value + step)), recordings)
         minus = keypoint_residuals_mm(predict(_with(fit, name, index, value - step)), recordings)
-        jacobian[:, column] = (plus - minus) / (2 * step)
+        columns.append((plus - minus) / (2 * step))
+    if frame_rate:
+        fps = 1.0 / schedule.frame_interval
+        step = relative_step * fps
+        plus, minus = (keypoint_residuals_mm(predict(fit.design, _at_frame_rate(schedule, f)),
+                                             recordings) for f in (fps + step, fps - step))
+        columns.append((plus - minus) / (2 * step))
+        entries.append((FRAME_RATE, FRAME_RATE, None))
+        values.append(fps)
+    values = np.array(values)
+    jacobian = np.stack(columns, axis=1)
     m, p = residuals.size, len(entries)
     variance = float(residuals @ residuals) / max(m - p, 1)
     relative = jacobian * np.where(values != 0, np.abs(values), 1.0)
