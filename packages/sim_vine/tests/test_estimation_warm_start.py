@@ -101,8 +101,6 @@ def test_a_simulated_trajectory_with_rest_angles_and_ground_friction_is_exactly_
     # with the design it was simulated with: every keypoint error, dynamics residual and
     # row vanishes to round-off, also with rest angles, viscous ground friction and a
     # sliding contact on a wall with friction
-    import casadi as ca
-
     sim = wall_vine(stiffness=0.03, rest_angle=-0.05, ground_friction=0.5, friction=0.2,
                 implicit_springs=implicit_springs)
     design = sim.design_space().defaults()
@@ -111,6 +109,17 @@ def test_a_simulated_trajectory_with_rest_angles_and_ground_friction_is_exactly_
                                 growth_rate=np.full(steps, GROWTH_RATE), dt=DT)
     assert np.count_nonzero(warm.contacts) > 10
     free = ["joint.stiffness", "joint.damping", "joint.rest_angle", "ground.friction"]
+    weighted, rows = _residuals_at_the_warm_start(sim, design, warm, free, steps)
+    # mm (dynamics residuals × √R = 100): the step's own round-off, 1e-13 m
+    assert np.max(np.abs(weighted)) < 1e-8
+    assert np.max(np.abs(rows)) < 1e-9
+
+
+def _residuals_at_the_warm_start(sim, design, warm, free, steps):
+    """The transcribed program's weighted residuals [mm] and constraint rows at a simulated
+    warm start (``free`` parameters at the design), each flattened."""
+    import casadi as ca
+
     items, theta = _free_parameters(sim.design_space(), design, free, (), None)
     program = transcribe(
         ca, sim.model, measured=np.stack([keypoints(sim.model, q, POINTS)
@@ -119,11 +128,8 @@ def test_a_simulated_trajectory_with_rest_angles_and_ground_friction_is_exactly_
         free=items, start=StartPoint(theta=theta, body_q=warm.body_q, body_qd=warm.body_qd[1:],
                                      reactions=warm.joint_impulse[1:],
                                      contact_impulses=warm.contact_impulse), trust=1e4)
-    weighted, rows = (np.asarray(value).reshape(-1) for value in ca.Function(
+    return (np.asarray(value).reshape(-1) for value in ca.Function(
         "at", [program.x], [program.weighted, program.rows])(program.x0))
-    # mm (dynamics residuals × √R = 100): the step's own round-off, 1e-13 m
-    assert np.max(np.abs(weighted)) < 1e-8
-    assert np.max(np.abs(rows)) < 1e-9
 
 
 def test_the_estimation_recovers_rest_angle_and_ground_friction():
@@ -150,8 +156,6 @@ def test_the_estimation_recovers_rest_angle_and_ground_friction():
 def test_a_simulated_trajectory_with_growing_masses_is_exactly_feasible():
     # linear_density: the estimation's M(q_k) are the simulator's masses and rod inertias
     # at each step's poses (the distal bodies gain most of their mass over the run)
-    import casadi as ca
-
     from sim_vine.everted_mass import everted_masses
 
     sim = wall_vine(stiffness=0.06, rest_angle=-0.05, ground_friction=0.5, friction=0.2,
@@ -163,17 +167,8 @@ def test_a_simulated_trajectory_with_growing_masses_is_exactly_feasible():
     assert np.count_nonzero(warm.contacts) > 10
     grown = everted_masses(sim.model, design["body.mass"], warm.body_q[-1])
     assert np.max(grown / design["body.mass"]) > 1.5
-    items, theta = _free_parameters(sim.design_space(), design,
-                                    ["joint.stiffness", "joint.damping"], (), None)
-    program = transcribe(
-        ca, sim.model, measured=np.stack([keypoints(sim.model, q, POINTS)
-                                          for q in warm.body_q[::3]]),
-        substeps=3, dt=DT, rates=np.full(steps, GROWTH_RATE), contacts=warm.contacts, design=design,
-        free=items, start=StartPoint(theta=theta, body_q=warm.body_q, body_qd=warm.body_qd[1:],
-                                     reactions=warm.joint_impulse[1:],
-                                     contact_impulses=warm.contact_impulse), trust=1e4)
-    weighted, rows = (np.asarray(value).reshape(-1) for value in ca.Function(
-        "at", [program.x], [program.weighted, program.rows])(program.x0))
+    weighted, rows = _residuals_at_the_warm_start(sim, design, warm,
+                                                  ["joint.stiffness", "joint.damping"], steps)
     assert np.max(np.abs(weighted)) < 1e-8
     assert np.max(np.abs(rows)) < 1e-9
 

@@ -79,34 +79,41 @@ WALL_FRAMES, WALL_RATE = 27, 0.3
 def wall_video():
     # 0.9 s at 30 fps: released straight, the vine sags and swings under its weight while it
     # grows at 0.3 m/s, reaches the slanted wall after ~0.5 s and slides down along it
-    sim = wall()
-    video = synthetic_video(sim, sim.design_space().defaults(), frames=WALL_FRAMES, dt=1 / 90,
-                            substeps=3, points=POINTS, growth_rate=WALL_RATE,
-                            calibration=tilted_calibration((-0.03, 0.45, -0.44, 0.04),
-                                                           width=WIDTH, height=HEIGHT),
-                            width=WIDTH, height=HEIGHT, thickness_px=8, noise_std=6.0)
+    video = _wall_video()
     keypoints = _extract(video, video.images)
     return video, VideoRecording(keypoints=keypoints, growth_rate=WALL_RATE, name="wall")
+
+
+def _wall_video(**options):
+    """The wall scene's video at 30 fps, 320 × 240 px, noise 6 (``options``: more of
+    :func:`synthetic_video`'s, such as blur)."""
+    sim = wall()
+    return synthetic_video(sim, sim.design_space().defaults(), frames=WALL_FRAMES, dt=1 / 90,
+                           substeps=3, points=POINTS, growth_rate=WALL_RATE,
+                           calibration=tilted_calibration((-0.03, 0.45, -0.44, 0.04),
+                                                          width=WIDTH, height=HEIGHT),
+                           width=WIDTH, height=HEIGHT, thickness_px=8, noise_std=6.0,
+                           **options)
+
+
+def _wall_fit(keypoints):
+    """A shooting fit of the wall vine to ``keypoints``, start pose and length fitted,
+    starting 30 % below K and 50 % above C."""
+    return fit_shooting(wall(), [VideoRecording(keypoints=keypoints, growth_rate=WALL_RATE)],
+                        model_rate=90.0, max_iterations=25, fit_length=True, fit_start=True,
+                        overrides={"joint.stiffness": {"init": 0.021},
+                                   "joint.damping": {"init": 0.003}})
 
 
 def test_a_blurred_wall_video_still_gives_keypoints_and_k_c_within_2_percent():
     # the same video out of focus (Gaussian blur of 3 px on the 8 px vine) before the noise:
     # measured, keypoints within 0.25 px median (0.15 sharp), K 0.17 % and C 0.43 % off,
     # tip MAE 1.15 mm (0.59 sharp)
-    sim = wall()
-    video = synthetic_video(sim, sim.design_space().defaults(), frames=WALL_FRAMES, dt=1 / 90,
-                            substeps=3, points=POINTS, growth_rate=WALL_RATE,
-                            calibration=tilted_calibration((-0.03, 0.45, -0.44, 0.04),
-                                                           width=WIDTH, height=HEIGHT),
-                            width=WIDTH, height=HEIGHT, thickness_px=8, noise_std=6.0,
-                            blur_px=3.0)
+    video = _wall_video(blur_px=3.0)
     keypoints = _extract(video, video.images)
     assert keypoints.missing_frames == []
     assert np.median(_pixel_errors(video, keypoints)) < 1.0
-    fit = fit_shooting(wall(), [VideoRecording(keypoints=keypoints, growth_rate=WALL_RATE)],
-                       model_rate=90.0, max_iterations=25, fit_length=True, fit_start=True,
-                       overrides={"joint.stiffness": {"init": 0.021},
-                                  "joint.damping": {"init": 0.003}})
+    fit = _wall_fit(keypoints)
     assert fit.optimization.converged, fit.optimization.message
     for name, truth in WALL_TRUTH.items():
         assert float(fit.fitted[name]) == pytest.approx(truth, rel=0.02), name
@@ -118,22 +125,14 @@ def test_motion_blur_is_the_mean_over_the_shutter_time_and_the_fit_survives_it()
     # swings and grows at 0.3 m/s (smears of up to 4 px), and out of focus (2 px): measured,
     # keypoints within 0.27 px median (1.7 px at worst), K 0.27 % and C 1.3 % off, tip MAE
     # 1.53 mm, converged in 7 iterations
-    sim = wall()
-    calibration = tilted_calibration((-0.03, 0.45, -0.44, 0.04), width=WIDTH, height=HEIGHT)
-    options = dict(frames=WALL_FRAMES, dt=1 / 90, substeps=3, points=POINTS,
-                   growth_rate=WALL_RATE, calibration=calibration, width=WIDTH,
-                   height=HEIGHT, thickness_px=8, noise_std=6.0, blur_px=2.0)
-    video = synthetic_video(sim, sim.design_space().defaults(), exposure_steps=3, **options)
-    sharp = synthetic_video(sim, sim.design_space().defaults(), **options)
+    video = _wall_video(blur_px=2.0, exposure_steps=3)
+    sharp = _wall_video(blur_px=2.0)
     np.testing.assert_array_equal(video.truth, sharp.truth)
     assert not np.array_equal(video.images[10], sharp.images[10])
     keypoints = _extract(video, video.images)
     assert keypoints.missing_frames == []
     assert np.median(_pixel_errors(video, keypoints)) < 1.0
-    fit = fit_shooting(wall(), [VideoRecording(keypoints=keypoints, growth_rate=WALL_RATE)],
-                       model_rate=90.0, max_iterations=25, fit_length=True, fit_start=True,
-                       overrides={"joint.stiffness": {"init": 0.021},
-                                  "joint.damping": {"init": 0.003}})
+    fit = _wall_fit(keypoints)
     assert fit.optimization.converged, fit.optimization.message
     for name, truth in WALL_TRUTH.items():
         assert float(fit.fitted[name]) == pytest.approx(truth, rel=0.03), name
@@ -171,10 +170,7 @@ def test_wall_growth_video_shooting_fit_recovers_k_and_c_within_2_percent(wall_v
     # the start pose is fitted with K and C, so that frame 0's keypoint errors (its tip is
     # extracted 0.4 px long) do not set it
     _, recording = wall_video
-    fit = fit_shooting(wall(), [recording], model_rate=90.0, max_iterations=25,
-                       fit_length=True, fit_start=True,
-                       overrides={"joint.stiffness": {"init": 0.021},
-                                  "joint.damping": {"init": 0.003}})
+    fit = _wall_fit(recording.keypoints)
     for name, truth in WALL_TRUTH.items():
         assert float(fit.fitted[name]) == pytest.approx(truth, rel=0.02), name
     assert fit.tip_error_mm[0]["mae"] < 1.0
