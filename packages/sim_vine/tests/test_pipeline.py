@@ -185,7 +185,9 @@ def test_recording_file_errors_name_the_fix(tmp_path):
                             ({"keypoints": {"units": "px"}}, "keypoints.path is required"),
                             ({"growth_rate": None}, "growth_rate is required, got None"),
                             ({"growth_rate": "estimated"},
-                             "growth_rate is required, got 'estimated'.*or 'estimate'")):
+                             "growth_rate is required, got 'estimated'.*or 'estimate'"),
+                            ({"obstacle_tolerance_mm": -1},
+                             "obstacle_tolerance_mm must be a positive number")):
         path.write_text(yaml.safe_dump({**spec, **change}))
         with pytest.raises(PipelineError, match=message):
             load_recording_file(path)

@@ -226,6 +226,10 @@ def load_recording_file(path: str | Path) -> dict[str, Any]:
             f"{path}: growth_rate is required, got {rate!r}: the commanded growth rate [m/s] "
             "(a number, or one per frame interval), or 'estimate' to take it from the "
             "keypoints' arc length over time; a vine that does not grow has growth_rate: 0")
+    try:  # checked before the recording is read (a video's extraction takes a while)
+        obstacle_tolerance(data.get("obstacle_tolerance_mm"), None)
+    except SceneMismatchError as exc:
+        raise PipelineError(f"{path}: {exc}") from None
     data["simulator"] = _mapping(data.get("simulator"), f"{path}: simulator")
     data["fit"] = _checked_fit(_mapping(data.get("fit"), f"{path}: fit"), str(path))
     if "models" in data["fit"]:

@@ -110,22 +110,23 @@ def frame_correlated_covariance(jacobian: np.ndarray, residuals: np.ndarray,
     """
     jacobian = np.asarray(jacobian, dtype=np.float64)
     residuals = np.asarray(residuals, dtype=np.float64)
+    bounds = np.cumsum([0, *(size for sizes in frame_sizes for size in sizes)])
+    if bounds[-1] != residuals.size:
+        raise ValueError(f"frame_sizes cover {bounds[-1]} residuals, not {residuals.size}")
     p = jacobian.shape[1]
+    frame_scores = np.array([jacobian[a:b].T @ residuals[a:b]
+                             for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+                            ).reshape(-1, p)
     meat = np.zeros((p, p))
-    start = 0
-    for sizes in frame_sizes:
-        stops = start + np.cumsum(sizes)
-        scores = np.stack([jacobian[a:b].T @ residuals[a:b]
-                           for a, b in zip(np.concatenate([[start], stops[:-1]]), stops,
-                                           strict=True)]) if len(sizes) else np.zeros((0, p))
-        start = int(stops[-1]) if len(sizes) else start
+    first = 0
+    for sizes in frame_sizes:  # frames correlate within a recording, not across
+        scores = frame_scores[first:first + len(sizes)]
+        first += len(sizes)
         meat += scores.T @ scores
         lags = int(np.ceil(np.sqrt(len(scores))))
         for lag in range(1, min(lags, len(scores) - 1) + 1):
             cross = scores[:-lag].T @ scores[lag:]
             meat += (1.0 - lag / (lags + 1.0)) * (cross + cross.T)
-    if start != residuals.size:
-        raise ValueError(f"frame_sizes cover {start} residuals, not {residuals.size}")
     bread = np.linalg.pinv(jacobian.T @ jacobian)
     return bread @ meat @ bread
 
