@@ -1,7 +1,7 @@
 """The package README's numbers for the harder recordings' conditions, over noise seeds.
 
-Usage: ``python examples/vine/harder_conditions.py [--cases scale fps growth evert]
-[--seeds 0 1 2]``
+Usage: ``python examples/vine/harder_conditions.py [--cases scale fps growth evert
+model_rate noise_free] [--seeds 0 1 2]``
 
 Every case writes a recording with :func:`sim_vine.fit.harder_recording.harder_recording`
 (the tests' settings: K, C and the growth offset free unless said, start pose and length
@@ -9,13 +9,18 @@ fitted) and runs the one-command pipeline on it (:func:`sim_vine.fit.pipeline.ru
 no video); one line per fit: tip MAE and max, shape error [mm], K and C off the truth [%],
 iterations, convergence, the run's time [s] and what the case estimated.
 
-- ``scale``: a 5 % scale error, the length scale estimated (``scale_range: [0.9, 1.15]``);
+- ``scale``: a 5 % scale error, fitted at the recording's scale and with the length scale
+  estimated (``scale_range: [0.9, 1.15]``);
 - ``fps``: times written at 25 fps where the camera ran at 30, the frame rate estimated
   (``frame_rate_range: [20, 40]``), at the true scale and with the 5 % scale error;
 - ``growth``: the vine slows from 0.3 to 0.2 m/s at frame 13 (the YAML says 0.3): a constant
   rate with the growth offset free, and per-frame rates with ``growth_smoothing`` 0, 3, 30;
 - ``evert``: the truth everts (12 bodies of 5 cm, 0.235 m out at frame 0), fitted by the
-  everting model and by ``every_prismatic``, at the true scale and with the 5 % scale error.
+  everting model and by ``every_prismatic``, at the true scale and with the 5 % scale error;
+- ``model_rate``: the 90 Hz truth fitted at 90, 180 and 360 model steps per second;
+- ``noise_free``: no pixel noise, at the true scale and with the 5 % scale error.
+
+Each line also gives C's standard errors, noise only and with frames correlated.
 """
 
 from __future__ import annotations
@@ -42,10 +47,13 @@ def line(summary: dict) -> str:
     parameters = summary["parameters"]
     stiffness = 100 * (parameters["joint.stiffness"]["value"] / TRUE_STIFFNESS - 1)
     damping = 100 * (parameters["joint.damping"]["value"] / TRUE_DAMPING - 1)
+    c = parameters["joint.damping"]
     return (f"tip MAE {recording['tip_error_mm']['mae']:.2f} (max "
             f"{recording['tip_error_mm']['max']:.1f}) shape "
             f"{recording['shape_error_mm']['mean']:.2f} mm, K {stiffness:+.2f} %, C "
-            f"{damping:+.2f} %, {summary['optimizer']['iterations']} iterations, converged "
+            f"{damping:+.2f} % (± {100 * c['standard_error'] / TRUE_DAMPING:.2f} %, "
+            f"± {100 * c['standard_error_correlated'] / TRUE_DAMPING:.2f} % correlated), "
+            f"{summary['optimizer']['iterations']} iterations, converged "
             f"{summary['optimizer']['converged']}, {summary['time_s']:.1f} s")
 
 
@@ -63,6 +71,7 @@ def fitted(folder: Path, *, simulator: dict | None = None, **recording) -> dict:
 def cases(name: str, seed: int):
     """(label, keywords of :func:`fitted`, what to report besides :func:`line`) per fit."""
     if name == "scale":
+        yield "scale not estimated", {"scale_error": 0.05}, lambda s: ""
         yield "scale_range", {"scale_error": 0.05, "fit": {"scale_range": [0.9, 1.15]}}, \
             lambda s: f"σ {s['estimates']['length_scale']:.4f}"
     elif name == "fps":
@@ -90,12 +99,20 @@ def cases(name: str, seed: int):
                 yield f"evert truth, {model}, scale error {scale:g}", {
                     "scale_error": scale, "truth": EVERTING,
                     "simulator": {"growth": model, **extra}}, lambda s: ""
+    elif name == "model_rate":
+        for rate in (90, 180, 360):
+            yield f"fitted at {rate} Hz", {"scale_error": 0.0, "fit": {"model_rate": rate}}, \
+                lambda s: ""
+    elif name == "noise_free":
+        for scale in (0.0, 0.05):
+            yield f"no noise, scale error {scale:g}", {"scale_error": scale, "noise_px": 0.0}, \
+                lambda s: ""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", nargs="+", default=["scale", "fps", "growth", "evert"],
-                        choices=["scale", "fps", "growth", "evert"])
+    cases_known = ["scale", "fps", "growth", "evert", "model_rate", "noise_free"]
+    parser.add_argument("--cases", nargs="+", default=cases_known, choices=cases_known)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     args = parser.parse_args()
     rows = []
