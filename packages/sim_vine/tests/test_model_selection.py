@@ -37,8 +37,8 @@ def test_bic_trades_the_residuals_against_the_fitted_entries():
 
 def test_candidates_are_ranked_by_bic_with_failures_last_and_the_note_gives_the_margin():
     rows = [failed_row(ModelCandidate("broken"), ValueError("no"), free=["k"], time_s=0.1),
-            {"name": "a", "bic": 12.0, "error": None},
-            {"name": "b", "bic": 4.5, "error": None}]
+            {"name": "a", "bic": 12.0, "error": None, "converged": True},
+            {"name": "b", "bic": 4.5, "error": None, "converged": True}]
     order = ranked(rows)
     assert [r["name"] for r in order] == ["b", "a", "broken"]
     assert order[2]["error"] == "ValueError: no" and order[2]["bic"] is None
@@ -54,6 +54,16 @@ def test_candidates_are_ranked_by_bic_with_failures_last_and_the_note_gives_the_
         ["joint.stiffness", "joint.damping"]) == ["joint.stiffness", "joint.damping",
                                                   "ground.friction"]
 
+
+
+def test_the_note_names_candidates_ranked_before_their_fit_converged():
+    rows = ranked([{"name": "a", "bic": 12.0, "error": None, "converged": False},
+                   {"name": "b", "bic": 4.5, "error": None, "converged": True}])
+    assert choice_note(rows).endswith(
+        "; stopped before converging, so ranked by an upper bound of their BIC: ['a'] "
+        "(raise fit.iterations)")
+    assert "stopped before converging" not in choice_note(
+        [{**row, "converged": True} for row in rows])
 
 def test_model_option_errors_name_the_fix(tmp_path):
     path = harder_recording(tmp_path)

@@ -213,15 +213,21 @@ def evidence(difference: float) -> str:
 
 
 def choice_note(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The note naming the chosen model (the first of :func:`ranked` ``rows``, fitted) and
-    its margin over the next fitted one."""
+    """The note naming the chosen model (the first of :func:`ranked` ``rows``, fitted), its
+    margin over the next fitted one, and the candidates whose optimizer stopped before
+    converging: their BIC is only an upper bound on their best, so the order may change
+    with a longer fit."""
     best, *others = [r for r in rows if r["error"] is None]
     failed = [r["name"] for r in rows if r["error"] is not None]
+    unconverged = [r["name"] for r in rows if r["error"] is None and not r["converged"]]
     text = f"model {best['name']!r} chosen by BIC ({best['bic']:.1f}) of {len(rows)} candidates"
     if others:
         margin = others[0]["bic"] - best["bic"]
         text += (f", {margin:.1f} below {others[0]['name']!r} ({evidence(margin)} evidence "
                  "on Kass and Raftery's scale)")
+    if unconverged:
+        text += (f"; stopped before converging, so ranked by an upper bound of their BIC: "
+                 f"{unconverged} (raise fit.iterations)")
     return text + (f"; failed: {failed}" if failed else "")
 
 
