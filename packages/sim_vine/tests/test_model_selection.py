@@ -55,7 +55,6 @@ def test_candidates_are_ranked_by_bic_with_failures_last_and_the_note_gives_the_
                                                   "ground.friction"]
 
 
-
 def test_the_note_names_candidates_ranked_before_their_fit_converged():
     rows = ranked([{"name": "a", "bic": 12.0, "error": None, "converged": False},
                    {"name": "b", "bic": 4.5, "error": None, "converged": True}])
@@ -64,6 +63,7 @@ def test_the_note_names_candidates_ranked_before_their_fit_converged():
         "(raise fit.iterations)")
     assert "stopped before converging" not in choice_note(
         [{**row, "converged": True} for row in rows])
+
 
 def test_model_option_errors_name_the_fix(tmp_path):
     path = harder_recording(tmp_path)

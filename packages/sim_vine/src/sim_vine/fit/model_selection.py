@@ -217,9 +217,10 @@ def choice_note(rows: Sequence[Mapping[str, Any]]) -> str:
     margin over the next fitted one, and the candidates whose optimizer stopped before
     converging: their BIC is only an upper bound on their best, so the order may change
     with a longer fit."""
-    best, *others = [r for r in rows if r["error"] is None]
+    fitted = [r for r in rows if r["error"] is None]
+    best, *others = fitted
     failed = [r["name"] for r in rows if r["error"] is not None]
-    unconverged = [r["name"] for r in rows if r["error"] is None and not r["converged"]]
+    unconverged = [r["name"] for r in fitted if not r["converged"]]
     text = f"model {best['name']!r} chosen by BIC ({best['bic']:.1f}) of {len(rows)} candidates"
     if others:
         margin = others[0]["bic"] - best["bic"]
